@@ -1,0 +1,73 @@
+# Makefile -- build, run, test and install SKV.
+#
+# SKV is upstream Redis (fetched from Debian's source package, see deps/redis)
+# patched by deps/redis/patches and extended by the sources in src/. Every
+# target installs the packages it needs first (utils/setup-deps.sh).
+#
+#   make                 fetch + patch upstream into build/redis, build it
+#   make run             build, then start SKV's main job (utils/run-skv.sh)
+#   make test            build, then run every test suite (utils/run-tests.sh)
+#   make test-skv        only SKV's own tests (fast loop while developing)
+#   make install PREFIX=/usr/local
+#   make check-patches   the exported patch series matches a fresh export
+#   make clean           remove build outputs, keep the patched tree
+#   make distclean       remove build/ entirely (downloads included)
+
+TOP    := $(CURDIR)
+BUILD  := $(TOP)/build
+REDIS  := $(BUILD)/redis
+PREFIX ?= /usr/local
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+
+# BUILD_TLS: SKV serves TLS like Debian's redis-server does.
+REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes
+
+PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
+           $(wildcard deps/redis/patches/*.patch)
+
+.PHONY: all deps run test test-skv install clean distclean check-patches
+
+all: deps $(REDIS)/.skv-patched
+	+$(REDIS_MAKE) -j$(JOBS) all
+	@mkdir -p $(BUILD)/bin
+	@for b in redis-server redis-sentinel redis-cli redis-benchmark redis-check-rdb redis-check-aof; do \
+	    ln -sfn ../redis/src/$$b $(BUILD)/bin/$$b; done
+	@echo "SKV built: $(BUILD)/bin/ ($$($(BUILD)/bin/redis-server --version))"
+
+deps:
+	@utils/setup-deps.sh build
+
+# The patched tree is rebuilt from scratch whenever the pin or the series
+# changes; fetch.sh replaces it atomically.
+$(REDIS)/.skv-patched: $(PATCHES)
+	deps/redis/fetch.sh $(REDIS)
+	@touch $@
+
+run: all
+	utils/run-skv.sh
+
+test: all
+	@utils/setup-deps.sh test
+	utils/run-tests.sh
+
+test-skv: all
+	@utils/setup-deps.sh test
+	SKV_TEST_SUITES=skv utils/run-tests.sh
+
+check-patches: deps
+	utils/patch-queue.sh check
+
+install: all
+	+$(REDIS_MAKE) install PREFIX=$(PREFIX)
+	install -d $(PREFIX)/etc/skv $(PREFIX)/share/skv
+	install -m 0644 redis.conf $(PREFIX)/etc/skv/redis.conf
+	install -m 0644 $(REDIS)/redis.conf $(PREFIX)/share/skv/redis.conf.reference
+	install -m 0644 $(REDIS)/sentinel.conf $(PREFIX)/share/skv/sentinel.conf.reference
+	@echo "installed into $(PREFIX): bin/redis-*, etc/skv/redis.conf, share/skv/*.reference"
+
+clean:
+	-[ -d $(REDIS) ] && $(REDIS_MAKE) clean
+	rm -rf $(BUILD)/bin $(BUILD)/test-logs $(BUILD)/run
+
+distclean:
+	rm -rf $(BUILD)

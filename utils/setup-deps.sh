@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# setup-deps.sh -- install what building or testing SKV needs, when missing.
+#
+#   utils/setup-deps.sh build   packages to fetch and build SKV, and the
+#                               deb-src entries that `apt-get source` needs
+#   utils/setup-deps.sh test    the above, plus what the test suites need
+#   utils/setup-deps.sh vm      the above, plus the Soft-RoCE VM (qemu, a
+#                               Debian kernel, virtme-ng) for the RDMA tests
+#
+# Idempotent: it checks first and changes nothing when everything is there,
+# so `make` can call it every time. It prints each thing it installs. It needs
+# root (or sudo) only when something is missing.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+what=${1:-build}
+
+say() { printf 'setup-deps: %s\n' "$*"; }
+die() { printf 'setup-deps: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else die "need root to run: $* (install it by hand, or run make as root)"
+    fi
+}
+
+# Packages, by purpose. Kept short: only what a fresh Debian 12 lacks.
+build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils ca-certificates git
+            libibverbs-dev librdmacm-dev"
+test_pkgs="tcl procps iproute2"
+vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod iptables
+         python3-pip python3-venv busybox-static"
+
+case "$what" in
+    build) pkgs=$build_pkgs ;;
+    test)  pkgs="$build_pkgs $test_pkgs" ;;
+    vm)    pkgs="$build_pkgs $test_pkgs $vm_pkgs" ;;
+    *) die "usage: setup-deps.sh build|test|vm" ;;
+esac
+
+command -v dpkg-query >/dev/null || die "this is not a Debian system: SKV builds on Debian 12 (bookworm)"
+
+# ------------------------------------------------------------ apt update ---
+updated=0
+apt_update() {
+    [ $updated = 1 ] && return
+    say "apt-get update"
+    as_root apt-get update -q >/dev/null
+    updated=1
+}
+
+# ------------------------------------------------------- deb-src entries ---
+# `apt-get source` needs deb-src lines for bookworm and bookworm-security.
+# When the pinned version cannot be found, add them, mirroring the deb lines
+# this machine already uses (so a local mirror keeps being used).
+. "$top/deps/redis/pin"
+has_src() { apt-cache showsrc "$DEB_PACKAGE" 2>/dev/null | grep -qx "Version: $DEB_VERSION"; }
+if ! has_src; then
+    list=/etc/apt/sources.list.d/skv-deb-src.list
+    if [ ! -f "$list" ]; then
+        say "adding deb-src entries for bookworm and bookworm-security in $list"
+        tmp=$(mktemp)
+        {
+            # deb822 stanzas (Types/URIs/Suites) with a deb type: one
+            # deb-src line per suite.
+            for f in /etc/apt/sources.list.d/*.sources; do
+                [ -f "$f" ] || continue
+                awk 'BEGIN { RS = "" }
+                     { t = u = s = k = ""
+                       n = split($0, line, "\n")
+                       for (i = 1; i <= n; i++) {
+                           if (line[i] ~ /^Types:/)  t = line[i]
+                           if (line[i] ~ /^URIs:/)   { u = line[i]; sub(/^URIs:[ \t]*/, "", u); sub(/[ \t].*/, "", u) }
+                           if (line[i] ~ /^Suites:/) { s = line[i]; sub(/^Suites:[ \t]*/, "", s) }
+                           if (line[i] ~ /^Signed-By:[ \t]*\//) { k = line[i]; sub(/^Signed-By:[ \t]*/, "", k); k = "[signed-by=" k "] " }
+                       }
+                       if (t ~ /[ \t]deb([ \t]|$)/ && u != "") {
+                           m = split(s, suite, /[ \t]+/)
+                           for (j = 1; j <= m; j++) print "deb-src " k u " " suite[j] " main"
+                       } }' "$f"
+            done
+            # One-line format: the same line as deb-src.
+            cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+                | sed -n 's/^[[:space:]]*deb[[:space:]]/deb-src /p'
+        } | grep -E '[[:space:]]bookworm(-security|-updates)?[[:space:]]' | sort -u > "$tmp" || true
+        grep -q '[[:space:]]bookworm[[:space:]]' "$tmp" ||
+            echo "deb-src http://deb.debian.org/debian bookworm main" >> "$tmp"
+        grep -q '[[:space:]]bookworm-security[[:space:]]' "$tmp" ||
+            echo "deb-src http://deb.debian.org/debian-security bookworm-security main" >> "$tmp"
+        as_root install -m 0644 "$tmp" "$list"
+        rm -f "$tmp"
+    fi
+    apt_update
+    has_src || die "apt still has no source package $DEB_PACKAGE=$DEB_VERSION after adding deb-src entries ($list).
+  Debian has probably superseded it in $DEB_SUITE: see 'Moving to a new upstream' in README.md."
+fi
+
+# -------------------------------------------------------------- packages ---
+missing=()
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    apt_update
+    say "apt-get install ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# ------------------------------------------------------------ virtme-ng ---
+# The Soft-RoCE VM boots the Debian kernel with virtme-ng (`vng`), from PyPI,
+# installed into a venv under build/ so the system Python is left alone.
+if [ "$what" = vm ]; then
+    venv="$top/build/venv"
+    if [ ! -x "$venv/bin/vng" ]; then
+        say "pip install virtme-ng (into $venv)"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q virtme-ng
+    fi
+fi
+exit 0
