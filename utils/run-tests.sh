@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# run-tests.sh -- run SKV's test suites and count the results.
+#
+# Run by `make test` after the build. Suites, in order (SKV_TEST_SUITES
+# selects a subset, e.g. SKV_TEST_SUITES="skv"):
+#   patches   the committed patch series matches a fresh export
+#   upstream  upstream's Tcl suite, every unit and integration test
+#   sentinel  upstream's Sentinel suite
+#   cluster   upstream's Cluster suite
+#   skv       SKV's own tests (tests/ of this repository), in upstream's harness
+#
+# Each suite's output goes to the terminal and to build/test-logs/<suite>.log.
+# The last line is "N passed, N failed", counting tests over all suites; the
+# exit status is non-zero when anything failed.
+#
+# Extra arguments for upstream's runner can be given in SKV_RUNTEST_ARGS
+# (for example "--clients 2" or "--single unit/type/list").
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+tree="$top/build/redis"
+logs="$top/build/test-logs"
+suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv}
+clients=${SKV_TEST_CLIENTS:-4}
+
+[ -x "$tree/src/redis-server" ] || { echo "run-tests: build first (make)" >&2; exit 1; }
+mkdir -p "$logs"
+# SKV's tests live in this repository; the harness finds them as tests/skv/.
+ln -sfn "$top/tests" "$tree/tests/skv"
+
+total_pass=0 total_fail=0
+summary=()
+
+# count <log> <status>: set pass/fail from a runtest-style log.
+count_runtest() {
+    local log=$1 status=$2 clean
+    clean=$(sed 's/\x1b\[[0-9;]*m//g' "$log")
+    pass=$(grep -c '^\[ok\]: ' <<<"$clean")
+    fail=$(grep -c -E '^\[(err|exception)\]: |^\[TIMEOUT\]' <<<"$clean")
+    # A run that stopped early (crash, harness error) failed even if no
+    # test said so.
+    if [ "$status" != 0 ] && [ "$fail" = 0 ]; then fail=1; fi
+}
+
+# count_instances <log> <status>: the same for runtest-sentinel/-cluster,
+# whose lines end in ": OK" or carry "FAILED:".
+count_instances() {
+    local log=$1 status=$2 clean
+    clean=$(sed 's/\x1b\[[0-9;]*m//g' "$log")
+    pass=$(grep -c -E ': OK$' <<<"$clean")
+    fail=$(grep -c -E 'FAILED: ' <<<"$clean")
+    if [ "$status" != 0 ] && [ "$fail" = 0 ]; then fail=1; fi
+}
+
+run_suite() { # name counter command...
+    local name=$1 counter=$2; shift 2
+    local log="$logs/$name.log" start status
+    echo "=================== suite: $name ($*)"
+    start=$(date +%s)
+    "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    "$counter" "$log" "$status"
+    total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
+    summary+=("$(printf '%-9s %5d passed, %3d failed  (%ds, log %s)' "$name" "$pass" "$fail" $(( $(date +%s) - start )) "${log#$top/}")")
+}
+
+count_check() { # a one-test suite: its exit status is the result
+    if [ "$2" = 0 ]; then pass=1 fail=0; else pass=0 fail=1; fi
+}
+
+skv_units() {
+    (cd "$top/tests" && find unit integration -name '*.tcl' 2>/dev/null | sort | sed 's/\.tcl$//')
+}
+
+for suite in $suites; do
+    case $suite in
+    patches)
+        run_suite patches count_check "$top/utils/patch-queue.sh" check ;;
+    upstream)
+        # shellcheck disable=SC2086
+        run_suite upstream count_runtest \
+            bash -c "cd '$tree' && ./runtest --clients $clients ${SKV_RUNTEST_ARGS:-}" ;;
+    sentinel)
+        run_suite sentinel count_instances bash -c "cd '$tree' && ./runtest-sentinel" ;;
+    cluster)
+        run_suite cluster count_instances bash -c "cd '$tree' && ./runtest-cluster" ;;
+    skv)
+        args=()
+        for u in $(skv_units); do args+=(--single "skv/$u"); done
+        if [ ${#args[@]} = 0 ]; then echo "no SKV tests found in tests/" >&2; total_fail=$((total_fail+1)); continue; fi
+        run_suite skv count_runtest \
+            bash -c "cd '$tree' && ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}" ;;
+    *)
+        echo "run-tests: unknown suite '$suite'" >&2; total_fail=$((total_fail+1)) ;;
+    esac
+done
+
+echo "=================== summary"
+printf '%s\n' "${summary[@]}"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" = 0 ]
