@@ -67,7 +67,8 @@ install: all
 
 clean:
 	-[ -d $(REDIS) ] && $(REDIS_MAKE) clean
-	rm -rf $(BUILD)/bin $(BUILD)/test-logs $(BUILD)/run
+	rm -f $(REDIS)/src/skv-rdma-tool $(REDIS)/src/nic-kv
+	rm -rf $(BUILD)/bin $(BUILD)/test-logs $(BUILD)/run $(BUILD)/vm
 
 distclean:
 	rm -rf $(BUILD)

@@ -7,9 +7,32 @@
 
 # Our sources are found through vpath; objects land next to upstream's.
 vpath %.c $(SKV_SRC)
-# Upstream headers first (-I.), then ours.
+# Upstream headers first (-I.), then ours. Our objects put -I. before
+# upstream's -I../deps/hiredis, so that "sds.h" is the server's sds.
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
+SKV_OWN_OBJ = rdma_chan.o rdma.o hiredis_rdma.o rdma_tool.o
+$(SKV_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS)
 
-# Objects linked into redis-server (and redis-sentinel, the same binary).
-SKV_SERVER_OBJ =
+
+# Objects linked into redis-server (and redis-sentinel, the same binary):
+# the RDMA transport, i.e. the channel library and the connection type.
+SKV_SERVER_OBJ = rdma_chan.o rdma.o
 REDIS_SERVER_OBJ += $(SKV_SERVER_OBJ)
+FINAL_LIBS += -libverbs -lrdmacm
+
+# redis-cli and redis-benchmark: --rdma, through hiredis contexts over RDMA.
+REDIS_CLI_OBJ += hiredis_rdma.o rdma_chan.o
+REDIS_BENCHMARK_OBJ += hiredis_rdma.o rdma_chan.o
+
+# skv-rdma-tool: a TCP-to-RDMA proxy and RDMA test clients (tests/rdma).
+SKV_RDMA_TOOL_NAME = skv-rdma-tool
+SKV_RDMA_TOOL_OBJ = rdma_tool.o hiredis_rdma.o rdma_chan.o ae.o anet.o zmalloc.o monotonic.o redisassert.o
+-include rdma_tool.d
+
+# Our targets are defined before upstream's "all": keep "all" the default.
+.DEFAULT_GOAL := all
+all: $(SKV_RDMA_TOOL_NAME)
+
+$(SKV_RDMA_TOOL_NAME): $(SKV_RDMA_TOOL_OBJ)
+	$(REDIS_LD) -o $@ $^ ../deps/hiredis/libhiredis.a $(FINAL_LIBS)
+

@@ -27,3 +27,108 @@ proc skv_pin {name} {
     }
     return $v
 }
+
+# ------------------------------------------------------------------ RDMA ---
+# The RDMA tests (tests/rdma/) run inside the Soft-RoCE VM that
+# utils/rdma-vm.sh boots; tests/rdma/run-in-vm.sh makes two rxe devices on a
+# veth pair: the server side listens on 10.77.0.1, the other end is 10.77.0.2.
+set ::rdma_host 10.77.0.1
+set ::rdma_host2 10.77.0.2
+if {![info exists ::rdma_next_port]} { set ::rdma_next_port 27000 }
+
+proc rdma_available {} {
+    expr {[file exists /sys/class/infiniband/rxe0] && [file exists /sys/class/infiniband/rxe1]}
+}
+
+# A fresh RDMA port for each server (rdma_cm's port space is not TCP's).
+proc rdma_port {} {
+    incr ::rdma_next_port
+}
+
+# Server overrides for an RDMA server on $host:$port.
+proc rdma_overrides {port {host {}}} {
+    if {$host eq {}} { set host $::rdma_host }
+    list rdma-port $port rdma-bind $host protected-mode no
+}
+
+# redis-cli over RDMA; returns its output (stdout + stderr).
+proc rdma_cli {port args} {
+    catch {exec src/redis-cli --rdma -h $::rdma_host -p $port {*}$args 2>@1} out
+    return $out
+}
+
+proc rdma_tool {args} {
+    catch {exec src/skv-rdma-tool {*}$args 2>@1} out
+    return $out
+}
+
+# A field of INFO rdma of server level $level (0 = the innermost).
+proc rdma_info {field {level 0}} {
+    set info [[srv $level client] info rdma]
+    if {[regexp "\r\n$field:(\[^\r\n\]*)" "\r\n$info" -> v]} { return $v }
+    return ""
+}
+
+# ----------------------------------------------------------------- Nic-KV ---
+# A Nic-KV daemon for a master on 127.0.0.1:$master_port. Returns a dict
+# with its port, pid and log; extra arguments are nic-kv options
+# (--thread-num 2 ...).
+proc nickv_start {master_port args} {
+    set port [find_available_port [expr {$::baseport + 250}] 200]
+    set dir [file normalize [tmpdir nickv]]
+    set log $dir/nickv.log
+    set pid [exec src/nic-kv --port $port --master-port $master_port --logfile $log {*}$args &]
+    set nk [dict create port $port pid $pid log $log args $args master $master_port]
+    wait_for_condition 100 50 {
+        [catch {nickv_cmd $nk ping} r] == 0 && $r eq "PONG"
+    } else {
+        fail "nic-kv did not start: [exec tail -n 20 $log]"
+    }
+    return $nk
+}
+
+# Start it again on the same port, with the same options.
+proc nickv_restart {nk} {
+    set log [dict get $nk log]
+    set pid [exec src/nic-kv --port [dict get $nk port] --master-port [dict get $nk master] \
+                 --logfile $log {*}[dict get $nk args] &]
+    dict set nk pid $pid
+    wait_for_condition 100 50 {
+        [catch {nickv_cmd $nk ping} r] == 0 && $r eq "PONG"
+    } else {
+        fail "nic-kv did not restart: [exec tail -n 20 $log]"
+    }
+    return $nk
+}
+
+proc nickv_stop {nk {signal TERM}} {
+    catch {exec kill -$signal [dict get $nk pid]}
+    wait_for_condition 100 50 {
+        [catch {exec kill -0 [dict get $nk pid]}] == 1
+    } else {
+        fail "nic-kv did not stop"
+    }
+}
+
+# A command to Nic-KV (a fresh connection each time); the reply.
+proc nickv_cmd {nk args} {
+    set c [redis 127.0.0.1 [dict get $nk port]]
+    catch {$c {*}$args} r
+    catch {$c close}
+    return $r
+}
+
+proc nickv_info {nk field} {
+    set info [nickv_cmd $nk info all]
+    if {[regexp "\r\n$field:(\[^\r\n\]*)" "\r\n$info" -> v]} { return $v }
+    return ""
+}
+
+# Wait until Nic-KV streams to n replicas.
+proc nickv_wait_replicas {nk n} {
+    wait_for_condition 200 100 {
+        [nickv_info $nk connected_replicas] == $n
+    } else {
+        fail "Nic-KV serves [nickv_info $nk connected_replicas] replicas, not $n"
+    }
+}

@@ -56,7 +56,7 @@ cmd_checkout() {
         git_q init -q
         # Build outputs stay out of the history.
         printf '%s\n' '*.o' '*.d' '*.a' '.make-*' 'src/redis-*' '!src/redis-*.c' '!src/redis-*.h' \
-            'src/release.h' 'deps/*/*.so' 'tests/tmp/' 'tests/skv' > .git/info/exclude
+            'src/release.h' 'src/skv-*' 'src/nic-kv' 'deps/*/*.so' 'tests/tmp/' 'tests/skv' > .git/info/exclude
         git_q add -A
         GIT_COMMITTER_DATE="2000-01-01T00:00:00Z" GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" \
             git_q commit -q -m "upstream Redis + Debian's patches (see deps/redis/pin)"

@@ -7,7 +7,11 @@
 #   upstream  upstream's Tcl suite, every unit and integration test
 #   sentinel  upstream's Sentinel suite
 #   cluster   upstream's Cluster suite
-#   skv       SKV's own tests (tests/ of this repository), in upstream's harness
+#   skv       SKV's own tests (tests/unit, tests/integration), in upstream's harness
+#   rdma      the RDMA tests, inside a Soft-RoCE VM (tests/rdma/run-in-vm.sh
+#             through utils/rdma-vm.sh). When the VM cannot start they are
+#             skipped with a message, unless SKV_REQUIRE_RDMA_VM=1 (CI sets
+#             it), which makes that a failure.
 #
 # Each suite's output goes to the terminal and to build/test-logs/<suite>.log.
 # The last line is "N passed, N failed", counting tests over all suites; the
@@ -20,7 +24,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree="$top/build/redis"
 logs="$top/build/test-logs"
-suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv}
+suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv rdma}
 clients=${SKV_TEST_CLIENTS:-4}
 
 [ -x "$tree/src/redis-server" ] || { echo "run-tests: build first (make)" >&2; exit 1; }
@@ -68,6 +72,34 @@ count_check() { # a one-test suite: its exit status is the result
     if [ "$2" = 0 ]; then pass=1 fail=0; else pass=0 fail=1; fi
 }
 
+# The RDMA suite: in the Soft-RoCE VM. Exit status 125 from rdma-vm.sh
+# means the VM could not start: a skip, or a failure under
+# SKV_REQUIRE_RDMA_VM=1.
+run_rdma() {
+    local log="$logs/rdma.log" start status
+    echo "=================== suite: rdma (tests/rdma/run-in-vm.sh in the Soft-RoCE VM)"
+    start=$(date +%s)
+    if "$top/utils/setup-deps.sh" vm 2>&1 | tee "$log"; then
+        "$top/utils/rdma-vm.sh" "$top/tests/rdma/run-in-vm.sh" 2>&1 | tee -a "$log"
+        status=${PIPESTATUS[0]}
+    else
+        status=125
+    fi
+    if [ "$status" = 125 ]; then
+        if [ "${SKV_REQUIRE_RDMA_VM:-0}" = 1 ]; then
+            total_fail=$((total_fail + 1))
+            summary+=("rdma      FAILED: the Soft-RoCE VM could not start (SKV_REQUIRE_RDMA_VM=1)")
+        else
+            echo "run-tests: SKIPPING the RDMA tests: the Soft-RoCE VM could not start here (see above)"
+            summary+=("rdma      skipped: the Soft-RoCE VM could not start (log ${log#$top/})")
+        fi
+        return
+    fi
+    count_runtest "$log" "$status"
+    total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
+    summary+=("$(printf '%-9s %5d passed, %3d failed  (%ds, log %s)' rdma "$pass" "$fail" $(( $(date +%s) - start )) "${log#$top/}")")
+}
+
 skv_units() {
     (cd "$top/tests" && find unit integration -name '*.tcl' 2>/dev/null | sort | sed 's/\.tcl$//')
 }
@@ -90,6 +122,8 @@ for suite in $suites; do
         if [ ${#args[@]} = 0 ]; then echo "no SKV tests found in tests/" >&2; total_fail=$((total_fail+1)); continue; fi
         run_suite skv count_runtest \
             bash -c "cd '$tree' && ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}" ;;
+    rdma)
+        run_rdma ;;
     *)
         echo "run-tests: unknown suite '$suite'" >&2; total_fail=$((total_fail+1)) ;;
     esac

@@ -29,8 +29,8 @@ as_root() {
 # Packages, by purpose. Kept short: only what a fresh Debian 12 lacks.
 build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils ca-certificates git
             libibverbs-dev librdmacm-dev"
-test_pkgs="tcl procps iproute2"
-vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod iptables
+test_pkgs="tcl procps iproute2 libjemalloc2 liblzf1 libatomic1"
+vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod
          python3-pip python3-venv busybox-static"
 
 case "$what" in
@@ -106,6 +106,23 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt_update
     say "apt-get install ${missing[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# ------------------------------------------------- Debian's redis-server ---
+# The Nic-KV tests check that an unmodified upstream replica works behind
+# Nic-KV: Debian's own redis-server binary, of the pinned version, unpacked
+# under build/ (not installed: no service is started).
+if [ "$what" != build ]; then
+    debredis="$top/build/debian-redis"
+    if [ ! -x "$debredis/usr/bin/redis-server" ]; then
+        say "fetching Debian's redis-server $DEB_VERSION into $debredis"
+        tmp=$(mktemp -d)
+        (cd "$tmp" && apt-get download -q "redis-server=$DEB_VERSION" "redis-tools=$DEB_VERSION" \
+            2> >(grep -v unsandboxed >&2)) >/dev/null || die "cannot download redis-server=$DEB_VERSION"
+        mkdir -p "$debredis"
+        for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$debredis"; done
+        rm -rf "$tmp"
+    fi
 fi
 
 # ------------------------------------------------------------ virtme-ng ---

@@ -1,0 +1,710 @@
+/* rdma.c -- RDMA connection type for the server, over src/rdma_chan.c.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * CT_RDMA is a ConnectionType like upstream's CT_Socket and CT_TLS: the rest
+ * of the server reads, writes and closes RDMA connections through
+ * connRead()/connWrite()/connClose() without knowing. What differs:
+ *
+ * - The descriptor the event loop polls is the channel's (a completion
+ *   channel, or an epoll set for outgoing connections), registered for
+ *   reading for the whole life of the connection: completions of every kind
+ *   (data, the peer's buffer turns, keepalives, errors) arrive there.
+ *   conn->fd stays -1, so upstream's anet helpers never touch it.
+ * - There is no "writable" readiness in RDMA. A connection with a write
+ *   handler, or with data already buffered that its read handler has not
+ *   consumed, sits on a pending list; beforeSleep() calls
+ *   rdmaProcessPendingData(), which runs the handlers that can make
+ *   progress, and keeps the event loop from sleeping while any can.
+ * - An accepted connection starts with a small receive buffer and gets the
+ *   configured rdma-rx-size once its client has authenticated, so that
+ *   unauthenticated connections pin little memory.
+ * - Peer addresses come from rdma_cm (the "addr" hook of ConnectionType), so
+ *   protected mode, CLIENT LIST and replication see real addresses.
+ *
+ * Clients and replicas reach the server on rdma-port; a replica with
+ * rdma-replication yes connects to its master over RDMA (replicaof names
+ * the master's rdma-port). AUTH, ACLs, protected mode, maxclients and the
+ * client output buffer limits apply exactly as for TCP.
+ */
+
+#include "server.h"
+#include "connhelpers.h"
+#include "rdma.h"
+#include "rdma_chan.h"
+
+#include <sys/resource.h>
+
+rdmaServerConfig rdmaConf;
+
+typedef struct rdmaConnection {
+    connection c;
+    rdmaChan *ch;
+    int chan_fd;              /* registered in server.el, or -1 */
+    listNode *node;           /* in rdmaServer.conns */
+    listNode *pending_node;   /* in rdmaServer.pending, or NULL */
+    int full_rx;              /* rdma-rx-size granted (client authenticated) */
+} rdmaConnection;
+
+static struct {
+    int initialized;
+    rdmaListener *listeners[CONFIG_BINDADDR_MAX];
+    int nlisteners;
+    char status[320];         /* "off", "on", or "error: why not" */
+    int retry;                /* not listening, but worth retrying */
+    list *conns;              /* every RDMA connection */
+    list *pending;            /* connections whose handlers can progress */
+} rdmaServer = { .status = "off" };
+
+ConnectionType CT_RDMA;
+
+/* ----------------------------------------------------------- Helpers --- */
+
+static void rdmaLogHook(int level, const char *msg) {
+    int ll = level == RDMA_LOG_WARNING ? LL_WARNING :
+             level == RDMA_LOG_NOTICE ? LL_NOTICE :
+             level == RDMA_LOG_VERBOSE ? LL_VERBOSE : LL_DEBUG;
+    serverLog(ll, "%s", msg);
+}
+
+static void rdmaAsyncEventHandler(aeEventLoop *el, int fd, void *data, int mask) {
+    UNUSED(el); UNUSED(fd); UNUSED(data); UNUSED(mask);
+    rdmaHandleAsyncEvents();
+}
+
+/* The connection lists exist even when the library could not start, so
+ * that a connection object can always be made (and fail cleanly). */
+static void rdmaEnsureLists(void) {
+    if (rdmaServer.conns) return;
+    rdmaServer.conns = listCreate();
+    rdmaServer.pending = listCreate();
+}
+
+/* Initialise the RDMA library once, on first use, and watch its async
+ * events. Returns C_OK or C_ERR (logged). */
+static int rdmaEnsureInit(void) {
+    char err[256];
+    rdmaEnsureLists();
+    if (rdmaServer.initialized) return C_OK;
+    if (rdmaInit(rdmaLogHook, err, sizeof(err)) == -1) {
+        serverLog(LL_WARNING, "RDMA: cannot initialise: %s", err);
+        return C_ERR;
+    }
+    if (aeCreateFileEvent(server.el, rdmaAsyncFd(), AE_READABLE, rdmaAsyncEventHandler, NULL) == AE_ERR) {
+        serverLog(LL_WARNING, "RDMA: cannot watch async events: %s", strerror(errno));
+        return C_ERR;
+    }
+    rdmaSetPinnedLimit(rdmaConf.max_pinned);
+    rdmaServer.initialized = 1;
+    return C_OK;
+}
+
+
+static void rdmaMarkPending(rdmaConnection *rc) {
+    if (rc->pending_node) return;
+    listAddNodeTail(rdmaServer.pending, rc);
+    rc->pending_node = listLast(rdmaServer.pending);
+}
+
+static void rdmaUnmarkPending(rdmaConnection *rc) {
+    if (!rc->pending_node) return;
+    listDelNode(rdmaServer.pending, rc->pending_node);
+    rc->pending_node = NULL;
+}
+
+/* Can a handler of this connection make progress without an fd event? */
+static int rdmaConnNeedsService(rdmaConnection *rc) {
+    connection *conn = &rc->c;
+    if (!rc->ch) return 0;
+    if (conn->read_handler && rdmaChanReadPending(rc->ch)) return 1;
+    if (conn->write_handler && rdmaChanWritable(rc->ch)) return 1;
+    return 0;
+}
+
+/* A client that authenticated gets the full receive buffer from its next
+ * buffer turn on. */
+static void rdmaMaybeGrantRx(rdmaConnection *rc) {
+    client *c;
+    if (rc->full_rx || !rc->ch) return;
+    c = connGetPrivateData(&rc->c);
+    if (c && c->authenticated) {
+        rdmaChanSetRxSize(rc->ch, rdmaConf.rx_size);
+        rc->full_rx = 1;
+    }
+}
+
+/* Update conn state after a channel call failed; errno is the channel's. */
+static void rdmaConnSetError(connection *conn, int err) {
+    conn->last_errno = err;
+    if (conn->state == CONN_STATE_CONNECTED) conn->state = CONN_STATE_ERROR;
+}
+
+/* ------------------------------------------------------ Connection I/O --- */
+
+static void rdmaNotifyHandler(rdmaChan *ch, void *data) {
+    UNUSED(ch);
+    rdmaMarkPending(data);
+}
+
+static connection *rdmaConnNew(rdmaChan *ch) {
+    rdmaConnection *rc = zcalloc(sizeof(*rc));
+    rdmaEnsureLists();
+    rc->c.type = &CT_RDMA;
+    rc->c.fd = -1;
+    rc->chan_fd = -1;
+    rc->ch = ch;
+    listAddNodeTail(rdmaServer.conns, rc);
+    rc->node = listLast(rdmaServer.conns);
+    if (ch) rdmaChanSetNotify(ch, rdmaNotifyHandler, rc);
+    return &rc->c;
+}
+
+/* Watch the channel's descriptor for the rest of the connection's life. */
+static int rdmaConnWatch(rdmaConnection *rc) {
+    int fd = rdmaChanFd(rc->ch);
+    if (fd == -1) return C_ERR;
+    if (aeCreateFileEvent(server.el, fd, AE_READABLE, CT_RDMA.ae_handler, &rc->c) == AE_ERR)
+        return C_ERR;
+    rc->chan_fd = fd;
+    return C_OK;
+}
+
+static void rdmaConnUnwatch(rdmaConnection *rc) {
+    if (rc->chan_fd == -1) return;
+    aeDeleteFileEvent(server.el, rc->chan_fd, AE_READABLE | AE_WRITABLE);
+    rc->chan_fd = -1;
+}
+
+/* Run the read and write handlers that can make progress now, in the same
+ * order rules as sockets: read first, unless a write barrier asks for the
+ * reverse. */
+static void rdmaServeHandlers(rdmaConnection *rc) {
+    connection *conn = &rc->c;
+    int invert = conn->flags & CONN_FLAG_WRITE_BARRIER;
+    int call_read = conn->read_handler && rdmaChanReadPending(rc->ch);
+    int call_write = conn->write_handler && rdmaChanWritable(rc->ch);
+
+    if (!invert && call_read) {
+        if (!callHandler(conn, conn->read_handler)) return;
+        rdmaMaybeGrantRx(rc);
+    }
+    if (call_write) {
+        if (!callHandler(conn, conn->write_handler)) return;
+    }
+    if (invert && call_read) {
+        if (!callHandler(conn, conn->read_handler)) return;
+        rdmaMaybeGrantRx(rc);
+    }
+    if (rdmaConnNeedsService(rc)) rdmaMarkPending(rc);
+}
+
+static void connRdmaEventHandler(struct aeEventLoop *el, int fd, void *clientData, int mask) {
+    UNUSED(el); UNUSED(fd); UNUSED(mask);
+    connection *conn = clientData;
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    int ev;
+
+    if (!rc->ch) return;
+    ev = rdmaChanHandleEvents(rc->ch);
+
+    if (conn->state == CONN_STATE_CONNECTING && (ev & RDMA_EV_CONNECTED)) {
+        if (rdmaChanGetState(rc->ch) == RDMA_CHAN_CONNECTED) {
+            conn->state = CONN_STATE_CONNECTED;
+        } else {
+            conn->state = CONN_STATE_ERROR;
+            conn->last_errno = ECONNREFUSED;
+        }
+        if (conn->conn_handler) {
+            ConnectionCallbackFunc handler = conn->conn_handler;
+            conn->conn_handler = NULL;
+            if (!callHandler(conn, handler)) return;
+        }
+    }
+    if (conn->state == CONN_STATE_CONNECTING) return;
+    rdmaServeHandlers(rc);
+}
+
+static int connRdmaConnect(connection *conn, const char *addr, int port, const char *src_addr,
+                           ConnectionCallbackFunc connect_handler) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    char err[256];
+
+    if (!rdmaServer.initialized) {
+        snprintf(err, sizeof(err), "RDMA is not available (see the log at startup)");
+        rc->ch = NULL;
+    } else {
+        rc->ch = rdmaChanConnect(addr, port, src_addr, rdmaConf.rx_size, rdmaConf.completion_vector,
+                                 server.repl_timeout * 1000, err, sizeof(err));
+    }
+    if (!rc->ch) {
+        serverLog(LL_WARNING, "RDMA: cannot connect to %s:%d: %s", addr, port, err);
+        conn->state = CONN_STATE_ERROR;
+        conn->last_errno = ECONNREFUSED;
+        return C_ERR;
+    }
+    rdmaChanSetNotify(rc->ch, rdmaNotifyHandler, rc);
+    if (rdmaConnWatch(rc) == C_ERR) {
+        conn->state = CONN_STATE_ERROR;
+        conn->last_errno = errno;
+        return C_ERR;
+    }
+    conn->state = CONN_STATE_CONNECTING;
+    conn->conn_handler = connect_handler;
+    return C_OK;
+}
+
+static int connRdmaBlockingConnect(connection *conn, const char *addr, int port, long long timeout) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    char err[256];
+
+    rc->ch = rdmaServer.initialized ?
+        rdmaChanConnect(addr, port, NULL, rdmaConf.rx_size, rdmaConf.completion_vector,
+                        timeout, err, sizeof(err)) : NULL;
+    if (!rc->ch || rdmaChanWaitConnected(rc->ch, timeout) == -1 || rdmaConnWatch(rc) == C_ERR) {
+        conn->state = CONN_STATE_ERROR;
+        conn->last_errno = ETIMEDOUT;
+        return C_ERR;
+    }
+    rdmaChanSetNotify(rc->ch, rdmaNotifyHandler, rc);
+    conn->state = CONN_STATE_CONNECTED;
+    return C_OK;
+}
+
+static int connRdmaWrite(connection *conn, const void *data, size_t data_len) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    ssize_t n;
+    if (!rc->ch) { rdmaConnSetError(conn, ENOTCONN); return -1; }
+    n = rdmaChanWrite(rc->ch, data, data_len);
+    if (n < 0 && errno != EAGAIN) rdmaConnSetError(conn, errno);
+    return (int)n;
+}
+
+static int connRdmaWritev(connection *conn, const struct iovec *iov, int iovcnt) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    ssize_t n;
+    if (!rc->ch) { rdmaConnSetError(conn, ENOTCONN); return -1; }
+    n = rdmaChanWritev(rc->ch, iov, iovcnt);
+    if (n < 0 && errno != EAGAIN) rdmaConnSetError(conn, errno);
+    return (int)n;
+}
+
+static int connRdmaRead(connection *conn, void *buf, size_t buf_len) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    ssize_t n;
+    if (!rc->ch) { rdmaConnSetError(conn, ENOTCONN); return -1; }
+    n = rdmaChanRead(rc->ch, buf, buf_len);
+    if (n == 0) {
+        conn->state = CONN_STATE_CLOSED;
+    } else if (n < 0 && errno != EAGAIN) {
+        rdmaConnSetError(conn, errno);
+    } else if (n > 0 && rdmaChanReadPending(rc->ch)) {
+        /* The caller read less than is buffered: no fd event will come
+         * for the rest. */
+        rdmaMarkPending(rc);
+    }
+    return (int)n;
+}
+
+static void connRdmaClose(connection *conn) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    rdmaConnUnwatch(rc);
+    rdmaUnmarkPending(rc);
+    if (rc->ch) {
+        const char *why = rdmaChanError(rc->ch);
+        if (rdmaChanGetState(rc->ch) == RDMA_CHAN_ERROR && why) {
+            char ip[NET_IP_STR_LEN];
+            int port;
+            rdmaChanPeerAddr(rc->ch, ip, sizeof(ip), &port);
+            serverLog(LL_NOTICE, "RDMA: closing connection with %s:%d: %s", ip, port, why);
+        }
+        rdmaChanClose(rc->ch);
+        rc->ch = NULL;
+    }
+    if (connHasRefs(conn)) {
+        conn->flags |= CONN_FLAG_CLOSE_SCHEDULED;
+        return;
+    }
+    if (rc->node) listDelNode(rdmaServer.conns, rc->node);
+    zfree(rc);
+}
+
+static int connRdmaAccept(connection *conn, ConnectionCallbackFunc accept_handler) {
+    int ret = C_OK;
+    if (conn->state != CONN_STATE_ACCEPTING) return C_ERR;
+    conn->state = CONN_STATE_CONNECTED;
+    connIncrRefs(conn);
+    if (!callHandler(conn, accept_handler)) ret = C_ERR;
+    connDecrRefs(conn);
+    return ret;
+}
+
+static int connRdmaSetWriteHandler(connection *conn, ConnectionCallbackFunc func, int barrier) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    conn->write_handler = func;
+    if (barrier) conn->flags |= CONN_FLAG_WRITE_BARRIER;
+    else conn->flags &= ~CONN_FLAG_WRITE_BARRIER;
+    if (func) rdmaMarkPending(rc);
+    return C_OK;
+}
+
+static int connRdmaSetReadHandler(connection *conn, ConnectionCallbackFunc func) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    conn->read_handler = func;
+    if (func && rc->ch && rdmaChanReadPending(rc->ch)) rdmaMarkPending(rc);
+    return C_OK;
+}
+
+static const char *connRdmaGetLastError(connection *conn) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    const char *why = rc->ch ? rdmaChanError(rc->ch) : NULL;
+    return why ? why : strerror(conn->last_errno);
+}
+
+/* ------------------------------------------------- Synchronous I/O --- */
+
+/* Used by the replica's handshake with its master. Same contracts as
+ * syncio.c: all bytes within the timeout, or -1. */
+static ssize_t connRdmaSyncWrite(connection *conn, char *ptr, ssize_t size, long long timeout) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    long long deadline = mstime() + timeout;
+    ssize_t done = 0;
+    while (done < size) {
+        ssize_t n;
+        long long left = deadline - mstime();
+        if (!rc->ch || left <= 0) { errno = ETIMEDOUT; return -1; }
+        if (rdmaChanWaitWritable(rc->ch, left) == -1) return -1;
+        n = rdmaChanWrite(rc->ch, ptr + done, size - done);
+        if (n < 0 && errno != EAGAIN) { rdmaConnSetError(conn, errno); return -1; }
+        if (n > 0) done += n;
+    }
+    return size;
+}
+
+static ssize_t connRdmaSyncRead(connection *conn, char *ptr, ssize_t size, long long timeout) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    long long deadline = mstime() + timeout;
+    ssize_t done = 0;
+    while (done < size) {
+        ssize_t n;
+        long long left = deadline - mstime();
+        if (!rc->ch || left <= 0) { errno = ETIMEDOUT; return -1; }
+        if (rdmaChanWaitReadable(rc->ch, left) == -1) return -1;
+        n = rdmaChanRead(rc->ch, ptr + done, size - done);
+        if (n == 0) { conn->state = CONN_STATE_CLOSED; return -1; }
+        if (n < 0 && errno != EAGAIN) { rdmaConnSetError(conn, errno); return -1; }
+        if (n > 0) done += n;
+    }
+    if (rdmaChanReadPending(rc->ch)) rdmaMarkPending(rc);
+    return size;
+}
+
+/* Read a line ending in \n, which is dropped (and a \r before it), within
+ * the timeout. Returns the line's length, or -1. */
+static ssize_t connRdmaSyncReadLine(connection *conn, char *ptr, ssize_t size, long long timeout) {
+    ssize_t nread = 0;
+    size--;
+    while (size) {
+        char c;
+        if (connRdmaSyncRead(conn, &c, 1, timeout) == -1) return -1;
+        if (c == '\n') {
+            *ptr = '\0';
+            if (nread && *(ptr - 1) == '\r') *(ptr - 1) = '\0';
+            return nread;
+        }
+        *ptr++ = c;
+        *ptr = '\0';
+        nread++;
+        size--;
+    }
+    return nread;
+}
+
+static int connRdmaGetType(connection *conn) {
+    UNUSED(conn);
+    return CONN_TYPE_RDMA;
+}
+
+static int connRdmaAddr(connection *conn, char *ip, size_t ip_len, int *port, int remote) {
+    rdmaConnection *rc = (rdmaConnection *)conn;
+    if (!rc->ch) return C_ERR;
+    if ((remote ? rdmaChanPeerAddr : rdmaChanLocalAddr)(rc->ch, ip, ip_len, port) == -1)
+        return C_ERR;
+    return C_OK;
+}
+
+ConnectionType CT_RDMA = {
+    .ae_handler = connRdmaEventHandler,
+    .connect = connRdmaConnect,
+    .write = connRdmaWrite,
+    .writev = connRdmaWritev,
+    .read = connRdmaRead,
+    .close = connRdmaClose,
+    .accept = connRdmaAccept,
+    .set_write_handler = connRdmaSetWriteHandler,
+    .set_read_handler = connRdmaSetReadHandler,
+    .get_last_error = connRdmaGetLastError,
+    .blocking_connect = connRdmaBlockingConnect,
+    .sync_write = connRdmaSyncWrite,
+    .sync_read = connRdmaSyncRead,
+    .sync_readline = connRdmaSyncReadLine,
+    .get_type = connRdmaGetType,
+    .addr = connRdmaAddr,
+};
+
+/* Never NULL: when RDMA cannot start, connecting fails (and is logged),
+ * which replication handles like any failed connect. */
+connection *connCreateRdma(void) {
+    rdmaEnsureInit();
+    return rdmaConnNew(NULL);
+}
+
+/* --------------------------------------------- Pending-data handling --- */
+
+/* Run the handlers of connections that can progress without an fd event
+ * (buffered input, room to write). Each connection on the list when we
+ * start is served at most once; a handler may close any connection, which
+ * takes it off the list, so the list is re-read from its head every time. */
+int rdmaProcessPendingData(void) {
+    int processed = 0, budget;
+    if (!rdmaServer.pending) return 0;
+    budget = (int)listLength(rdmaServer.pending);
+    while (budget-- > 0 && listLength(rdmaServer.pending)) {
+        listNode *ln = listFirst(rdmaServer.pending);
+        rdmaConnection *rc = listNodeValue(ln);
+        connection *conn = &rc->c;
+        rdmaUnmarkPending(rc);
+        if (conn->state == CONN_STATE_CONNECTING || !rc->ch) continue;
+        processed++;
+        rdmaServeHandlers(rc);
+    }
+    return processed;
+}
+
+int rdmaHasPendingData(void) {
+    listIter li;
+    listNode *ln;
+    if (!rdmaServer.pending) return 0;
+    listRewind(rdmaServer.pending, &li);
+    while ((ln = listNext(&li)))
+        if (rdmaConnNeedsService(listNodeValue(ln))) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ Listener --- */
+
+static void rdmaAcceptHandler(rdmaChan *ch, void *data) {
+    UNUSED(data);
+    char ip[NET_IP_STR_LEN];
+    int port;
+    connection *conn = rdmaConnNew(ch);
+    rdmaConnection *rc = (rdmaConnection *)conn;
+
+    conn->state = CONN_STATE_ACCEPTING;
+    if (rdmaConnWatch(rc) == C_ERR) {
+        serverLog(LL_WARNING, "RDMA: cannot watch a new connection: %s", strerror(errno));
+        connClose(conn);
+        return;
+    }
+    rdmaChanPeerAddr(ch, ip, sizeof(ip), &port);
+    serverLog(LL_VERBOSE, "Accepted RDMA %s:%d", ip, port);
+    /* Input that arrived with the handshake produces no further fd event. */
+    rdmaMarkPending(rc);
+    acceptCommonHandler(conn, 0, ip);
+}
+
+static void rdmaListenerHandler(aeEventLoop *el, int fd, void *data, int mask) {
+    UNUSED(el); UNUSED(fd); UNUSED(mask);
+    rdmaListenerHandleEvents(data, rdmaAcceptHandler, NULL);
+}
+
+static void rdmaCloseListeners(void) {
+    for (int i = 0; i < rdmaServer.nlisteners; i++) {
+        aeDeleteFileEvent(server.el, rdmaListenerFd(rdmaServer.listeners[i]), AE_READABLE);
+        rdmaListenerClose(rdmaServer.listeners[i]);
+    }
+    rdmaServer.nlisteners = 0;
+}
+
+/* (Re)open the listeners rdma-port and rdma-bind ask for. On failure,
+ * status says why, nothing listens, and C_ERR is returned. */
+static int rdmaOpenListeners(void) {
+    char err[256];
+    int count = 0;
+    sds *addrs;
+
+    rdmaCloseListeners();
+    if (rdmaConf.port == 0) {
+        snprintf(rdmaServer.status, sizeof(rdmaServer.status), "off");
+        return C_OK;
+    }
+    rdmaServer.retry = 0;
+    if (server.io_threads_num > 1) {
+        snprintf(rdmaServer.status, sizeof(rdmaServer.status),
+                 "error: io-threads > 1 is not supported with RDMA");
+        return C_ERR;
+    }
+    if (rdmaEnsureInit() == C_ERR) {
+        snprintf(rdmaServer.status, sizeof(rdmaServer.status), "error: cannot initialise RDMA");
+        return C_ERR;
+    }
+    addrs = sdssplitargs(rdmaConf.bind ? rdmaConf.bind : "", &count);
+    if (!addrs) count = 0;
+    if (count == 0) {
+        if (addrs) sdsfreesplitres(addrs, count);
+        addrs = zmalloc(sizeof(sds));
+        addrs[0] = sdsnew("*");
+        count = 1;
+    }
+    if (count > CONFIG_BINDADDR_MAX) count = CONFIG_BINDADDR_MAX;
+    /* One registration of a connection's worth of memory, so that a low
+     * RLIMIT_MEMLOCK is one clear error here rather than a refusal per
+     * connection later. */
+    if (rdmaProbeMemory(addrs[0], err, sizeof(err)) == -1) goto fail;
+    for (int i = 0; i < count; i++) {
+        rdmaListener *l = rdmaListen(addrs[i], rdmaConf.port, rdmaConf.rx_size,
+                                     rdmaConf.completion_vector, err, sizeof(err));
+        if (!l) goto fail;
+        rdmaServer.listeners[rdmaServer.nlisteners++] = l;
+        if (aeCreateFileEvent(server.el, rdmaListenerFd(l), AE_READABLE, rdmaListenerHandler, l) == AE_ERR) {
+            snprintf(err, sizeof(err), "aeCreateFileEvent: %s", strerror(errno));
+            goto fail;
+        }
+    }
+    sdsfreesplitres(addrs, count);
+    snprintf(rdmaServer.status, sizeof(rdmaServer.status), "on");
+    {
+        sds where = sdsempty();
+        for (int i = 0; i < rdmaServer.nlisteners; i++)
+            where = sdscatfmt(where, "%s%s", i ? " " : "", rdmaListenerAddr(rdmaServer.listeners[i]));
+        serverLog(LL_NOTICE, "RDMA: listening on %s (rx buffer %zu KiB per connection)",
+                  where, rdmaConf.rx_size / 1024);
+        sdsfree(where);
+    }
+    return C_OK;
+
+fail:
+    sdsfreesplitres(addrs, count);
+    rdmaCloseListeners();
+    snprintf(rdmaServer.status, sizeof(rdmaServer.status), "error: %s", err);
+    rdmaServer.retry = 1;
+    return C_ERR;
+}
+
+void rdmaServerInit(void) {
+    if (rdmaConf.port == 0) return;
+    if (rdmaOpenListeners() == C_ERR)
+        serverLog(LL_WARNING, "RDMA: not listening on port %d: %s. "
+                  "TCP keeps serving; fix the cause and CONFIG SET rdma-port to retry.",
+                  rdmaConf.port, rdmaServer.status + strlen("error: "));
+}
+
+int rdmaApplyListener(const char **err) {
+    static char msg[400];
+    if (!server.el) return 1;        /* startup: rdmaServerInit() opens them */
+    if (rdmaOpenListeners() == C_ERR) {
+        snprintf(msg, sizeof(msg), "Unable to listen on the RDMA port: %s",
+                 rdmaServer.status + strlen("error: "));
+        *err = msg;
+        return 0;
+    }
+    return 1;
+}
+
+int rdmaApplyPinnedLimit(const char **err) {
+    UNUSED(err);
+    rdmaSetPinnedLimit(rdmaConf.max_pinned);
+    return 1;
+}
+
+int rdmaApplyRxSize(const char **err) {
+    UNUSED(err);
+    /* New connections get it; existing ones at their next grant. */
+    for (int i = 0; i < rdmaServer.nlisteners; i++)
+        rdmaListenerSetRxSize(rdmaServer.listeners[i], rdmaConf.rx_size);
+    return 1;
+}
+
+/* Once a second: keepalives, handshake timeouts, a listener whose device
+ * went away. */
+void rdmaServerCron(void) {
+    static long calls;
+    listIter li;
+    listNode *ln;
+    int failed = 0;
+    calls++;
+    if (!rdmaServer.initialized) return;
+    rdmaCron();
+    for (int i = 0; i < rdmaServer.nlisteners; i++) {
+        rdmaListenerCron(rdmaServer.listeners[i]);
+        if (rdmaListenerFailed(rdmaServer.listeners[i])) failed = 1;
+    }
+    if (failed) {
+        serverLog(LL_WARNING, "RDMA: a listener lost its device; reopening");
+        if (rdmaOpenListeners() == C_ERR)
+            serverLog(LL_WARNING, "RDMA: cannot listen again: %s", rdmaServer.status);
+    } else if (rdmaConf.port && rdmaServer.nlisteners == 0 && rdmaServer.retry && calls % 60 == 0) {
+        /* Not listening though configured to: retry now and then (a
+         * device may have come up). Quietly: the first failure was logged. */
+        rdmaOpenListeners();
+        if (rdmaServer.nlisteners) serverLog(LL_NOTICE, "RDMA: listener is up again");
+    }
+    listRewind(rdmaServer.conns, &li);
+    while ((ln = listNext(&li))) {
+        rdmaConnection *rc = listNodeValue(ln);
+        if (!rc->ch) continue;
+        rdmaChanCron(rc->ch);
+        if (rdmaChanGetState(rc->ch) == RDMA_CHAN_ERROR) rdmaMarkPending(rc);
+    }
+}
+
+/* ---------------------------------------------------------------- INFO --- */
+
+sds rdmaInfoString(sds info) {
+    rdmaStats st;
+    sds where = sdsempty();
+    if (rdmaServer.initialized) rdmaGetStats(&st);
+    else memset(&st, 0, sizeof(st));
+    for (int i = 0; i < rdmaServer.nlisteners; i++)
+        where = sdscatfmt(where, "%s%s", i ? "," : "", rdmaListenerAddr(rdmaServer.listeners[i]));
+    info = sdscatprintf(info,
+        "# RDMA\r\n"
+        "rdma_listener:%s\r\n"
+        "rdma_listen_addresses:%s\r\n"
+        "rdma_port:%d\r\n"
+        "rdma_rx_size:%zu\r\n"
+        "rdma_replication:%d\r\n"
+        "rdma_connections:%lu\r\n"
+        "rdma_pinned_bytes:%zu\r\n"
+        "rdma_pinned_limit:%zu\r\n"
+        "rdma_connections_accepted:%llu\r\n"
+        "rdma_connections_made:%llu\r\n"
+        "rdma_bytes_sent:%llu\r\n"
+        "rdma_bytes_received:%llu\r\n"
+        "rdma_writes_posted:%llu\r\n"
+        "rdma_ctrl_sent:%llu\r\n"
+        "rdma_ctrl_received:%llu\r\n"
+        "rdma_keepalives_sent:%llu\r\n"
+        "rdma_errors_protocol:%llu\r\n"
+        "rdma_errors_bad_imm:%llu\r\n"
+        "rdma_errors_bad_buffer:%llu\r\n"
+        "rdma_errors_completion:%llu\r\n"
+        "rdma_errors_async:%llu\r\n"
+        "rdma_errors_register:%llu\r\n"
+        "rdma_errors_pinned_limit:%llu\r\n"
+        "rdma_errors_handshake:%llu\r\n"
+        "rdma_errors_connect:%llu\r\n",
+        rdmaServer.status, where, rdmaConf.port, rdmaConf.rx_size, rdmaConf.replication,
+        rdmaServer.conns ? listLength(rdmaServer.conns) : 0UL,
+        rdmaServer.initialized ? rdmaPinnedBytes() : 0,
+        rdmaServer.initialized ? rdmaEffectivePinnedLimit() : (size_t)rdmaConf.max_pinned,
+        st.accepted, st.connected, st.bytes_sent, st.bytes_received, st.writes_posted,
+        st.ctrl_sent, st.ctrl_received, st.keepalives_sent, st.err_protocol, st.err_bad_imm,
+        st.err_bad_buffer, st.err_completion, st.err_async, st.err_register,
+        st.err_pinned_limit, st.err_handshake, st.err_connect);
+    sdsfree(where);
+    return info;
+}
+
+void rdmaServerResetStats(void) {
+    if (rdmaServer.initialized) rdmaResetStats();
+}

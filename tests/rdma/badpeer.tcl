@@ -1,0 +1,159 @@
+# RDMA transport: nothing a peer sends or fails to send crashes the server.
+# Each bad peer loses its own connection, with a log line and a counter in
+# INFO rdma; TCP clients and other RDMA clients go on.
+
+source tests/skv/helpers.tcl
+if {![rdma_available]} {
+    puts "skipping tests/rdma/badpeer: no RDMA devices (run through utils/rdma-vm.sh)"
+    return
+}
+
+proc log_lines {} {
+    lindex [exec wc -l [srv 0 stdout]] 0
+}
+
+# The server and a second, well-behaved RDMA client are both fine.
+proc assert_others_unaffected {port} {
+    assert_equal PONG [r ping]
+    assert_equal PONG [rdma_cli $port ping]
+    assert_equal bar [rdma_cli $port get foo]
+}
+
+set port [rdma_port]
+start_server [list tags {"rdma"} overrides [rdma_overrides $port]] {
+    r select 0   ;# redis-cli and redis-benchmark use db 0
+    r set foo bar
+
+    foreach {case counter logpat} {
+        short-ctrl   rdma_errors_protocol   "control message of 16 bytes (must be 32)"
+        long-ctrl    rdma_errors_completion "work completion failed: *"
+        bad-opcode   rdma_errors_protocol   "unknown control message opcode 77"
+        feature      rdma_errors_protocol   "peer asked for features 0x1; none are supported"
+        xfer-zero    rdma_errors_bad_buffer "peer announced a 0 byte buffer*"
+        xfer-huge    rdma_errors_bad_buffer "peer announced a 4294967295 byte buffer*"
+        imm-overflow rdma_errors_bad_imm    "peer wrote * bytes past our buffer*"
+        imm-past-end rdma_errors_bad_imm    "peer wrote * bytes past our buffer*"
+    } {
+        test "RDMA bad peer: $case closes only that connection" {
+            set from [log_lines]
+            set before [rdma_info $counter]
+            # A good client is connected the whole time.
+            set holder [exec src/skv-rdma-tool hold $::rdma_host $port 3 > [tmpfile hold] 2>@1 &]
+            set out [rdma_tool bad $::rdma_host $port $case]
+            assert_match "*closed by server*" $out
+            assert {[rdma_info $counter] > $before}
+            wait_for_log_messages 0 [list "*RDMA: * failed: $logpat*"] $from 50 100
+            assert_others_unaffected $port
+            wait_for_condition 100 100 {
+                [catch {exec kill -0 $holder}] == 1
+            } else {
+                fail "the good client did not finish"
+            }
+        }
+    }
+
+    test {RDMA bad peer: a connection that never finishes its handshake is closed} {
+        set from [log_lines]
+        set before [rdma_info rdma_errors_handshake]
+        set out [rdma_tool bad $::rdma_host $port no-handshake]
+        assert_match "*closed by server*" $out
+        assert {[rdma_info rdma_errors_handshake] > $before}
+        verify_log_message 0 "*no handshake within*" $from
+        assert_others_unaffected $port
+    }
+
+    test {RDMA bad peer: a client that never reads hits the output buffer limit} {
+        set from [log_lines]
+        r config set client-output-buffer-limit "normal 2mb 2mb 0"
+        r set bigkey1 [string repeat x 100000]
+        set out [rdma_tool bad $::rdma_host $port no-read]
+        assert_match "*closed by server*" $out
+        verify_log_message 0 "*closed ASAP for overcoming of output buffer limits*" $from
+        r config set client-output-buffer-limit "normal 0 0 0"
+        assert_others_unaffected $port
+    }
+
+    test {RDMA bad peer: a client killed in the middle of a command} {
+        set clients [s connected_clients]
+        set out [rdma_tool bad $::rdma_host $port kill-mid]
+        assert_match "*killed mid-transfer*" $out
+        wait_for_condition 100 100 {
+            [s connected_clients] == $clients
+        } else {
+            fail "the dead client was not cleaned up"
+        }
+        assert_equal 0 [r exists halfkey]
+        assert_others_unaffected $port
+    }
+
+    test {RDMA bad peer: redis-benchmark killed mid-transfer with large values} {
+        set clients [s connected_clients]
+        set bench [exec src/redis-benchmark --rdma -h $::rdma_host -p $port -n 100000 -c 8 -d 300000 -t set -q > /dev/null 2>@1 &]
+        wait_for_condition 100 100 {
+            [s connected_clients] > $clients
+        } else {
+            fail "benchmark did not connect"
+        }
+        after 500
+        exec kill -9 $bench
+        wait_for_condition 100 100 {
+            [s connected_clients] == $clients && [rdma_info rdma_connections] == 0
+        } else {
+            fail "connections of the killed benchmark were not cleaned up"
+        }
+        assert_others_unaffected $port
+    }
+
+    test {RDMA bad peer: keepalive notices a peer that went silent} {
+        set from [log_lines]
+        set before [rdma_info rdma_errors_completion]
+        # The peer's queue pair stops answering and no disconnect is sent,
+        # as when its host loses power.
+        set silent [exec src/skv-rdma-tool bad $::rdma_host $port go-silent > /dev/null 2>@1 &]
+        wait_for_condition 100 100 {
+            [rdma_info rdma_connections] == 1
+        } else {
+            fail "the peer did not connect"
+        }
+        wait_for_condition 600 100 {
+            [rdma_info rdma_connections] == 0
+        } else {
+            catch {exec kill $silent}
+            fail "the silent peer was never noticed"
+        }
+        catch {exec kill $silent}
+        assert {[rdma_info rdma_keepalives_sent] > 0}
+        assert {[rdma_info rdma_errors_completion] > $before}
+        # Whichever notices first: the transport's retries, or SKV's own
+        # watchdog on unacknowledged sends.
+        verify_log_message 0 "*RDMA: closing connection with *" $from
+        assert_others_unaffected $port
+    }
+}
+
+test {RDMA: a low RLIMIT_MEMLOCK gives one clear error at start, and TCP keeps serving} {
+    set port [rdma_port]
+    set tport [find_available_port [expr {$::baseport + 400}] 100]
+    set dir [file normalize [tmpdir memlock]]
+    exec chmod 777 $dir
+    set log $dir/server.log
+    # As an unprivileged user (root's CAP_IPC_LOCK would lift the limit).
+    set pid [exec sh -c "ulimit -l 64; exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+        src/redis-server --port $tport --bind 127.0.0.1 --dir $dir --logfile $log \
+        --rdma-port $port --rdma-bind $::rdma_host --protected-mode no --save ''" &]
+    wait_for_condition 100 100 {
+        [catch {exec src/redis-cli -p $tport ping} out] == 0 && $out eq "PONG"
+    } else {
+        catch {exec kill $pid}
+        set why {}
+        catch {set why [exec tail -n 20 $log]}
+        fail "the server did not start: $why"
+    }
+    set lines [exec grep "RDMA" $log]
+    assert_equal 1 [llength [split $lines "\n"]]
+    assert_match "*RDMA: not listening on port $port: registering * KiB would pass RLIMIT_MEMLOCK (64 KiB,*raise it*TCP keeps serving*" $lines
+    assert_match "*rdma_listener:error: *RLIMIT_MEMLOCK*" [exec src/redis-cli -p $tport info rdma]
+    assert_equal OK [exec src/redis-cli -p $tport set k v]
+    assert_match {*refused*} [rdma_cli $port ping]
+    exec kill $pid
+} {} {rdma}
