@@ -30,7 +30,7 @@ PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
 all: deps $(REDIS)/.skv-patched
 	+$(REDIS_MAKE) -j$(JOBS) all
 	@mkdir -p $(BUILD)/bin
-	@for b in redis-server redis-sentinel redis-cli redis-benchmark redis-check-rdb redis-check-aof; do \
+	@for b in redis-server redis-sentinel redis-cli redis-benchmark redis-check-rdb redis-check-aof nic-kv skv-rdma-tool; do \
 	    ln -sfn ../redis/src/$$b $(BUILD)/bin/$$b; done
 	@echo "SKV built: $(BUILD)/bin/ ($$($(BUILD)/bin/redis-server --version))"
 
@@ -60,10 +60,12 @@ check-patches: deps
 install: all
 	+$(REDIS_MAKE) install PREFIX=$(PREFIX)
 	install -d $(PREFIX)/etc/skv $(PREFIX)/share/skv
+	install -m 0755 $(REDIS)/src/nic-kv $(PREFIX)/bin/nic-kv
 	install -m 0644 redis.conf $(PREFIX)/etc/skv/redis.conf
+	install -m 0644 nic-kv/nic-kv.conf $(PREFIX)/etc/skv/nic-kv.conf
 	install -m 0644 $(REDIS)/redis.conf $(PREFIX)/share/skv/redis.conf.reference
 	install -m 0644 $(REDIS)/sentinel.conf $(PREFIX)/share/skv/sentinel.conf.reference
-	@echo "installed into $(PREFIX): bin/redis-*, etc/skv/redis.conf, share/skv/*.reference"
+	@echo "installed into $(PREFIX): bin/redis-*, bin/nic-kv, etc/skv/{redis,nic-kv}.conf, share/skv/*.reference"
 
 clean:
 	-[ -d $(REDIS) ] && $(REDIS_MAKE) clean

@@ -10,13 +10,14 @@ vpath %.c $(SKV_SRC)
 # Upstream headers first (-I.), then ours. Our objects put -I. before
 # upstream's -I../deps/hiredis, so that "sds.h" is the server's sds.
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
-SKV_OWN_OBJ = rdma_chan.o rdma.o hiredis_rdma.o rdma_tool.o
+SKV_OWN_OBJ = rdma_chan.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fanout.o
 $(SKV_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS)
 
 
 # Objects linked into redis-server (and redis-sentinel, the same binary):
-# the RDMA transport, i.e. the channel library and the connection type.
-SKV_SERVER_OBJ = rdma_chan.o rdma.o
+# the RDMA transport (the channel library and the connection type) and the
+# master's side of Nic-KV.
+SKV_SERVER_OBJ = rdma_chan.o rdma.o nickv_server.o
 REDIS_SERVER_OBJ += $(SKV_SERVER_OBJ)
 FINAL_LIBS += -libverbs -lrdmacm
 
@@ -36,3 +37,14 @@ all: $(SKV_RDMA_TOOL_NAME)
 $(SKV_RDMA_TOOL_NAME): $(SKV_RDMA_TOOL_OBJ)
 	$(REDIS_LD) -o $@ $^ ../deps/hiredis/libhiredis.a $(FINAL_LIBS)
 
+# nic-kv: the Nic-KV daemon (../nic-kv), with upstream's event loop, sds,
+# lists and allocator compiled from this tree.
+SKV_NICKV_SRC = $(SKV_SRC)/../nic-kv
+vpath %.c $(SKV_NICKV_SRC)
+NICKV_NAME = nic-kv
+NICKV_OBJ = nickv.o nickv_upstream.o nickv_fanout.o ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o
+-include nickv.d nickv_upstream.d nickv_fanout.d
+all: $(NICKV_NAME)
+
+$(NICKV_NAME): $(NICKV_OBJ)
+	$(REDIS_LD) -o $@ $^ $(FINAL_LIBS)

@@ -1,0 +1,993 @@
+/* nickv.c -- Nic-KV: the replication fan-out daemon of SKV.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * Nic-KV runs on the DPU (BlueField ARM cores) in the master's server. The
+ * master sends its replication stream once, to Nic-KV; Nic-KV keeps a
+ * backlog of it and sends it on to every replica. The master's CPU per
+ * write then no longer grows with the number of replicas.
+ *
+ * ========================================================================
+ * The protocol: master, Nic-KV, replicas
+ * ========================================================================
+ *
+ * Everything is Redis's own replication protocol (RESP commands, PSYNC,
+ * REPLCONF, the byte stream with the master's offsets), plus REPLCONF
+ * extensions that a plain Redis ignores or refuses harmlessly.
+ *
+ * 1. Nic-KV joins the master (nickv_upstream.c), as a replica would:
+ *
+ *      Nic-KV -> master   AUTH [masteruser] masterauth           (if set)
+ *                         REPLCONF listening-port <our port>
+ *                         REPLCONF capa eof capa psync2
+ *                         REPLCONF nickv "hello <announce-ip|?> <port> <rdma-port>"
+ *      master -> Nic-KV   +<replid> <master_repl_offset>
+ *      Nic-KV -> master   PSYNC <replid> <offset+1>
+ *      master -> Nic-KV   +CONTINUE <replid>, then the stream
+ *
+ *    Nic-KV holds no data, so it joins at the master's current offset with
+ *    a partial resync: no BGSAVE for it. (After a short disconnection it
+ *    PSYNCs from where its own backlog ends instead.) A master that is not
+ *    SKV answers "hello" with an error: Nic-KV then PSYNCs "? -1", drops
+ *    the RDB, and still serves replicas pointed at it, without the
+ *    master knowing about them.
+ *
+ *    While streaming, Nic-KV sends every second
+ *      REPLCONF ACK <last offset>                   (keeps its link alive)
+ *      REPLCONF nickv "backlog <first> <last>"      (what it can serve)
+ *    and, for the replicas it serves,
+ *      REPLCONF nickv "add <id> <ip> <listening-port>"   when one starts
+ *      REPLCONF nickv "ack <id> <offset>"                each ACK it sends us
+ *      REPLCONF nickv "del <id>"                         when one goes
+ *    so that WAIT, min-replicas-to-write and INFO on the master count real
+ *    replicas with their real acknowledgements. The daemon's own link
+ *    counts as no replica.
+ *
+ * 2. A replica finds Nic-KV through the master. An SKV replica configured
+ *    with "replicaof <master>" advertises REPLCONF capa nickv. When the
+ *    master has a healthy Nic-KV whose backlog holds the offset the
+ *    replica's PSYNC asks for, it answers the PSYNC with
+ *
+ *      +NICKV <host> <port> <rdma-port>
+ *
+ *    and closes; the replica's next connect goes to Nic-KV with the same
+ *    PSYNC. A direct replica with that capa is handed over the same way:
+ *    once it is online and within Nic-KV's backlog, the master closes its
+ *    link; it reconnects and is redirected. The hand-off point is exact:
+ *    the replica's own offset, which Nic-KV continues from.
+ *
+ * 3. A replica at Nic-KV (redirected, or configured "replicaof <nickv>",
+ *    even an upstream Redis):
+ *
+ *      replica -> Nic-KV  [AUTH ...] REPLCONF ... PSYNC <replid> <offset>
+ *      Nic-KV -> replica  +CONTINUE <replid>, then the stream from <offset>
+ *                         (if <replid> is the master's and <offset> is in
+ *                         the backlog, or just past its end)
+ *                         -NICKV <why>     (an SKV replica it cannot serve:
+ *                         it goes back to the master, which serves it
+ *                         directly, with a full sync if need be)
+ *                         +FULLRESYNC ... RDB ...   (an upstream replica it
+ *                         cannot serve: Nic-KV opens a connection of its
+ *                         own to the master, asks for a full sync, passes
+ *                         the reply and the RDB through unchanged, then
+ *                         goes on from its backlog at the RDB's offset)
+ *      replica -> Nic-KV  REPLCONF ACK <offset>   (relayed to the master)
+ *
+ *    Full syncs of SKV replicas come straight from the master's host: the
+ *    RDB's bulk never crosses the DPU's cores (the SKV paper's choice; see
+ *    NIC-KV.md for the numbers). Only replicas that cannot be redirected
+ *    get theirs through Nic-KV.
+ *
+ * 4. Failure. If Nic-KV dies or stops, its replicas lose their link and
+ *    reconnect to their configured master, which no longer redirects them
+ *    (Nic-KV is not healthy): a partial resync from the master's backlog.
+ *    When Nic-KV returns, the master hands them over again. If Nic-KV
+ *    loses the master for longer than a few seconds it closes its
+ *    replicas' links, so that they fall back too.
+ *
+ * ========================================================================
+ * A replica's state in Nic-KV
+ * ========================================================================
+ *
+ *   CONNECTED --AUTH/REPLCONF--> CONNECTED (main thread, nickv.c)
+ *   CONNECTED --PSYNC in backlog--> ONLINE: +CONTINUE, socket handed to a
+ *             fan-out thread (nkReplicaStart), "add" sent to the master
+ *   CONNECTED --PSYNC not in backlog, capa nickv--> -NICKV, closed
+ *   CONNECTED --PSYNC not in backlog, plain--> FULLSYNC (nkProxyFullSync):
+ *             the RDB passes through; at its end --> ONLINE at its offset
+ *   ONLINE --ACK--> ONLINE (ack relayed)
+ *   ONLINE --EOF, error, fell out of the backlog, master history changed-->
+ *             GONE (its thread closes it; the main thread sends "del" and
+ *             frees it)
+ *
+ * The master link's states are in nickv_upstream.c.
+ */
+
+#include "nickv.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "anet.h"
+#include "zmalloc.h"
+#include "skv_version.h"
+
+nkServer nk;
+
+/* ------------------------------------------------------------ Logging --- */
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void nkLog(int level, const char *fmt, ...) {
+    static const char marks[] = ".-*#";
+    char msg[1024], ts[64];
+    struct timeval tv;
+    struct tm tm;
+    va_list ap;
+    FILE *fp;
+
+    if (level < nk.cfg.verbosity) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    gettimeofday(&tv, NULL);
+    localtime_r(&tv.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%d %b %Y %H:%M:%S", &tm);
+    pthread_mutex_lock(&log_lock);
+    fp = (nk.cfg.logfile && *nk.cfg.logfile) ? fopen(nk.cfg.logfile, "a") : stdout;
+    if (fp) {
+        fprintf(fp, "%d:K %s.%03d %c %s\n", (int)getpid(), ts, (int)(tv.tv_usec / 1000),
+                marks[level], msg);
+        fflush(fp);
+        if (fp != stdout) fclose(fp);
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
+long long nkUnixTime(void) {
+    return (long long)time(NULL);
+}
+
+/* ------------------------------------------------------- Configuration --- */
+
+static long long memtoll(const char *p, int *err) {
+    char *end;
+    long long v = strtoll(p, &end, 10), mul = 1;
+    if (err) *err = 0;
+    if (!strcasecmp(end, "") || !strcasecmp(end, "b")) mul = 1;
+    else if (!strcasecmp(end, "k")) mul = 1000;
+    else if (!strcasecmp(end, "kb")) mul = 1024;
+    else if (!strcasecmp(end, "m")) mul = 1000 * 1000;
+    else if (!strcasecmp(end, "mb")) mul = 1024 * 1024;
+    else if (!strcasecmp(end, "g")) mul = 1000LL * 1000 * 1000;
+    else if (!strcasecmp(end, "gb")) mul = 1024LL * 1024 * 1024;
+    else if (err) *err = 1;
+    if (end == p && err) *err = 1;
+    return v * mul;
+}
+
+static int yesno(const char *v) {
+    if (!strcasecmp(v, "yes")) return 1;
+    if (!strcasecmp(v, "no")) return 0;
+    return -1;
+}
+
+static void setStr(char **dst, const char *v) {
+    zfree(*dst);
+    *dst = (v && *v) ? zstrdup(v) : NULL;
+}
+
+static void configDefaults(void) {
+    memset(&nk.cfg, 0, sizeof(nk.cfg));
+    nk.cfg.port = 7380;
+    nk.cfg.bind[0] = zstrdup("127.0.0.1");
+    nk.cfg.bindcount = 1;
+    nk.cfg.protected_mode = 1;
+    nk.cfg.master_host = zstrdup("127.0.0.1");
+    nk.cfg.master_port = 6379;
+    nk.cfg.backlog_size = 128LL * 1024 * 1024;
+    nk.cfg.thread_num = 1;
+    nk.cfg.repl_timeout = 60;
+    nk.cfg.verbosity = LL_NOTICE;
+}
+
+/* Apply one option. Returns NULL, or what is wrong. At run time (CONFIG
+ * SET), only the options marked live may change. */
+static const char *configSet(const char *name, int argc, char **argv, int live) {
+    const char *v = argc ? argv[0] : "";
+    int err;
+    if (argc < 1) return "wrong number of arguments";
+    if (!strcasecmp(name, "requirepass")) { setStr(&nk.cfg.requirepass, v); return NULL; }
+    if (!strcasecmp(name, "masterauth")) { setStr(&nk.cfg.masterauth, v); return NULL; }
+    if (!strcasecmp(name, "masteruser")) { setStr(&nk.cfg.masteruser, v); return NULL; }
+    if (!strcasecmp(name, "loglevel")) {
+        if (!strcasecmp(v, "debug")) nk.cfg.verbosity = LL_DEBUG;
+        else if (!strcasecmp(v, "verbose")) nk.cfg.verbosity = LL_VERBOSE;
+        else if (!strcasecmp(v, "notice")) nk.cfg.verbosity = LL_NOTICE;
+        else if (!strcasecmp(v, "warning")) nk.cfg.verbosity = LL_WARNING;
+        else return "loglevel must be debug, verbose, notice or warning";
+        return NULL;
+    }
+    if (!strcasecmp(name, "protected-mode")) {
+        int b = yesno(v);
+        if (b < 0) return "argument must be 'yes' or 'no'";
+        nk.cfg.protected_mode = b;
+        return NULL;
+    }
+    if (!strcasecmp(name, "repl-timeout")) {
+        int t = atoi(v);
+        if (t < 1) return "repl-timeout must be at least 1";
+        nk.cfg.repl_timeout = t;
+        return NULL;
+    }
+    if (!strcasecmp(name, "backlog-size")) {
+        long long sz = memtoll(v, &err);
+        if (err || sz < 1024 * 1024) return "backlog-size must be a size of at least 1mb";
+        if (live && nkBacklogResize(sz) == -1) return "cannot allocate the new backlog";
+        nk.cfg.backlog_size = sz;
+        return NULL;
+    }
+    if (!strcasecmp(name, "announce-ip")) { setStr(&nk.cfg.announce_ip, v); return NULL; }
+    if (live) return "this option can only be set at startup (config file or command line)";
+    if (!strcasecmp(name, "port")) {
+        nk.cfg.port = atoi(v);
+        if (nk.cfg.port < 1 || nk.cfg.port > 65535) return "invalid port";
+        return NULL;
+    }
+    if (!strcasecmp(name, "bind")) {
+        for (int i = 0; i < nk.cfg.bindcount; i++) zfree(nk.cfg.bind[i]);
+        if (argc > NK_MAX_BIND) return "too many bind addresses";
+        for (int i = 0; i < argc; i++) nk.cfg.bind[i] = zstrdup(argv[i]);
+        nk.cfg.bindcount = argc;
+        return NULL;
+    }
+    if (!strcasecmp(name, "master-host")) { setStr(&nk.cfg.master_host, v); return NULL; }
+    if (!strcasecmp(name, "master-port")) {
+        nk.cfg.master_port = atoi(v);
+        if (nk.cfg.master_port < 1 || nk.cfg.master_port > 65535) return "invalid master-port";
+        return NULL;
+    }
+    if (!strcasecmp(name, "thread-num")) {
+        nk.cfg.thread_num = atoi(v);
+        if (nk.cfg.thread_num < 1 || nk.cfg.thread_num > 64) return "thread-num must be 1 to 64";
+        return NULL;
+    }
+    if (!strcasecmp(name, "daemonize")) {
+        int b = yesno(v);
+        if (b < 0) return "argument must be 'yes' or 'no'";
+        nk.cfg.daemonize = b;
+        return NULL;
+    }
+    if (!strcasecmp(name, "logfile")) { setStr(&nk.cfg.logfile, v); return NULL; }
+    if (!strcasecmp(name, "pidfile")) { setStr(&nk.cfg.pidfile, v); return NULL; }
+    return "unknown option";
+}
+
+/* The options CONFIG GET shows, and their current values. */
+static sds configGet(const char *name) {
+    if (!strcasecmp(name, "port")) return sdsfromlonglong(nk.cfg.port);
+    if (!strcasecmp(name, "bind")) {
+        sds s = sdsempty();
+        for (int i = 0; i < nk.cfg.bindcount; i++) s = sdscatfmt(s, "%s%s", i ? " " : "", nk.cfg.bind[i]);
+        return s;
+    }
+    if (!strcasecmp(name, "protected-mode")) return sdsnew(nk.cfg.protected_mode ? "yes" : "no");
+    if (!strcasecmp(name, "master-host")) return sdsnew(nk.cfg.master_host ? nk.cfg.master_host : "");
+    if (!strcasecmp(name, "master-port")) return sdsfromlonglong(nk.cfg.master_port);
+    if (!strcasecmp(name, "masteruser")) return sdsnew(nk.cfg.masteruser ? nk.cfg.masteruser : "");
+    if (!strcasecmp(name, "masterauth")) return sdsnew(nk.cfg.masterauth ? nk.cfg.masterauth : "");
+    if (!strcasecmp(name, "requirepass")) return sdsnew(nk.cfg.requirepass ? nk.cfg.requirepass : "");
+    if (!strcasecmp(name, "announce-ip")) return sdsnew(nk.cfg.announce_ip ? nk.cfg.announce_ip : "");
+    if (!strcasecmp(name, "backlog-size")) return sdsfromlonglong(nk.cfg.backlog_size);
+    if (!strcasecmp(name, "thread-num")) return sdsfromlonglong(nk.cfg.thread_num);
+    if (!strcasecmp(name, "repl-timeout")) return sdsfromlonglong(nk.cfg.repl_timeout);
+    if (!strcasecmp(name, "daemonize")) return sdsnew(nk.cfg.daemonize ? "yes" : "no");
+    if (!strcasecmp(name, "logfile")) return sdsnew(nk.cfg.logfile ? nk.cfg.logfile : "");
+    if (!strcasecmp(name, "pidfile")) return sdsnew(nk.cfg.pidfile ? nk.cfg.pidfile : "");
+    if (!strcasecmp(name, "loglevel")) {
+        static const char *names[] = {"debug", "verbose", "notice", "warning"};
+        return sdsnew(names[nk.cfg.verbosity]);
+    }
+    return NULL;
+}
+
+static const char *configNames[] = {
+    "port", "bind", "protected-mode", "master-host", "master-port", "masteruser", "masterauth",
+    "requirepass", "announce-ip", "backlog-size", "thread-num", "repl-timeout", "daemonize",
+    "logfile", "pidfile", "loglevel", NULL
+};
+
+/* Load "name value..." lines (# comments, quotes as in redis.conf). */
+static void configLoad(const char *text, const char *origin) {
+    int nlines = 0;
+    sds *lines = sdssplitlen(text, strlen(text), "\n", 1, &nlines);
+    for (int i = 0; i < nlines; i++) {
+        int argc = 0;
+        sds *argv;
+        const char *err;
+        lines[i] = sdstrim(lines[i], " \t\r\n");
+        if (lines[i][0] == '#' || lines[i][0] == '\0') continue;
+        argv = sdssplitargs(lines[i], &argc);
+        if (!argv) {
+            fprintf(stderr, "nic-kv: %s, line %d: unbalanced quotes\n", origin, i + 1);
+            exit(1);
+        }
+        if (argc == 0) { sdsfreesplitres(argv, argc); continue; }
+        if ((err = configSet(argv[0], argc - 1, argv + 1, 0)) != NULL) {
+            fprintf(stderr, "nic-kv: %s, line %d: '%s': %s\n", origin, i + 1, lines[i], err);
+            exit(1);
+        }
+        sdsfreesplitres(argv, argc);
+    }
+    sdsfreesplitres(lines, nlines);
+}
+
+static void usage(FILE *fp) {
+    fprintf(fp,
+"Usage: nic-kv [/path/to/nic-kv.conf] [--option value ...]\n"
+"       nic-kv --help | --version\n"
+"\n"
+"Nic-KV takes the replication fan-out off an SKV master: the master streams\n"
+"once to Nic-KV, Nic-KV streams to every replica. See NIC-KV.md.\n"
+"\n"
+"Options (in the file as 'name value', on the command line as '--name value'):\n"
+"  port <n>              TCP port for replicas and admin clients (7380)\n"
+"  bind <addr...>        addresses to listen on (127.0.0.1)\n"
+"  protected-mode yes|no without a password, refuse non-loopback clients (yes)\n"
+"  master-host <addr>    the SKV master (127.0.0.1)\n"
+"  master-port <n>       its port (6379)\n"
+"  masteruser <user>     authenticate to the master as this user\n"
+"  masterauth <pass>     ... with this password\n"
+"  requirepass <pass>    password replicas and admins must give (default:\n"
+"                        masterauth, which replicas already use for the master)\n"
+"  announce-ip <addr>    address the master gives replicas for Nic-KV\n"
+"                        (default: the one the master sees)\n"
+"  backlog-size <size>   backlog of the stream kept for partial resyncs (128mb)\n"
+"  thread-num <n>        fan-out threads, never more than min(cores, replicas) (1)\n"
+"  repl-timeout <secs>   silence from the master before reconnecting (60)\n"
+"  daemonize yes|no      run in the background (no)\n"
+"  logfile <path>        log file (stdout)\n"
+"  loglevel <level>      debug, verbose, notice, warning (notice)\n"
+"  pidfile <path>        write the pid here\n"
+"\n"
+"Admin: redis-cli -p <port> [-a <pass>] PING | INFO [section] | ROLE |\n"
+"       CONFIG GET <pattern> | CONFIG SET <name> <value> | SHUTDOWN\n");
+}
+
+/* ------------------------------------------------------------- Clients --- */
+
+static void nkClientWritable(aeEventLoop *el, int fd, void *data, int mask);
+static void nkClientReadable(aeEventLoop *el, int fd, void *data, int mask);
+
+size_t nkClientPending(nkClient *c) { return sdslen(c->outbuf); }
+
+void nkClientFree(nkClient *c) {
+    listNode *ln = listSearchKey(nk.clients, c);
+    if (ln) listDelNode(nk.clients, ln);
+    if (c->fd != -1) {
+        aeDeleteFileEvent(nk.el, c->fd, AE_READABLE | AE_WRITABLE);
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->fs) nkProxyFullSync(c);   /* with fd == -1: tears the sync down */
+    sdsfree(c->querybuf);
+    sdsfree(c->outbuf);
+    zfree(c);
+}
+
+/* Send what is queued. Returns -1 when the client was freed. */
+static int nkClientFlush(nkClient *c) {
+    while (sdslen(c->outbuf)) {
+        ssize_t n = write(c->fd, c->outbuf, sdslen(c->outbuf));
+        if (n <= 0) {
+            if (n < 0 && errno == EAGAIN) break;
+            nkClientFree(c);
+            return -1;
+        }
+        sdsrange(c->outbuf, n, -1);
+    }
+    if (c->fs) nkProxyFullSync(c);   /* read more of the RDB if it keeps up */
+    if (sdslen(c->outbuf) && !c->writable_registered) {
+        aeCreateFileEvent(nk.el, c->fd, AE_WRITABLE, nkClientWritable, c);
+        c->writable_registered = 1;
+    } else if (!sdslen(c->outbuf) && c->writable_registered) {
+        aeDeleteFileEvent(nk.el, c->fd, AE_WRITABLE);
+        c->writable_registered = 0;
+    }
+    if (!sdslen(c->outbuf)) {
+        if (c->close_after_reply) {
+            nkClientFree(c);
+            return -1;
+        }
+        if (c->stream_from > 0) {
+            /* The +CONTINUE (or the RDB) is out: the stream starts. */
+            int fd = c->fd;
+            char ip[64];
+            int port = c->listening_port ? c->listening_port : c->port;
+            long long from = c->stream_from;
+            snprintf(ip, sizeof(ip), "%s", c->ip);
+            aeDeleteFileEvent(nk.el, fd, AE_READABLE | AE_WRITABLE);
+            c->fd = -1;
+            nkClientFree(c);
+            if (!nkReplicaStart(fd, ip, port, from)) close(fd);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void nkClientFlushSoon(nkClient *c) {
+    nkClientFlush(c);
+}
+
+void nkClientWriteRaw(nkClient *c, const char *buf, size_t len) {
+    c->outbuf = sdscatlen(c->outbuf, buf, len);
+}
+
+void nkClientReply(nkClient *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    c->outbuf = sdscatvprintf(c->outbuf, fmt, ap);
+    va_end(ap);
+}
+
+static void replyBulk(nkClient *c, const char *s, size_t len) {
+    nkClientReply(c, "$%zu\r\n", len);
+    nkClientWriteRaw(c, s, len);
+    nkClientWriteRaw(c, "\r\n", 2);
+}
+
+static void nkClientWritable(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)fd; (void)mask;
+    nkClientFlush(data);
+}
+
+static void protocolError(nkClient *c, const char *what) {
+    nk.stat_protocol_errors++;
+    nkLog(LL_VERBOSE, "Protocol error (%s) from client %s:%d: closing it", what, c->ip, c->port);
+    nkClientReply(c, "-ERR Protocol error: %s\r\n", what);
+    c->close_after_reply = 1;
+}
+
+int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err) {
+    char *p = *buf, *end = *buf + sdslen(*buf), *nl;
+    long long count, i;
+    sds *v;
+    *argc = 0;
+    *argv = NULL;
+    if (p == end) return 0;
+    if (*p != '*') {
+        /* Inline command: a line of words. */
+        int n = 0;
+        sds line, *words;
+        if (!(nl = memchr(p, '\n', end - p))) {
+            if (sdslen(*buf) > 64 * 1024) { *err = "too big inline request"; return -1; }
+            return 0;
+        }
+        line = sdsnewlen(p, nl - p);
+        sdsrange(*buf, nl - p + 1, -1);
+        line = sdstrim(line, "\r");
+        words = sdssplitargs(line, &n);
+        sdsfree(line);
+        if (!words) { *err = "unbalanced quotes in request"; return -1; }
+        *argc = n;
+        *argv = words;
+        return 1;
+    }
+    /* *<count>\r\n, then $<len>\r\n<bytes>\r\n for each argument. */
+    char *q = p + 1;
+    if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) {
+        if (sdslen(*buf) > 64 * 1024) { *err = "too big multibulk header"; return -1; }
+        return 0;
+    }
+    count = strtoll(q, NULL, 10);
+    if (count <= 0 || count > 64 || nl[1] != '\n') { *err = "invalid multibulk length"; return -1; }
+    q = nl + 2;
+    v = zcalloc(sizeof(sds) * count);
+    for (i = 0; i < count; i++) {
+        long long len;
+        if (q >= end) goto more;
+        if (*q != '$') { *err = "expected '$'"; goto fail; }
+        if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) goto more;
+        len = strtoll(q + 1, NULL, 10);
+        if (len < 0 || len > 64 * 1024 || nl[1] != '\n') { *err = "invalid bulk length"; goto fail; }
+        q = nl + 2;
+        if (end - q < len + 2) goto more;
+        v[i] = sdsnewlen(q, len);
+        q += len + 2;
+    }
+    sdsrange(*buf, q - p, -1);
+    *argc = (int)count;
+    *argv = v;
+    return 1;
+more:
+    nkFreeArgv((int)i, v);
+    if (sdslen(*buf) > NK_QUERYBUF_MAX) { *err = "request too big"; return -1; }
+    return 0;
+fail:
+    nkFreeArgv((int)i, v);
+    return -1;
+}
+
+void nkFreeArgv(int argc, sds *argv) {
+    for (int i = 0; i < argc; i++) sdsfree(argv[i]);
+    zfree(argv);
+}
+
+/* ------------------------------------------------------------- Commands --- */
+
+static const char *requiredPassword(void) {
+    if (nk.cfg.requirepass) return nk.cfg.requirepass;
+    return nk.cfg.masterauth;
+}
+
+static int isLoopback(const char *ip) {
+    return !strcmp(ip, "127.0.0.1") || !strcmp(ip, "::1") || !strncmp(ip, "127.", 4);
+}
+
+static sds genInfo(const char *section) {
+    sds s = sdsempty();
+    int all = !section || !strcasecmp(section, "all") || !strcasecmp(section, "everything") ||
+              !strcasecmp(section, "default");
+    long long first, last;
+    struct rusage ru;
+
+    nkBacklogRange(&first, &last);
+    if (all || !strcasecmp(section, "server")) {
+        s = sdscatprintf(s,
+            "# Server\r\n"
+            "nickv_version:%s\r\n"
+            "skv_version:%s\r\n"
+            "process_id:%d\r\n"
+            "tcp_port:%d\r\n"
+            "uptime_in_seconds:%lld\r\n"
+            "thread_num:%d\r\n"
+            "fanout_threads:%d\r\n"
+            "config_file:%s\r\n\r\n",
+            NICKV_VERSION, SKV_VERSION, (int)getpid(), nk.cfg.port,
+            nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
+            nk.cfg.config_file ? nk.cfg.config_file : "");
+    }
+    if (all || !strcasecmp(section, "upstream") || !strcasecmp(section, "replication")) {
+        s = sdscatprintf(s,
+            "# Upstream\r\n"
+            "role:nickv\r\n"
+            "master_host:%s\r\n"
+            "master_port:%d\r\n"
+            "master_link_status:%s\r\n"
+            "master_link_state:%s\r\n"
+            "master_is_skv:%d\r\n"
+            "master_last_io_seconds_ago:%lld\r\n"
+            "master_link_down_since_seconds:%lld\r\n"
+            "master_replid:%s\r\n"
+            "master_repl_offset:%lld\r\n"
+            "master_link_connects:%lld\r\n"
+            "master_bytes_in:%llu\r\n"
+            "master_reads:%llu\r\n\r\n",
+            nk.cfg.master_host, nk.cfg.master_port,
+            nk.link_state == NK_LINK_STREAMING ? "up" : "down", nkLinkStateName(),
+            nk.master_is_skv,
+            nk.link_lastio ? nkUnixTime() - (long long)nk.link_lastio : -1,
+            nk.link_state == NK_LINK_STREAMING ? 0 : (nk.link_down_since ? nkUnixTime() - (long long)nk.link_down_since : -1),
+            nk.master_replid, last, nk.link_connects, nk.link_bytes_in, nk.link_reads);
+    }
+    if (all || !strcasecmp(section, "backlog")) {
+        s = sdscatprintf(s,
+            "# Backlog\r\n"
+            "backlog_size:%lld\r\n"
+            "backlog_first_byte_offset:%lld\r\n"
+            "backlog_last_byte_offset:%lld\r\n"
+            "backlog_histlen:%lld\r\n\r\n",
+            nk.cfg.backlog_size, first, last, last >= first ? last - first + 1 : 0);
+    }
+    if (all || !strcasecmp(section, "replicas") || !strcasecmp(section, "replication")) {
+        listIter li;
+        listNode *ln;
+        int i = 0;
+        s = sdscatprintf(s, "# Replicas\r\nconnected_replicas:%lu\r\n", listLength(nk.replicas));
+        listRewind(nk.replicas, &li);
+        while ((ln = listNext(&li))) {
+            nkReplica *r = listNodeValue(ln);
+            s = sdscatprintf(s,
+                "replica%d:id=%lld,ip=%s,port=%d,state=%s,offset=%lld,sent=%lld,lag=%lld,"
+                "bytes_sent=%llu,sends=%llu,thread=%d\r\n",
+                i++, r->id, r->ip, r->port, r->state == NK_REPLICA_ONLINE ? "online" : "gone",
+                (long long)r->ack_off, (long long)r->sent_off, nkUnixTime() - (long long)r->ack_time,
+                (unsigned long long)r->bytes_sent, (unsigned long long)r->sends, r->thread);
+        }
+        s = sdscat(s, "\r\n");
+    }
+    if (all || !strcasecmp(section, "stats")) {
+        s = sdscatprintf(s,
+            "# Stats\r\n"
+            "total_connections_received:%lld\r\n"
+            "sync_partial_ok:%lld\r\n"
+            "sync_partial_err:%lld\r\n"
+            "sync_full_proxied:%lld\r\n"
+            "sync_redirected_to_master:%lld\r\n"
+            "auth_failures:%lld\r\n"
+            "protocol_errors:%lld\r\n\r\n",
+            nk.stat_connections, nk.stat_sync_partial_ok, nk.stat_sync_partial_err,
+            nk.stat_sync_full_proxied, nk.stat_sync_redirected, nk.stat_auth_failures,
+            nk.stat_protocol_errors);
+    }
+    if (all || !strcasecmp(section, "cpu")) {
+        getrusage(RUSAGE_SELF, &ru);
+        s = sdscatprintf(s,
+            "# CPU\r\n"
+            "used_cpu_sys:%ld.%06ld\r\n"
+            "used_cpu_user:%ld.%06ld\r\n\r\n",
+            (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec,
+            (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
+    }
+    if (sdslen(s) >= 2) sdsrange(s, 0, -3);   /* no blank line at the end */
+    return s;
+}
+
+/* PSYNC <replid> <offset> from a replica: see "A replica's state" above. */
+static void psyncCommand(nkClient *c, int argc, sds *argv) {
+    long long first, last, offset;
+    char *end;
+    if (argc != 3) {
+        nkClientReply(c, "-ERR wrong number of arguments for 'psync' command\r\n");
+        return;
+    }
+    if (nk.link_state != NK_LINK_STREAMING) {
+        nkClientReply(c, "-NOMASTERLINK Nic-KV is not connected to its master\r\n");
+        return;
+    }
+    offset = strtoll(argv[2], &end, 10);
+    if (*end != '\0') {
+        nkClientReply(c, "-ERR PSYNC offset is not an integer\r\n");
+        return;
+    }
+    nkBacklogRange(&first, &last);
+    int same_history = !strcmp(argv[1], nk.master_replid) ||
+        (!strcmp(argv[1], nk.master_replid2) && offset <= nk.second_replid_offset);
+    if (same_history && offset >= first && offset <= last + 1) {
+        nk.stat_sync_partial_ok++;
+        nkLog(LL_NOTICE, "Replica %s:%d: partial resync from offset %lld", c->ip,
+              c->listening_port, offset);
+        nkClientReply(c, "+CONTINUE %s\r\n", nk.master_replid);
+        c->stream_from = offset;
+        return;
+    }
+    if (argv[1][0] != '?') nk.stat_sync_partial_err++;
+    if (c->capa_nickv) {
+        nk.stat_sync_redirected++;
+        nkLog(LL_NOTICE, "Replica %s:%d: offset %lld of %s is not in the backlog (%lld..%lld): "
+              "back to the master", c->ip, c->listening_port, offset, argv[1], first, last);
+        nkClientReply(c, "-NICKV cannot serve offset %lld (backlog %lld..%lld): sync with the master\r\n",
+                      offset, first, last);
+        c->close_after_reply = 1;
+        return;
+    }
+    /* An upstream replica: the RDB comes through us. */
+    if (nkProxyFullSync(c) == -1) {
+        nkClientReply(c, "-NOMASTERLINK cannot start a full sync with the master now\r\n");
+        c->close_after_reply = 1;
+    }
+}
+
+static void configCommand(nkClient *c, int argc, sds *argv) {
+    if (argc >= 3 && !strcasecmp(argv[1], "get")) {
+        sds out = sdsempty();
+        int n = 0;
+        for (int i = 0; configNames[i]; i++) {
+            for (int j = 2; j < argc; j++) {
+                if (fnmatch(argv[j], configNames[i], FNM_CASEFOLD) == 0) {
+                    sds v = configGet(configNames[i]);
+                    out = sdscatprintf(out, "$%zu\r\n%s\r\n$%zu\r\n", strlen(configNames[i]),
+                                       configNames[i], sdslen(v));
+                    out = sdscatsds(out, v);
+                    out = sdscat(out, "\r\n");
+                    sdsfree(v);
+                    n += 2;
+                    break;
+                }
+            }
+        }
+        nkClientReply(c, "*%d\r\n", n);
+        nkClientWriteRaw(c, out, sdslen(out));
+        sdsfree(out);
+    } else if (argc >= 4 && !strcasecmp(argv[1], "set")) {
+        const char *err = configSet(argv[2], argc - 3, argv + 3, 1);
+        if (err) nkClientReply(c, "-ERR CONFIG SET failed for '%s': %s\r\n", argv[2], err);
+        else {
+            nkLog(LL_NOTICE, "CONFIG SET %s by %s:%d", argv[2], c->ip, c->port);
+            nkClientReply(c, "+OK\r\n");
+        }
+    } else if (argc == 2 && !strcasecmp(argv[1], "resetstat")) {
+        nk.stat_connections = nk.stat_sync_partial_ok = nk.stat_sync_partial_err = 0;
+        nk.stat_sync_full_proxied = nk.stat_sync_redirected = 0;
+        nk.stat_auth_failures = nk.stat_protocol_errors = 0;
+        nkClientReply(c, "+OK\r\n");
+    } else {
+        nkClientReply(c, "-ERR CONFIG takes GET <pattern>..., SET <name> <value> or RESETSTAT\r\n");
+    }
+}
+
+static void roleCommand(nkClient *c) {
+    listIter li;
+    listNode *ln;
+    long long first, last;
+    nkBacklogRange(&first, &last);
+    nkClientReply(c, "*6\r\n$5\r\nnickv\r\n");
+    replyBulk(c, nk.cfg.master_host, strlen(nk.cfg.master_host));
+    nkClientReply(c, ":%d\r\n", nk.cfg.master_port);
+    const char *st = nk.link_state == NK_LINK_STREAMING ? "connected" : "connecting";
+    replyBulk(c, st, strlen(st));
+    nkClientReply(c, ":%lld\r\n*%lu\r\n", last, listLength(nk.replicas));
+    listRewind(nk.replicas, &li);
+    while ((ln = listNext(&li))) {
+        nkReplica *r = listNodeValue(ln);
+        char port[16], off[32];
+        snprintf(port, sizeof(port), "%d", r->port);
+        snprintf(off, sizeof(off), "%lld", (long long)r->ack_off);
+        nkClientReply(c, "*3\r\n");
+        replyBulk(c, r->ip, strlen(r->ip));
+        replyBulk(c, port, strlen(port));
+        replyBulk(c, off, strlen(off));
+    }
+}
+
+static void execCommand(nkClient *c, int argc, sds *argv) {
+    const char *cmd = argv[0];
+    const char *pass = requiredPassword();
+
+    if (!strcasecmp(cmd, "quit")) {
+        nkClientReply(c, "+OK\r\n");
+        c->close_after_reply = 1;
+        return;
+    }
+    if (!strcasecmp(cmd, "auth")) {
+        const char *user = argc == 3 ? argv[1] : "default";
+        const char *given = argc == 3 ? argv[2] : (argc == 2 ? argv[1] : NULL);
+        int user_ok = !strcmp(user, "default") ||
+                      (nk.cfg.masteruser && !strcmp(user, nk.cfg.masteruser));
+        if (!given) {
+            nkClientReply(c, "-ERR wrong number of arguments for 'auth' command\r\n");
+        } else if (!pass) {
+            nkClientReply(c, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n");
+        } else if (user_ok && !strcmp(given, pass)) {
+            c->authenticated = 1;
+            nkClientReply(c, "+OK\r\n");
+        } else {
+            nk.stat_auth_failures++;
+            nkLog(LL_NOTICE, "Failed AUTH from %s:%d", c->ip, c->port);
+            nkClientReply(c, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+        }
+        return;
+    }
+    if (pass && !c->authenticated) {
+        nkClientReply(c, "-NOAUTH Authentication required.\r\n");
+        return;
+    }
+    if (!strcasecmp(cmd, "ping")) {
+        if (argc > 1) replyBulk(c, argv[1], sdslen(argv[1]));
+        else nkClientReply(c, "+PONG\r\n");
+    } else if (!strcasecmp(cmd, "replconf")) {
+        for (int i = 1; i + 1 < argc; i += 2) {
+            if (!strcasecmp(argv[i], "listening-port")) c->listening_port = atoi(argv[i + 1]);
+            else if (!strcasecmp(argv[i], "capa")) {
+                if (!strcasecmp(argv[i + 1], "eof")) c->capa_eof = 1;
+                else if (!strcasecmp(argv[i + 1], "psync2")) c->capa_psync2 = 1;
+                else if (!strncasecmp(argv[i + 1], "nickv", 5)) c->capa_nickv = 1;
+            }
+        }
+        nkClientReply(c, "+OK\r\n");
+    } else if (!strcasecmp(cmd, "psync")) {
+        psyncCommand(c, argc, argv);
+    } else if (!strcasecmp(cmd, "sync")) {
+        nkClientReply(c, "-ERR Nic-KV serves PSYNC only (replicas of Redis 2.8 and later)\r\n");
+    } else if (!strcasecmp(cmd, "info")) {
+        sds info = genInfo(argc > 1 ? argv[1] : NULL);
+        replyBulk(c, info, sdslen(info));
+        sdsfree(info);
+    } else if (!strcasecmp(cmd, "role")) {
+        roleCommand(c);
+    } else if (!strcasecmp(cmd, "config")) {
+        configCommand(c, argc, argv);
+    } else if (!strcasecmp(cmd, "shutdown")) {
+        nkLog(LL_WARNING, "SHUTDOWN by %s:%d", c->ip, c->port);
+        nk.shutdown_asap = 1;
+        nkClientReply(c, "+OK\r\n");
+    } else {
+        sds a = sdscatrepr(sdsempty(), cmd, strlen(cmd) > 64 ? 64 : strlen(cmd));
+        nkClientReply(c, "-ERR unknown command %s (Nic-KV serves replication and PING, INFO, "
+                      "ROLE, CONFIG, SHUTDOWN)\r\n", a);
+        sdsfree(a);
+    }
+}
+
+static void nkClientReadable(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)mask;
+    nkClient *c = data;
+    char buf[16 * 1024];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        nkClientFree(c);
+        return;
+    }
+    if (n < 0) return;
+    if (c->fs || c->stream_from > 0 || c->close_after_reply) return;   /* not listening any more */
+    c->querybuf = sdscatlen(c->querybuf, buf, n);
+    for (;;) {
+        int argc, r;
+        sds *argv;
+        if (c->close_after_reply || c->fs || c->stream_from > 0) break;
+        if (sdslen(c->outbuf) > NK_OUTBUF_MAX) {
+            nkLog(LL_NOTICE, "Client %s:%d does not read its replies: closing it", c->ip, c->port);
+            nkClientFree(c);
+            return;
+        }
+        const char *err = NULL;
+        r = nkParseCommand(&c->querybuf, &argc, &argv, &err);
+        if (r < 0) protocolError(c, err);
+        if (r <= 0) break;
+        if (argc > 0) execCommand(c, argc, argv);
+        nkFreeArgv(argc, argv);
+    }
+    nkClientFlush(c);
+}
+
+static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
+    (void)el; (void)data; (void)mask;
+    char ip[64], err[ANET_ERR_LEN];
+    int port, fd, max = 100;
+    while (max--) {
+        nkClient *c;
+        fd = anetTcpAccept(err, lfd, ip, sizeof(ip), &port);
+        if (fd == ANET_ERR) return;
+        anetNonBlock(NULL, fd);
+        anetEnableTcpNoDelay(NULL, fd);
+        anetKeepAlive(NULL, fd, 300);
+        nk.stat_connections++;
+        c = zcalloc(sizeof(*c));
+        c->id = ++nk.next_client_id;
+        c->fd = fd;
+        snprintf(c->ip, sizeof(c->ip), "%s", ip);
+        c->port = port;
+        c->querybuf = sdsempty();
+        c->outbuf = sdsempty();
+        c->ctime = time(NULL);
+        listAddNodeTail(nk.clients, c);
+        if (nk.cfg.protected_mode && !requiredPassword() && !isLoopback(ip)) {
+            nkLog(LL_NOTICE, "Refusing %s:%d: protected mode, no password set", ip, port);
+            nkClientReply(c, "-DENIED Nic-KV is running in protected mode: no password is set "
+                          "(requirepass or masterauth), so only loopback clients are served.\r\n");
+            c->close_after_reply = 1;
+            nkClientFlush(c);
+            continue;
+        }
+        aeCreateFileEvent(nk.el, fd, AE_READABLE, nkClientReadable, c);
+    }
+}
+
+/* -------------------------------------------------------------- Main --- */
+
+static int nkCron(aeEventLoop *el, long long id, void *data) {
+    (void)id; (void)data;
+    if (nk.shutdown_asap) {
+        nkLog(LL_WARNING, "Nic-KV is shutting down");
+        nkReplicasDropAll("Nic-KV is shutting down");
+        if (nk.cfg.pidfile) unlink(nk.cfg.pidfile);
+        aeStop(el);
+        return AE_NOMORE;
+    }
+    nkLinkCron();
+    return 1000;
+}
+
+static void sigShutdown(int sig) {
+    (void)sig;
+    nk.shutdown_asap = 1;
+}
+
+static void beforeSleep(aeEventLoop *el) {
+    (void)el;
+    nkFanoutMainEvents();
+    if (nk.shutdown_asap) aeSetDontWait(nk.el, 1);
+}
+
+int main(int argc, char **argv) {
+    sds options = sdsempty();
+    int j = 1;
+
+    configDefaults();
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-v"))) {
+        printf("Nic-KV v=%s skv=%s\n", NICKV_VERSION, SKV_VERSION);
+        return 0;
+    }
+    if (argc >= 2 && argv[1][0] != '-') {
+        FILE *fp = fopen(argv[1], "r");
+        char buf[4096];
+        sds text = sdsempty();
+        size_t n;
+        if (!fp) {
+            fprintf(stderr, "nic-kv: cannot open the config file %s: %s\n", argv[1], strerror(errno));
+            return 1;
+        }
+        while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) text = sdscatlen(text, buf, n);
+        fclose(fp);
+        nk.cfg.config_file = zstrdup(argv[1]);
+        configLoad(text, argv[1]);
+        sdsfree(text);
+        j = 2;
+    }
+    /* --name value ... as lines of a config file, after the file. */
+    for (; j < argc; j++) {
+        if (!strncmp(argv[j], "--", 2)) {
+            if (sdslen(options)) options = sdscat(options, "\n");
+            options = sdscat(options, argv[j] + 2);
+        } else {
+            options = sdscat(options, " ");
+            options = sdscatrepr(options, argv[j], strlen(argv[j]));
+        }
+    }
+    configLoad(options, "the command line");
+    sdsfree(options);
+
+    if (nk.cfg.daemonize) {
+        if (daemon(1, 0) == -1) {
+            perror("nic-kv: daemon");
+            return 1;
+        }
+    }
+    if (nk.cfg.pidfile) {
+        FILE *fp = fopen(nk.cfg.pidfile, "w");
+        if (fp) { fprintf(fp, "%d\n", (int)getpid()); fclose(fp); }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, sigShutdown);
+    signal(SIGINT, sigShutdown);
+
+    nk.start_time = time(NULL);
+    nk.clients = listCreate();
+    nk.replicas = listCreate();
+    nk.link_fd = -1;
+    nk.link_in = sdsempty();
+    nk.el = aeCreateEventLoop(65536);
+    if (nkBacklogInit(nk.cfg.backlog_size) == -1) {
+        nkLog(LL_WARNING, "Cannot allocate a %lld byte backlog", nk.cfg.backlog_size);
+        return 1;
+    }
+    if (nkFanoutStart(nk.cfg.thread_num) == -1) return 1;
+    for (int i = 0; i < nk.cfg.bindcount; i++) {
+        char err[ANET_ERR_LEN];
+        int fd = strchr(nk.cfg.bind[i], ':') ?
+            anetTcp6Server(err, nk.cfg.port, nk.cfg.bind[i], 511) :
+            anetTcpServer(err, nk.cfg.port, nk.cfg.bind[i], 511);
+        if (fd == ANET_ERR) {
+            nkLog(LL_WARNING, "Cannot listen on %s:%d: %s", nk.cfg.bind[i], nk.cfg.port, err);
+            return 1;
+        }
+        anetNonBlock(NULL, fd);
+        nk.ipfd[nk.ipcount++] = fd;
+        aeCreateFileEvent(nk.el, fd, AE_READABLE, nkAcceptHandler, NULL);
+    }
+    aeCreateTimeEvent(nk.el, 1, nkCron, NULL, NULL);
+    aeSetBeforeSleepProc(nk.el, beforeSleep);
+    nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, master %s:%d, backlog %lld bytes, "
+          "thread-num %d", NICKV_VERSION, SKV_VERSION, nk.cfg.port, nk.cfg.master_host,
+          nk.cfg.master_port, nk.cfg.backlog_size, nk.cfg.thread_num);
+    nkLinkCron();
+    aeMain(nk.el);
+    nkFanoutStop();
+    nkLog(LL_NOTICE, "Nic-KV is now ready to exit, bye bye...");
+    return 0;
+}

@@ -1,0 +1,231 @@
+/* nickv.h -- Nic-KV: shared declarations of the daemon's parts.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * nickv.c          main, configuration, client protocol, admin commands
+ * nickv_upstream.c the link to the master, proxied full syncs
+ * nickv_fanout.c   the backlog and the fan-out threads
+ *
+ * The protocol and the state machines are described at the top of nickv.c.
+ */
+#ifndef NICKV_H
+#define NICKV_H
+
+#include "fmacros.h"     /* upstream's feature macros, before any system header */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ae.h"
+#include "adlist.h"
+#include "sds.h"
+
+#define NICKV_VERSION "0.1.0"
+
+#define LL_DEBUG 0
+#define LL_VERBOSE 1
+#define LL_NOTICE 2
+#define LL_WARNING 3
+
+#define NK_MAX_BIND 16
+#define NK_RUNID_SIZE 40
+#define NK_QUERYBUF_MAX (1024*1024)   /* a command to Nic-KV is small */
+#define NK_OUTBUF_MAX (8*1024*1024)    /* replies and proxied RDB not yet sent */
+
+/* ----------------------------------------------------------- Config --- */
+
+typedef struct nkConfig {
+    char *config_file;
+    int port;
+    char *bind[NK_MAX_BIND];
+    int bindcount;
+    int protected_mode;
+    char *master_host;
+    int master_port;
+    char *masteruser;
+    char *masterauth;
+    char *requirepass;        /* NULL: the same as masterauth */
+    char *announce_ip;        /* what the master tells replicas; NULL: "?" */
+    long long backlog_size;
+    int thread_num;
+    int repl_timeout;
+    int daemonize;
+    char *logfile;
+    int verbosity;
+    char *pidfile;
+} nkConfig;
+
+/* ---------------------------------------------------------- Backlog --- */
+
+/* The stream from the master, as a ring. Offsets are the master's: the
+ * ring holds bytes first..last (empty when last < first). The upstream
+ * link appends under the write lock; fan-out threads send from the ring
+ * under the read lock, straight from its memory. */
+typedef struct nkBacklog {
+    pthread_rwlock_t lock;
+    char *buf;
+    long long size;
+    long long first, last;
+    _Atomic long long last_pub;  /* last, readable without the lock */
+} nkBacklog;
+
+/* --------------------------------------------------------- Replicas --- */
+
+typedef enum {
+    NK_REPLICA_ONLINE,        /* streaming from the backlog */
+    NK_REPLICA_GONE           /* closed by its thread; main frees it */
+} nkReplicaState;
+
+/* A replica being streamed to. Made by the main thread when a PSYNC (or a
+ * proxied full sync) succeeds, then owned by one fan-out thread until it
+ * is gone. Fields marked [main] are the main thread's, [thread] its fan-out
+ * thread's; the atomics are read by both. */
+typedef struct nkReplica {
+    long long id;                       /* [main] also the master's key */
+    char ip[64];                        /* [main] */
+    int port;                           /* [main] its listening port */
+    int fd;                             /* [thread] */
+    int thread;                         /* [main] index of its thread */
+    long long pos;                      /* [thread] next offset to send */
+    sds inbuf;                          /* [thread] REPLCONF ACKs */
+    int wait_writable;                  /* [thread] */
+    char why[128];                      /* [thread] why it is gone */
+    _Atomic long long ack_off;
+    _Atomic long long ack_time;         /* unix seconds */
+    _Atomic int ack_dirty;              /* an ACK to relay to the master */
+    _Atomic long long sent_off;         /* last offset written to it */
+    _Atomic unsigned long long bytes_sent;
+    _Atomic unsigned long long sends;   /* write() calls */
+    _Atomic int state;
+    _Atomic int kill;                   /* the main thread wants it dropped */
+    char kill_why[128];                 /* [main], before kill is set */
+    time_t ctime;                       /* [main] */
+} nkReplica;
+
+/* ----------------------------------------------------------- Server --- */
+
+typedef enum {
+    NK_LINK_NONE = 0,         /* not connected; retried once a second */
+    NK_LINK_CONNECTING,
+    NK_LINK_AUTH,             /* sent AUTH, waiting for +OK */
+    NK_LINK_PORT,             /* sent REPLCONF listening-port */
+    NK_LINK_CAPA,             /* sent REPLCONF capa */
+    NK_LINK_HELLO,            /* sent REPLCONF nickv hello */
+    NK_LINK_PSYNC,            /* sent PSYNC */
+    NK_LINK_RDB,              /* FULLRESYNC: reading (and dropping) the RDB */
+    NK_LINK_STREAMING         /* the stream goes into the backlog */
+} nkLinkState;
+
+typedef struct nkServer {
+    nkConfig cfg;
+    aeEventLoop *el;
+    int ipfd[NK_MAX_BIND];
+    int ipcount;
+    list *clients;
+    long long next_client_id;
+    time_t start_time;
+    int shutdown_asap;
+
+    /* The link to the master (nickv_upstream.c). */
+    nkLinkState link_state;
+    int link_fd;
+    sds link_in;
+    long long link_rdb_left;            /* NK_LINK_RDB: bytes, or -1 for EOF mark */
+    char link_eofmark[NK_RUNID_SIZE];
+    char link_eoftail[NK_RUNID_SIZE];
+    size_t link_eoftail_len;
+    time_t link_lastio;
+    time_t link_down_since;
+    int master_is_skv;                  /* it answered REPLCONF nickv hello */
+    char master_replid[NK_RUNID_SIZE+1];
+    char master_replid2[NK_RUNID_SIZE+1];
+    long long second_replid_offset;
+    char hello_replid[NK_RUNID_SIZE+1];
+    long long hello_offset;
+    unsigned long long link_bytes_in;
+    unsigned long long link_reads;
+    long long link_connects;
+
+    /* Backlog and fan-out (nickv_fanout.c). */
+    nkBacklog backlog;
+    list *replicas;                     /* nkReplica, [main] */
+    long long next_replica_id;
+
+    /* Stats. */
+    long long stat_connections;
+    long long stat_sync_partial_ok;
+    long long stat_sync_partial_err;
+    long long stat_sync_full_proxied;
+    long long stat_sync_redirected;
+    long long stat_auth_failures;
+    long long stat_protocol_errors;
+} nkServer;
+
+extern nkServer nk;
+
+/* ---------------------------------------------------------- Clients --- */
+
+/* A connection to Nic-KV on its port, in the main thread: an admin
+ * (redis-cli), or a replica until its PSYNC succeeds, when its socket goes
+ * to a fan-out thread and the client is freed. */
+typedef struct nkFullSync nkFullSync;
+typedef struct nkClient {
+    long long id;
+    int fd;
+    char ip[64];
+    int port;                 /* peer's port */
+    sds querybuf;
+    sds outbuf;
+    int authenticated;
+    int close_after_reply;
+    int writable_registered;
+    int listening_port;       /* REPLCONF listening-port */
+    int capa_eof, capa_psync2, capa_nickv;
+    long long stream_from;    /* > 0: hand over to fan-out once outbuf drains */
+    nkFullSync *fs;           /* a proxied full sync in progress */
+    time_t ctime;
+} nkClient;
+
+void nkClientReply(nkClient *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void nkClientWriteRaw(nkClient *c, const char *buf, size_t len);
+void nkClientFree(nkClient *c);
+/* Send what is queued (may free c: do not touch it afterwards). */
+void nkClientFlushSoon(nkClient *c);
+size_t nkClientPending(nkClient *c);
+
+/* ------------------------------------------------------------ Calls --- */
+
+void nkLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+long long nkUnixTime(void);
+
+/* nickv_upstream.c */
+void nkLinkCron(void);
+void nkLinkSend(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *nkLinkStateName(void);
+struct nkClient;
+int nkProxyFullSync(struct nkClient *c);
+
+/* nickv_fanout.c */
+int nkBacklogInit(long long size);
+void nkBacklogReset(long long next_offset);
+void nkBacklogAppend(const char *data, size_t len);
+int nkBacklogResize(long long size);
+void nkBacklogRange(long long *first, long long *last);
+int nkFanoutStart(int thread_num);
+void nkFanoutStop(void);
+int nkFanoutThreads(void);
+nkReplica *nkReplicaStart(int fd, const char *ip, int port, long long pos);
+void nkReplicasDropAll(const char *why);
+void nkFanoutWake(void);
+void nkFanoutMainEvents(void);
+void nkReplicasAnnounce(void);
+
+/* nickv.c: RESP requests (multibulk or inline), for clients and replicas.
+ * 1 = a command in argc/argv (free with nkFreeArgv), 0 = need more input,
+ * -1 = protocol error (*err says which). */
+int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err);
+void nkFreeArgv(int argc, sds *argv);
+
+#endif

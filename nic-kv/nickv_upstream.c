@@ -1,0 +1,648 @@
+/* nickv_upstream.c -- Nic-KV's link to the master, and proxied full syncs.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * The link (see the protocol at the top of nickv.c):
+ *
+ *   NONE --cron--> CONNECTING --connected--> AUTH (if masterauth)
+ *     --> PORT (REPLCONF listening-port) --> CAPA (REPLCONF capa ...)
+ *     --> HELLO (REPLCONF nickv hello: an SKV master answers with its
+ *         replication id and offset; another master with an error)
+ *     --> PSYNC: from the end of our backlog if we have one; else from the
+ *         master's offset (SKV master), else "? -1"
+ *         +CONTINUE --> STREAMING
+ *         +FULLRESYNC --> RDB (read and dropped) --> STREAMING
+ *     any error, timeout or EOF --> NONE (retried once a second)
+ *
+ * A history change (FULLRESYNC, or a fresh join after our own PSYNC was
+ * refused) makes every replica's position meaningless: they are dropped
+ * and resync. If the master stays unreachable for NK_MASTER_GRACE seconds,
+ * the replicas are dropped as well, so that they fall back to the master
+ * (or wait for it) on their own.
+ */
+
+#include "nickv.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "anet.h"
+#include "zmalloc.h"
+
+#define NK_MASTER_GRACE 5
+#define NK_PROXY_PAUSE (4*1024*1024)   /* stop reading the RDB above this */
+
+static sds link_out;
+static time_t state_since;
+static int try_continue = 1;           /* PSYNC from our own backlog */
+
+static const char *stateNames[] = {
+    "none", "connecting", "auth", "port", "capa", "hello", "psync", "rdb", "streaming"
+};
+
+const char *nkLinkStateName(void) { return stateNames[nk.link_state]; }
+
+static void setState(nkLinkState s) {
+    nk.link_state = s;
+    state_since = time(NULL);
+}
+
+/* --------------------------------------------------------------- Output --- */
+
+static void linkWritable(aeEventLoop *el, int fd, void *data, int mask);
+
+static void linkFlush(void) {
+    while (link_out && sdslen(link_out)) {
+        ssize_t n = write(nk.link_fd, link_out, sdslen(link_out));
+        if (n <= 0) break;
+        sdsrange(link_out, n, -1);
+    }
+    if (link_out && sdslen(link_out))
+        aeCreateFileEvent(nk.el, nk.link_fd, AE_WRITABLE, linkWritable, NULL);
+    else
+        aeDeleteFileEvent(nk.el, nk.link_fd, AE_WRITABLE);
+}
+
+static void linkWritable(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)fd; (void)data; (void)mask;
+    linkFlush();
+}
+
+/* Encode an inline command line (words, quotes allowed) as RESP. */
+static sds encodeCommand(sds out, const char *line) {
+    int argc = 0;
+    sds *argv = sdssplitargs(line, &argc);
+    if (!argv) return out;
+    out = sdscatprintf(out, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++) {
+        out = sdscatprintf(out, "$%zu\r\n", sdslen(argv[i]));
+        out = sdscatsds(out, argv[i]);
+        out = sdscat(out, "\r\n");
+    }
+    sdsfreesplitres(argv, argc);
+    return out;
+}
+
+static void linkCommand(const char *fmt, ...) {
+    va_list ap;
+    sds line;
+    va_start(ap, fmt);
+    line = sdscatvprintf(sdsempty(), fmt, ap);
+    va_end(ap);
+    if (!link_out) link_out = sdsempty();
+    link_out = encodeCommand(link_out, line);
+    sdsfree(line);
+    linkFlush();
+}
+
+/* Messages for an SKV master, once streaming (others are dropped: they
+ * describe replicas the master will hear about when we (re)join). */
+void nkLinkSend(const char *fmt, ...) {
+    va_list ap;
+    sds line;
+    if (nk.link_state != NK_LINK_STREAMING || !nk.master_is_skv) return;
+    va_start(ap, fmt);
+    line = sdscatvprintf(sdsempty(), fmt, ap);
+    va_end(ap);
+    if (!link_out) link_out = sdsempty();
+    link_out = encodeCommand(link_out, line);
+    sdsfree(line);
+    linkFlush();
+}
+
+/* ------------------------------------------------------------ The link --- */
+
+static void linkClose(const char *why) {
+    if (nk.link_fd != -1) {
+        aeDeleteFileEvent(nk.el, nk.link_fd, AE_READABLE | AE_WRITABLE);
+        close(nk.link_fd);
+        nk.link_fd = -1;
+    }
+    /* Once per outage: a master that stays away is retried every second. */
+    if (nk.link_state == NK_LINK_STREAMING || !nk.link_down_since)
+        nkLog(LL_WARNING, "Link with the master %s:%d lost (%s)", nk.cfg.master_host,
+              nk.cfg.master_port, why);
+    else
+        nkLog(LL_VERBOSE, "Master %s:%d: %s", nk.cfg.master_host, nk.cfg.master_port, why);
+    if (nk.link_state == NK_LINK_STREAMING || !nk.link_down_since) nk.link_down_since = time(NULL);
+    sdsclear(nk.link_in);
+    if (link_out) sdsclear(link_out);
+    setState(NK_LINK_NONE);
+}
+
+/* A new history: the replicas' positions mean nothing any more. */
+static void newHistory(const char *replid, long long next_offset) {
+    if (listLength(nk.replicas)) nkReplicasDropAll("the master's history changed");
+    snprintf(nk.master_replid, sizeof(nk.master_replid), "%s", replid);
+    nk.master_replid2[0] = '\0';
+    nk.second_replid_offset = -1;
+    nkBacklogReset(next_offset);
+}
+
+static void sendPsync(void) {
+    long long first, last;
+    nkBacklogRange(&first, &last);
+    if (try_continue && nk.master_replid[0] && last > 0) {
+        linkCommand("PSYNC %s %lld", nk.master_replid, last + 1);
+    } else if (nk.master_is_skv) {
+        /* The hello told us where the master is: that id, from there. */
+        try_continue = 0;
+        linkCommand("PSYNC %s %lld", nk.hello_replid, nk.hello_offset + 1);
+    } else {
+        try_continue = 0;
+        linkCommand("PSYNC ? -1");
+    }
+    setState(NK_LINK_PSYNC);
+}
+
+static void startStreaming(void) {
+    long long first, last;
+    setState(NK_LINK_STREAMING);
+    nk.link_down_since = 0;
+    try_continue = 1;
+    nkBacklogRange(&first, &last);
+    nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
+          nk.cfg.master_host, nk.cfg.master_port, nk.master_replid, last,
+          nk.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
+    nkLinkSend("REPLCONF nickv \"backlog %lld %lld\"", first, last);
+    nkReplicasAnnounce();
+}
+
+/* One reply line during the handshake. */
+static void handleReply(const char *line) {
+    switch (nk.link_state) {
+    case NK_LINK_AUTH:
+        if (line[0] != '+') {
+            nkLog(LL_WARNING, "The master refused our AUTH: %s (check masteruser/masterauth)", line);
+            linkClose("authentication failed");
+            return;
+        }
+        linkCommand("REPLCONF listening-port %d", nk.cfg.port);
+        setState(NK_LINK_PORT);
+        break;
+    case NK_LINK_PORT:
+        if (!strncmp(line, "-NOAUTH", 7)) {
+            nkLog(LL_WARNING, "The master requires a password: set masterauth");
+            linkClose("authentication required");
+            return;
+        }
+        linkCommand("REPLCONF capa eof capa psync2");
+        setState(NK_LINK_CAPA);
+        break;
+    case NK_LINK_CAPA:
+        linkCommand("REPLCONF nickv \"hello %s %d %d\"",
+                    nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, 0);
+        setState(NK_LINK_HELLO);
+        break;
+    case NK_LINK_HELLO: {
+        char id[NK_RUNID_SIZE + 1];
+        long long off;
+        if (line[0] == '+' && sscanf(line + 1, "%40s %lld", id, &off) == 2 && strlen(id) == NK_RUNID_SIZE) {
+            nk.master_is_skv = 1;
+            snprintf(nk.hello_replid, sizeof(nk.hello_replid), "%s", id);
+            nk.hello_offset = off;
+        } else {
+            if (nk.master_is_skv || nk.link_connects == 1)
+                nkLog(LL_NOTICE, "The master does not know Nic-KV (%s): running without its "
+                      "knowledge of our replicas", line);
+            nk.master_is_skv = 0;
+        }
+        sendPsync();
+        break;
+    }
+    case NK_LINK_PSYNC:
+        if (!strncmp(line, "+CONTINUE", 9)) {
+            char id[NK_RUNID_SIZE + 1] = "";
+            long long first, last;
+            nkBacklogRange(&first, &last);
+            if (try_continue && nk.master_replid[0]) {
+                if (sscanf(line + 9, " %40s", id) == 1 && strlen(id) == NK_RUNID_SIZE &&
+                    strcmp(id, nk.master_replid)) {
+                    /* The master changed its id (failover): the old one stays
+                     * valid up to here, as in Redis. */
+                    memcpy(nk.master_replid2, nk.master_replid, sizeof(nk.master_replid2));
+                    nk.second_replid_offset = last + 1;
+                    memcpy(nk.master_replid, id, sizeof(nk.master_replid));
+                }
+            } else {
+                newHistory(nk.hello_replid, nk.hello_offset + 1);
+            }
+            startStreaming();
+        } else if (!strncmp(line, "+FULLRESYNC", 11)) {
+            char id[NK_RUNID_SIZE + 1];
+            long long off;
+            if (sscanf(line + 11, " %40s %lld", id, &off) != 2) {
+                linkClose("bad +FULLRESYNC reply");
+                return;
+            }
+            newHistory(id, off + 1);
+            nk.link_rdb_left = -2;            /* waiting for the $ line */
+            setState(NK_LINK_RDB);
+            nkLog(LL_NOTICE, "Full resync from the master (%s:%lld): dropping its RDB", id, off);
+        } else {
+            if (try_continue && nk.master_replid[0]) {
+                /* Our history is not the master's any more: join afresh. */
+                try_continue = 0;
+                linkClose("our backlog cannot continue the master's stream");
+                return;
+            }
+            nkLog(LL_WARNING, "The master refused PSYNC: %s", line);
+            linkClose("PSYNC refused");
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Consume RDB bytes (which we do not keep); returns how many were used. */
+static size_t consumeRdb(const char *p, size_t len) {
+    size_t used = 0;
+    if (nk.link_rdb_left == -2) {
+        /* Newlines (keepalives) until the $ line. */
+        while (used < len && p[used] == '\n') used++;
+        const char *nl = memchr(p + used, '\n', len - used);
+        if (!nl) return used;
+        if (p[used] != '$') {
+            linkClose("bad RDB preamble");
+            return len;
+        }
+        if (!strncmp(p + used + 1, "EOF:", 4) && nl - (p + used) >= 5 + NK_RUNID_SIZE) {
+            memcpy(nk.link_eofmark, p + used + 5, NK_RUNID_SIZE);
+            nk.link_eoftail_len = 0;
+            nk.link_rdb_left = -1;
+        } else {
+            nk.link_rdb_left = strtoll(p + used + 1, NULL, 10);
+        }
+        used = nl - p + 1;
+    }
+    if (nk.link_rdb_left >= 0) {
+        size_t n = len - used;
+        if ((long long)n > nk.link_rdb_left) n = nk.link_rdb_left;
+        nk.link_rdb_left -= n;
+        used += n;
+        if (nk.link_rdb_left == 0) startStreaming();
+        return used;
+    }
+    /* EOF mark: the RDB ends with the 40 bytes of the mark. */
+    while (used < len) {
+        if (nk.link_eoftail_len == NK_RUNID_SIZE) {
+            memmove(nk.link_eoftail, nk.link_eoftail + 1, NK_RUNID_SIZE - 1);
+            nk.link_eoftail_len--;
+        }
+        nk.link_eoftail[nk.link_eoftail_len++] = p[used++];
+        if (nk.link_eoftail_len == NK_RUNID_SIZE &&
+            !memcmp(nk.link_eoftail, nk.link_eofmark, NK_RUNID_SIZE)) {
+            startStreaming();
+            break;
+        }
+    }
+    return used;
+}
+
+static void linkReadable(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)data; (void)mask;
+    char buf[64 * 1024];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        linkClose(n == 0 ? "connection closed by the master" : strerror(errno));
+        return;
+    }
+    if (n < 0) return;
+    nk.link_lastio = time(NULL);
+    nk.link_bytes_in += n;
+    nk.link_reads++;
+    if (nk.link_state == NK_LINK_STREAMING) {
+        nkBacklogAppend(buf, n);
+        nkFanoutWake();
+        return;
+    }
+    nk.link_in = sdscatlen(nk.link_in, buf, n);
+    while (sdslen(nk.link_in) && nk.link_fd != -1) {
+        if (nk.link_state == NK_LINK_RDB) {
+            size_t used = consumeRdb(nk.link_in, sdslen(nk.link_in));
+            sdsrange(nk.link_in, used, -1);
+            if (nk.link_state == NK_LINK_RDB && used == 0) break;
+            continue;
+        }
+        if (nk.link_state == NK_LINK_STREAMING) {
+            nkBacklogAppend(nk.link_in, sdslen(nk.link_in));
+            sdsclear(nk.link_in);
+            nkFanoutWake();
+            break;
+        }
+        char *nl = memchr(nk.link_in, '\n', sdslen(nk.link_in));
+        if (!nl) break;
+        sds line = sdsnewlen(nk.link_in, nl - nk.link_in);
+        sdsrange(nk.link_in, nl - nk.link_in + 1, -1);
+        line = sdstrim(line, "\r");
+        if (sdslen(line)) handleReply(line);   /* empty lines are keepalives */
+        sdsfree(line);
+    }
+}
+
+static void linkConnected(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)data; (void)mask;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    aeDeleteFileEvent(nk.el, fd, AE_WRITABLE);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1 || err) {
+        linkClose(err ? strerror(err) : "connect failed");
+        return;
+    }
+    aeCreateFileEvent(nk.el, fd, AE_READABLE, linkReadable, NULL);
+    nk.link_lastio = time(NULL);
+    if (nk.cfg.masterauth) {
+        if (nk.cfg.masteruser) linkCommand("AUTH \"%s\" \"%s\"", nk.cfg.masteruser, nk.cfg.masterauth);
+        else linkCommand("AUTH \"%s\"", nk.cfg.masterauth);
+        setState(NK_LINK_AUTH);
+    } else {
+        linkCommand("REPLCONF listening-port %d", nk.cfg.port);
+        setState(NK_LINK_PORT);
+    }
+}
+
+static void linkConnect(void) {
+    char err[ANET_ERR_LEN];
+    int fd = anetTcpNonBlockConnect(err, nk.cfg.master_host, nk.cfg.master_port);
+    nk.link_connects++;
+    if (fd == ANET_ERR) {
+        if (nk.link_connects <= 1 || nk.link_connects % 60 == 0)
+            nkLog(LL_WARNING, "Cannot connect to the master %s:%d: %s", nk.cfg.master_host,
+                  nk.cfg.master_port, err);
+        return;
+    }
+    anetEnableTcpNoDelay(NULL, fd);
+    nk.link_fd = fd;
+    setState(NK_LINK_CONNECTING);
+    aeCreateFileEvent(nk.el, fd, AE_WRITABLE, linkConnected, NULL);
+}
+
+void nkLinkCron(void) {
+    time_t now = time(NULL);
+    long long first, last;
+    if (nk.link_state == NK_LINK_NONE) {
+        linkConnect();
+    } else if (nk.link_state == NK_LINK_STREAMING) {
+        nkBacklogRange(&first, &last);
+        linkCommand("REPLCONF ACK %lld", last);
+        nkLinkSend("REPLCONF nickv \"backlog %lld %lld\"", first, last);
+        if (now - nk.link_lastio > nk.cfg.repl_timeout) linkClose("timeout: no data from the master");
+    } else if (now - state_since > nk.cfg.repl_timeout) {
+        linkClose("timeout during the handshake");
+    }
+    if (nk.link_state != NK_LINK_STREAMING && nk.link_down_since &&
+        now - nk.link_down_since >= NK_MASTER_GRACE && listLength(nk.replicas)) {
+        nkLog(LL_WARNING, "No master for %d seconds: closing our %lu replicas' links so that "
+              "they go to the master themselves", NK_MASTER_GRACE, listLength(nk.replicas));
+        nkReplicasDropAll("Nic-KV lost its master");
+    }
+}
+
+/* ------------------------------------------------- Proxied full syncs --- */
+
+/* An upstream replica that Nic-KV cannot serve from its backlog gets a full
+ * sync through Nic-KV: a connection of our own to the master asks for it,
+ * and its +FULLRESYNC line and RDB go to the replica unchanged. Then the
+ * replica streams from our backlog at the RDB's offset. */
+typedef enum { FS_CONNECTING, FS_AUTH, FS_PORT, FS_CAPA, FS_PSYNC, FS_PREAMBLE, FS_RDB } fsState;
+
+struct nkFullSync {
+    nkClient *c;
+    int fd;
+    fsState state;
+    sds in;
+    long long offset;              /* from +FULLRESYNC */
+    long long left;                /* RDB bytes left, or -1 for an EOF mark */
+    char mark[NK_RUNID_SIZE];
+    char tail[NK_RUNID_SIZE];
+    size_t taillen;
+    int paused;
+};
+
+static void fsReadable(aeEventLoop *el, int fd, void *data, int mask);
+
+static void fsEnd(nkClient *c, const char *error) {
+    nkFullSync *fs = c->fs;
+    if (!fs) return;
+    if (fs->fd != -1) {
+        aeDeleteFileEvent(nk.el, fs->fd, AE_READABLE | AE_WRITABLE);
+        close(fs->fd);
+    }
+    sdsfree(fs->in);
+    c->fs = NULL;
+    if (error) {
+        nkLog(LL_WARNING, "Full sync of replica %s:%d through Nic-KV failed: %s", c->ip,
+              c->listening_port, error);
+        if (c->fd != -1) c->close_after_reply = 1;
+    }
+    zfree(fs);
+}
+
+static void fsSend(nkFullSync *fs, const char *line) {
+    sds out = encodeCommand(sdsempty(), line);
+    if (write(fs->fd, out, sdslen(out)) != (ssize_t)sdslen(out)) { /* the reply will tell */ }
+    sdsfree(out);
+}
+
+/* Pass RDB bytes to the replica; returns bytes used, sets done at the end. */
+static size_t fsForward(nkClient *c, const char *p, size_t len, int *done) {
+    nkFullSync *fs = c->fs;
+    size_t used = 0;
+    *done = 0;
+    if (fs->state == FS_PREAMBLE) {
+        while (used < len && p[used] == '\n') used++;       /* keepalives */
+        if (used) nkClientWriteRaw(c, p, used);
+        const char *nl = memchr(p + used, '\n', len - used);
+        if (!nl) return used;
+        if (p[used] != '$') {
+            fsEnd(c, "bad RDB preamble from the master");
+            return len;
+        }
+        if (!strncmp(p + used + 1, "EOF:", 4) && nl - (p + used) >= 5 + NK_RUNID_SIZE) {
+            memcpy(fs->mark, p + used + 5, NK_RUNID_SIZE);
+            fs->left = -1;
+        } else {
+            fs->left = strtoll(p + used + 1, NULL, 10);
+        }
+        nkClientWriteRaw(c, p + used, nl - (p + used) + 1);
+        used = nl - p + 1;
+        fs->state = FS_RDB;
+    }
+    if (fs->left >= 0) {
+        size_t n = len - used;
+        if ((long long)n > fs->left) n = fs->left;
+        nkClientWriteRaw(c, p + used, n);
+        fs->left -= n;
+        used += n;
+        if (fs->left == 0) *done = 1;
+        return used;
+    }
+    size_t start = used;
+    while (used < len) {
+        if (fs->taillen == NK_RUNID_SIZE) {
+            memmove(fs->tail, fs->tail + 1, NK_RUNID_SIZE - 1);
+            fs->taillen--;
+        }
+        fs->tail[fs->taillen++] = p[used++];
+        if (fs->taillen == NK_RUNID_SIZE && !memcmp(fs->tail, fs->mark, NK_RUNID_SIZE)) {
+            *done = 1;
+            break;
+        }
+    }
+    nkClientWriteRaw(c, p + start, used - start);
+    return used;
+}
+
+static void fsHandleLine(nkClient *c, const char *line) {
+    nkFullSync *fs = c->fs;
+    char cmd[256];
+    switch (fs->state) {
+    case FS_AUTH:
+        if (line[0] != '+') { fsEnd(c, "the master refused our AUTH"); return; }
+        /* fall through */
+    case FS_CONNECTING:
+        snprintf(cmd, sizeof(cmd), "REPLCONF listening-port %d", c->listening_port);
+        fsSend(fs, cmd);
+        fs->state = FS_PORT;
+        break;
+    case FS_PORT:
+        fsSend(fs, c->capa_eof ? "REPLCONF capa eof capa psync2" : "REPLCONF capa psync2");
+        fs->state = FS_CAPA;
+        break;
+    case FS_CAPA:
+        fsSend(fs, "PSYNC ? -1");
+        fs->state = FS_PSYNC;
+        break;
+    case FS_PSYNC: {
+        char id[NK_RUNID_SIZE + 1];
+        if (strncmp(line, "+FULLRESYNC", 11) || sscanf(line + 11, " %40s %lld", id, &fs->offset) != 2) {
+            fsEnd(c, line);
+            return;
+        }
+        if (strcmp(id, nk.master_replid)) {
+            fsEnd(c, "the master's replication id differs from our stream's");
+            return;
+        }
+        nkClientReply(c, "%s\r\n", line);
+        fs->state = FS_PREAMBLE;
+        nkLog(LL_NOTICE, "Full sync of replica %s:%d through Nic-KV: RDB at offset %lld",
+              c->ip, c->listening_port, fs->offset);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Read from the master while the replica keeps up. */
+static void fsPump(nkClient *c) {
+    nkFullSync *fs = c->fs;
+    if (!fs) return;
+    if (nkClientPending(c) > NK_PROXY_PAUSE) {
+        if (!fs->paused) aeDeleteFileEvent(nk.el, fs->fd, AE_READABLE);
+        fs->paused = 1;
+    } else if (fs->paused) {
+        aeCreateFileEvent(nk.el, fs->fd, AE_READABLE, fsReadable, c);
+        fs->paused = 0;
+    }
+}
+
+static void fsReadable(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)mask;
+    nkClient *c = data;
+    nkFullSync *fs = c->fs;
+    char buf[64 * 1024];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        fsEnd(c, "the master closed the connection");
+        nkClientFlushSoon(c);
+        return;
+    }
+    if (n < 0) return;
+    fs->in = sdscatlen(fs->in, buf, n);
+    while (c->fs && sdslen(fs->in)) {
+        if (fs->state == FS_PREAMBLE || fs->state == FS_RDB) {
+            int done;
+            size_t used = fsForward(c, fs->in, sdslen(fs->in), &done);
+            if (!c->fs) break;
+            sdsrange(fs->in, used, -1);
+            if (done) {
+                long long first, last, from = fs->offset + 1;
+                nkBacklogRange(&first, &last);
+                if (from < first) {
+                    fsEnd(c, "the backlog no longer holds the RDB's offset (raise backlog-size)");
+                } else {
+                    nk.stat_sync_full_proxied++;
+                    fsEnd(c, NULL);
+                    c->stream_from = from;    /* once the RDB is out */
+                }
+                break;
+            }
+            if (used == 0) break;
+            continue;
+        }
+        char *nl = memchr(fs->in, '\n', sdslen(fs->in));
+        if (!nl) break;
+        sds line = sdsnewlen(fs->in, nl - fs->in);
+        sdsrange(fs->in, nl - fs->in + 1, -1);
+        line = sdstrim(line, "\r");
+        if (sdslen(line)) fsHandleLine(c, line);
+        sdsfree(line);
+    }
+    if (c->fs) fsPump(c);
+    nkClientFlushSoon(c);
+}
+
+static void fsConnected(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)mask;
+    nkClient *c = data;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    aeDeleteFileEvent(nk.el, fd, AE_WRITABLE);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1 || err) {
+        fsEnd(c, "cannot connect to the master");
+        nkClientFlushSoon(c);
+        return;
+    }
+    aeCreateFileEvent(nk.el, fd, AE_READABLE, fsReadable, c);
+    if (nk.cfg.masterauth) {
+        char cmd[512];
+        if (nk.cfg.masteruser) snprintf(cmd, sizeof(cmd), "AUTH \"%s\" \"%s\"", nk.cfg.masteruser, nk.cfg.masterauth);
+        else snprintf(cmd, sizeof(cmd), "AUTH \"%s\"", nk.cfg.masterauth);
+        fsSend(c->fs, cmd);
+        c->fs->state = FS_AUTH;
+    } else {
+        fsHandleLine(c, "+OK");      /* as if authenticated */
+    }
+}
+
+/* Start a proxied full sync for c; with c->fd == -1 (client going away),
+ * tear it down. Called again by the client's writer to resume reading. */
+int nkProxyFullSync(nkClient *c) {
+    char err[ANET_ERR_LEN];
+    int fd;
+    if (c->fs) {
+        if (c->fd == -1) fsEnd(c, NULL);
+        else fsPump(c);
+        return 0;
+    }
+    fd = anetTcpNonBlockConnect(err, nk.cfg.master_host, nk.cfg.master_port);
+    if (fd == ANET_ERR) {
+        nkLog(LL_WARNING, "Full sync for replica %s:%d: cannot connect to the master: %s",
+              c->ip, c->listening_port, err);
+        return -1;
+    }
+    c->fs = zcalloc(sizeof(nkFullSync));
+    c->fs->c = c;
+    c->fs->fd = fd;
+    c->fs->in = sdsempty();
+    c->fs->state = FS_CONNECTING;
+    aeCreateFileEvent(nk.el, fd, AE_WRITABLE, fsConnected, c);
+    return 0;
+}

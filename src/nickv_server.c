@@ -1,0 +1,422 @@
+/* nickv_server.c -- the master's and the replica's side of Nic-KV.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * Nic-KV (nic-kv/) takes the replication fan-out off the master: the
+ * master streams to Nic-KV only, Nic-KV streams to the replicas. The whole
+ * protocol is written down at the top of nic-kv/nickv.c. This file is what
+ * runs inside redis-server:
+ *
+ * Master side
+ *   - The daemon's replication link says who it is with REPLCONF nickv
+ *     "hello <host> <port> <rdma-port>" before its PSYNC; the reply gives
+ *     the replication id and offset to PSYNC from, so the daemon joins
+ *     without a full sync (it holds no data). Later REPLCONF nickv
+ *     messages report the replicas behind it ("add", "del", "ack") and its
+ *     backlog ("backlog <first> <last>").
+ *   - Those replicas are "virtual": they are not in server.slaves (the
+ *     master sends them nothing), but WAIT, min-replicas-to-write and INFO
+ *     count them with the acknowledgements Nic-KV relays. The daemon's own
+ *     link is in server.slaves but counts as no replica.
+ *   - A replica that advertises "capa nickv" is redirected to a healthy
+ *     Nic-KV when its PSYNC asks for an offset Nic-KV's backlog holds
+ *     (reply "+NICKV <host> <port> <rdma-port>"). A direct replica with
+ *     that capa is handed over by closing its link once it is online and
+ *     in Nic-KV's range: it reconnects and is redirected. Replicas
+ *     without the capa (upstream Redis) replicate directly, as upstream.
+ *
+ * Replica side
+ *   - Advertises "capa nickv" ("nickv-hold" for a while after a redirect
+ *     that did not work out, so the master keeps serving it directly).
+ *   - On "+NICKV", the next connect goes to Nic-KV instead of the master,
+ *     with the same PSYNC; every later reconnect goes to the master again,
+ *     which redirects it again if Nic-KV is healthy. So when Nic-KV dies
+ *     replicas fall back to the master (with a partial resync), and move
+ *     back when it returns. server.masterhost never changes: ROLE and INFO
+ *     keep naming the real master (INFO nickv says the link's path).
+ */
+
+#include "server.h"
+#include "nickv_server.h"
+#include "rdma.h"
+
+int nickvOffload = 1;
+
+/* A daemon is healthy while it acknowledged the stream this recently. */
+#define NICKV_HEALTHY_LAG 5
+/* How long a replica that advertises nickv-hold stays with the master. */
+#define NICKV_HOLD_SECONDS 30
+
+typedef struct nickvReplica {
+    long long id;             /* Nic-KV's id for it */
+    char ip[NET_IP_STR_LEN];
+    int port;                 /* its listening port */
+    long long ack_off;
+    time_t ack_time;
+} nickvReplica;
+
+static struct {
+    /* Master side. */
+    uint64_t daemon_id;       /* client id of the daemon's link, 0 = none */
+    char daemon_host[NET_HOST_STR_LEN];
+    int daemon_port, daemon_rdma_port;
+    long long backlog_first, backlog_last;
+    list *replicas;           /* nickvReplica */
+    long long redirects, handoffs, daemon_joins;
+    long long stream_writes;
+    /* Replica side. */
+    int redirect_pending;
+    int via;                  /* the current link goes through Nic-KV */
+    char target_host[NET_HOST_STR_LEN];
+    int target_port;
+    time_t redirect_time;
+    time_t hold_until;        /* advertise nickv-hold until then */
+    int streak;               /* redirects in a row that did not work out */
+    long long redirects_followed, bounces;
+} NK;
+
+/* ------------------------------------------------------- Master side --- */
+
+static void nickvDropReplicas(void) {
+    if (!NK.replicas) return;
+    while (listLength(NK.replicas)) {
+        zfree(listNodeValue(listFirst(NK.replicas)));
+        listDelNode(NK.replicas, listFirst(NK.replicas));
+    }
+}
+
+/* The daemon's client, or NULL (and forget it) when its link is gone. */
+static client *nickvDaemon(void) {
+    client *c;
+    if (!NK.daemon_id) return NULL;
+    c = lookupClientByID(NK.daemon_id);
+    if (!c || (c->flags & CLIENT_CLOSE_ASAP)) {
+        serverLog(LL_NOTICE, "Nic-KV: the daemon at %s:%d is gone; its %lu replicas are "
+                  "no longer counted", NK.daemon_host, NK.daemon_port,
+                  NK.replicas ? listLength(NK.replicas) : 0UL);
+        NK.daemon_id = 0;
+        nickvDropReplicas();
+        return NULL;
+    }
+    return c;
+}
+
+static int nickvDaemonHealthy(void) {
+    client *d = nickvDaemon();
+    return nickvOffload && d && (d->flags & CLIENT_SLAVE) && d->replstate == SLAVE_STATE_ONLINE &&
+           server.unixtime - d->repl_ack_time <= NICKV_HEALTHY_LAG;
+}
+
+int nickvIsDaemon(client *c) {
+    return NK.daemon_id && c->id == NK.daemon_id;
+}
+
+static nickvReplica *nickvFindReplica(long long id, listNode **node) {
+    listIter li;
+    listNode *ln;
+    if (!NK.replicas) return NULL;
+    listRewind(NK.replicas, &li);
+    while ((ln = listNext(&li))) {
+        nickvReplica *r = listNodeValue(ln);
+        if (r->id == id) {
+            if (node) *node = ln;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* REPLCONF nickv "<verb> <args>": see nic-kv/nickv.c for the messages. */
+void nickvReplconf(client *c, sds message) {
+    int argc = 0;
+    sds *argv = sdssplitargs(message, &argc);
+    long long a = 0, b = 0;
+
+    if (!argv || argc == 0) {
+        addReplyError(c, "empty REPLCONF nickv message");
+        goto out;
+    }
+    if (!strcasecmp(argv[0], "hello") && argc == 4) {
+        if (!nickvOffload) {
+            addReplyError(c, "nickv-offload is off on this master");
+            goto out;
+        }
+        if (NK.daemon_id && NK.daemon_id != c->id && nickvDaemon()) {
+            serverLog(LL_NOTICE, "Nic-KV: a new daemon replaces the one at %s:%d",
+                      NK.daemon_host, NK.daemon_port);
+            freeClientAsync(nickvDaemon());
+        }
+        nickvDropReplicas();
+        NK.daemon_id = c->id;
+        if (!strcmp(argv[1], "?") || !strcmp(argv[1], "")) {
+            if (connPeerToString(c->conn, NK.daemon_host, sizeof(NK.daemon_host), NULL) == -1)
+                NK.daemon_host[0] = '\0';
+        } else {
+            snprintf(NK.daemon_host, sizeof(NK.daemon_host), "%s", argv[1]);
+        }
+        NK.daemon_port = atoi(argv[2]);
+        NK.daemon_rdma_port = atoi(argv[3]);
+        NK.backlog_first = NK.backlog_last = 0;
+        NK.daemon_joins++;
+        if (!NK.replicas) NK.replicas = listCreate();
+        /* The daemon PSYNCs from where we are now: make sure a backlog
+         * exists, so that this is a partial resync, not a full one. */
+        if (!server.repl_backlog) createReplicationBacklog();
+        serverLog(LL_NOTICE, "Nic-KV: daemon joined (link from %s; replicas go to %s:%d, rdma %d)",
+                  replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
+        addReplyStatusFormat(c, "%s %lld", server.replid, server.master_repl_offset);
+        goto out;
+    }
+    if (!nickvIsDaemon(c)) {
+        addReplyError(c, "REPLCONF nickv messages come from the Nic-KV daemon only");
+        goto out;
+    }
+    /* From here on the daemon is an online replica: no replies. */
+    if (!strcasecmp(argv[0], "add") && argc == 4 && string2ll(argv[1], sdslen(argv[1]), &a)) {
+        nickvReplica *r = nickvFindReplica(a, NULL);
+        if (!r) {
+            r = zcalloc(sizeof(*r));
+            r->id = a;
+            listAddNodeTail(NK.replicas, r);
+        }
+        snprintf(r->ip, sizeof(r->ip), "%s", argv[2]);
+        r->port = atoi(argv[3]);
+        r->ack_time = server.unixtime;
+        serverLog(LL_NOTICE, "Nic-KV: replica %s:%d is now served by Nic-KV", r->ip, r->port);
+    } else if (!strcasecmp(argv[0], "del") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &a)) {
+        listNode *ln;
+        nickvReplica *r = nickvFindReplica(a, &ln);
+        if (r) {
+            serverLog(LL_NOTICE, "Nic-KV: replica %s:%d left Nic-KV", r->ip, r->port);
+            zfree(r);
+            listDelNode(NK.replicas, ln);
+        }
+    } else if (!strcasecmp(argv[0], "ack") && argc == 3 && string2ll(argv[1], sdslen(argv[1]), &a) &&
+               string2ll(argv[2], sdslen(argv[2]), &b)) {
+        nickvReplica *r = nickvFindReplica(a, NULL);
+        if (r) {
+            if (b > r->ack_off) r->ack_off = b;
+            r->ack_time = server.unixtime;
+        }
+    } else if (!strcasecmp(argv[0], "backlog") && argc == 3 && string2ll(argv[1], sdslen(argv[1]), &a) &&
+               string2ll(argv[2], sdslen(argv[2]), &b)) {
+        NK.backlog_first = a;
+        NK.backlog_last = b;
+    } else {
+        serverLog(LL_WARNING, "Nic-KV: unknown message from the daemon: %s", message);
+    }
+out:
+    if (argv) sdsfreesplitres(argv, argc);
+}
+
+void nickvCapa(client *c, const char *value) {
+    if (!strcasecmp(value, "nickv")) c->slave_capa |= SLAVE_CAPA_NICKV;
+    else if (!strcasecmp(value, "nickv-hold")) c->slave_capa |= SLAVE_CAPA_NICKV | SLAVE_CAPA_NICKV_HOLD;
+}
+
+/* A replica on RDMA can only go to a Nic-KV that listens on RDMA. */
+static int nickvTransportOk(client *c) {
+    return connGetType(c->conn) != CONN_TYPE_RDMA || NK.daemon_rdma_port != 0;
+}
+
+static int nickvHolds(client *c) {
+    return (c->slave_capa & SLAVE_CAPA_NICKV_HOLD) && server.unixtime - c->ctime < NICKV_HOLD_SECONDS;
+}
+
+/* Can Nic-KV serve a replica that needs the stream from offset on? */
+static int nickvCanServe(long long offset) {
+    return NK.backlog_last && offset >= NK.backlog_first && offset <= NK.backlog_last + 1;
+}
+
+int nickvMaybeRedirect(client *c, long long psync_offset) {
+    client *d;
+    if (!(c->slave_capa & SLAVE_CAPA_NICKV) || nickvHolds(c) || !nickvTransportOk(c) ||
+        !nickvDaemonHealthy()) return 0;
+    if (strcasecmp(c->argv[1]->ptr, server.replid) || !nickvCanServe(psync_offset)) return 0;
+    d = nickvDaemon();
+    serverLog(LL_NOTICE, "Nic-KV: redirecting replica %s to Nic-KV at %s:%d (offset %lld)",
+              replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, psync_offset);
+    addReplyStatusFormat(c, "NICKV %s %d %d", NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    NK.redirects++;
+    UNUSED(d);
+    return 1;
+}
+
+int nickvCountAcksByOffset(long long offset) {
+    listIter li;
+    listNode *ln;
+    int count = 0;
+    if (!nickvDaemon() || !NK.replicas) return 0;
+    listRewind(NK.replicas, &li);
+    while ((ln = listNext(&li))) {
+        nickvReplica *r = listNodeValue(ln);
+        if (r->ack_off >= offset) count++;
+    }
+    return count;
+}
+
+int nickvCountGoodReplicas(void) {
+    listIter li;
+    listNode *ln;
+    int good = 0;
+    if (!nickvDaemonHealthy() || !NK.replicas) return 0;
+    listRewind(NK.replicas, &li);
+    while ((ln = listNext(&li))) {
+        nickvReplica *r = listNodeValue(ln);
+        if (server.unixtime - r->ack_time <= server.repl_min_slaves_max_lag) good++;
+    }
+    return good;
+}
+
+long nickvReplicaCount(void) {
+    return (nickvDaemon() && NK.replicas) ? (long)listLength(NK.replicas) : 0;
+}
+
+long nickvDaemonCount(void) {
+    return nickvDaemon() ? 1 : 0;
+}
+
+sds nickvInfoReplicas(sds info, int *slaveid) {
+    listIter li;
+    listNode *ln;
+    client *d = nickvDaemon();
+    if (!d) return info;
+    if (NK.replicas) {
+        listRewind(NK.replicas, &li);
+        while ((ln = listNext(&li))) {
+            nickvReplica *r = listNodeValue(ln);
+            info = sdscatprintf(info,
+                "slave%d:ip=%s,port=%d,state=online,offset=%lld,lag=%ld,via=nickv\r\n",
+                (*slaveid)++, r->ip, r->port, r->ack_off, (long)(server.unixtime - r->ack_time));
+        }
+    }
+    info = sdscatprintf(info,
+        "nickv:ip=%s,port=%d,rdma_port=%d,state=%s,offset=%lld,lag=%ld,replicas=%lu\r\n",
+        NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port,
+        d->replstate == SLAVE_STATE_ONLINE ? "online" : "syncing",
+        d->repl_ack_off, (long)(server.unixtime - d->repl_ack_time),
+        NK.replicas ? listLength(NK.replicas) : 0UL);
+    return info;
+}
+
+/* Hand direct replicas that can go through Nic-KV over to it. */
+void nickvMasterCron(void) {
+    listIter li;
+    listNode *ln;
+    if (!nickvDaemonHealthy()) return;
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li))) {
+        client *s = listNodeValue(ln);
+        if (nickvIsDaemon(s) || !(s->slave_capa & SLAVE_CAPA_NICKV) || nickvHolds(s) ||
+            !nickvTransportOk(s)) continue;
+        if (s->replstate != SLAVE_STATE_ONLINE || (s->flags & CLIENT_CLOSE_ASAP)) continue;
+        if (!nickvCanServe(s->repl_ack_off + 1)) continue;
+        serverLog(LL_NOTICE, "Nic-KV: handing replica %s over to Nic-KV at %s:%d",
+                  replicationGetSlaveName(s), NK.daemon_host, NK.daemon_port);
+        NK.handoffs++;
+        freeClientAsync(s);
+    }
+}
+
+void nickvCountReplicaWrite(void) {
+    NK.stream_writes++;
+}
+
+/* ------------------------------------------------------ Replica side --- */
+
+const char *nickvReplicaCapa(void) {
+    if (!nickvOffload) return "none";
+    /* A link through Nic-KV came up after the last redirect (it went down
+     * later than that): redirects work. Three redirects in a row without
+     * one mean Nic-KV is unreachable from here: stay with the master for a
+     * while instead of bouncing between the two. */
+    if (server.repl_down_since > NK.redirect_time) NK.streak = 0;
+    if (NK.streak >= 3) {
+        serverLog(LL_WARNING, "Nic-KV: three redirects to %s:%d did not give us a link: "
+                  "staying with the master for %d seconds", NK.target_host, NK.target_port,
+                  NICKV_HOLD_SECONDS);
+        NK.hold_until = server.unixtime + NICKV_HOLD_SECONDS;
+        NK.streak = 0;
+    }
+    return server.unixtime < NK.hold_until ? "nickv-hold" : "nickv";
+}
+
+int nickvReplicaPsyncReply(const char *reply) {
+    if (!strncmp(reply, "+NICKV ", 7)) {
+        int argc = 0, tcp, rdma;
+        sds *argv = sdssplitargs(reply + 7, &argc);
+        if (!argv || argc < 3) {
+            if (argv) sdsfreesplitres(argv, argc);
+            serverLog(LL_WARNING, "Nic-KV: malformed redirect from the master: %s", reply);
+            return 1;
+        }
+        tcp = atoi(argv[1]);
+        rdma = atoi(argv[2]);
+        snprintf(NK.target_host, sizeof(NK.target_host), "%s", argv[0]);
+        NK.target_port = (server.masterhost && rdmaConf.replication && rdma) ? rdma : tcp;
+        sdsfreesplitres(argv, argc);
+        NK.redirect_pending = 1;
+        NK.redirect_time = server.unixtime;
+        NK.redirects_followed++;
+        NK.streak++;
+        serverLog(LL_NOTICE, "Nic-KV: the master redirects us to Nic-KV at %s:%d",
+                  NK.target_host, NK.target_port);
+        return 1;
+    }
+    if (!strncmp(reply, "-NICKV", 6)) {
+        NK.bounces++;
+        NK.hold_until = server.unixtime + NICKV_HOLD_SECONDS;
+        serverLog(LL_NOTICE, "Nic-KV cannot serve us (%s): back to the master", reply);
+        return 1;
+    }
+    return 0;
+}
+
+void nickvReplicaTarget(const char **host, int *port) {
+    if (NK.redirect_pending) {
+        NK.redirect_pending = 0;
+        NK.via = 1;
+        *host = NK.target_host;
+        *port = NK.target_port;
+        return;
+    }
+    NK.via = 0;
+    *host = server.masterhost;
+    *port = server.masterport;
+}
+
+/* ---------------------------------------------------------------- INFO --- */
+
+sds nickvInfoString(sds info) {
+    client *d = nickvDaemon();
+    info = sdscatprintf(info,
+        "# Nic-KV\r\n"
+        "nickv_offload:%d\r\n"
+        "nickv_daemon:%s\r\n"
+        "nickv_daemon_addr:%s:%d\r\n"
+        "nickv_daemon_rdma_port:%d\r\n"
+        "nickv_backlog_first_byte_offset:%lld\r\n"
+        "nickv_backlog_last_byte_offset:%lld\r\n"
+        "nickv_replicas:%ld\r\n"
+        "nickv_daemon_joins:%lld\r\n"
+        "nickv_redirects:%lld\r\n"
+        "nickv_handoffs:%lld\r\n"
+        "repl_stream_writes:%lld\r\n"
+        "nickv_link_via:%s\r\n"
+        "nickv_redirects_followed:%lld\r\n"
+        "nickv_bounces:%lld\r\n",
+        nickvOffload,
+        d ? (nickvDaemonHealthy() ? "healthy" : "lagging") : "none",
+        d ? NK.daemon_host : "", d ? NK.daemon_port : 0, d ? NK.daemon_rdma_port : 0,
+        NK.backlog_first, NK.backlog_last, nickvReplicaCount(),
+        NK.daemon_joins, NK.redirects, NK.handoffs, NK.stream_writes,
+        (server.masterhost && NK.via) ? NK.target_host : "",
+        NK.redirects_followed, NK.bounces);
+    return info;
+}
+
+void nickvResetStats(void) {
+    NK.redirects = NK.handoffs = NK.daemon_joins = NK.stream_writes = 0;
+    NK.redirects_followed = NK.bounces = 0;
+}

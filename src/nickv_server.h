@@ -1,0 +1,58 @@
+/* nickv_server.h -- the server's side of Nic-KV (replication offload).
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * The hooks upstream's replication code calls (patch "Nic-KV hooks"). The
+ * protocol between master, Nic-KV and replicas is written down at the top
+ * of nic-kv/nickv.c; the master's and the replica's parts of it live in
+ * src/nickv_server.c.
+ */
+#ifndef SKV_NICKV_SERVER_H
+#define SKV_NICKV_SERVER_H
+
+#include "sds.h"
+
+struct client;
+
+/* nickv-offload: a master hands its SKV replicas to an attached Nic-KV,
+ * a replica follows such a hand-off. */
+extern int nickvOffload;
+
+/* ------------------------------------------------------ Master side --- */
+
+/* REPLCONF nickv "<message>" from a client (the daemon). Replies itself. */
+void nickvReplconf(struct client *c, sds message);
+/* REPLCONF capa <value> that upstream does not know. */
+void nickvCapa(struct client *c, const char *value);
+/* Before a PSYNC is served: 1 if the replica was redirected to Nic-KV (a
+ * reply was sent and the client will be closed). */
+int nickvMaybeRedirect(struct client *c, long long psync_offset);
+/* The daemon's own link is a replica connection but not a replica. */
+int nickvIsDaemon(struct client *c);
+/* Replicas behind Nic-KV, for WAIT, min-replicas-to-write and INFO. */
+int nickvCountAcksByOffset(long long offset);
+int nickvCountGoodReplicas(void);
+long nickvReplicaCount(void);
+long nickvDaemonCount(void);
+sds nickvInfoReplicas(sds info, int *slaveid);
+/* Once a second (from replicationCron). */
+void nickvMasterCron(void);
+/* Every write of the replication stream to a replica connection. */
+void nickvCountReplicaWrite(void);
+
+/* ----------------------------------------------------- Replica side --- */
+
+/* The capa a replica advertises: "nickv", or "nickv-hold" for a while
+ * after Nic-KV could not serve it. */
+const char *nickvReplicaCapa(void);
+/* PSYNC replies "+NICKV ..." and "-NICKV ...": 1 if handled. */
+int nickvReplicaPsyncReply(const char *reply);
+/* Where connectWithMaster() connects: Nic-KV right after a redirect, the
+ * master otherwise. */
+void nickvReplicaTarget(const char **host, int *port);
+
+/* INFO nickv (master and replica), and CONFIG RESETSTAT. */
+sds nickvInfoString(sds info);
+void nickvResetStats(void);
+
+#endif

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# nickv-bench.sh -- the master's CPU per write, direct vs through Nic-KV.
+#
+#   utils/nickv-bench.sh [--replicas "0 1 3 8"] [--writes 200000] [--rounds 3]
+#                        [--clients 16] [--pipelines "1 16"]
+#
+# For each replica count, starts a master and that many replicas on
+# loopback, then alternates, --rounds times: replicas directly on the
+# master, and replicas behind Nic-KV (started, then killed, so that the
+# replicas move over and back). Each run is redis-benchmark SET with
+# --clients clients, random keys, with and without pipelining. It reads
+# from the master, before and after:
+#   INFO cpu      used_cpu_sys + used_cpu_user  -> CPU seconds per 1M writes
+#   INFO nickv    repl_stream_writes            -> stream writes per write
+# and prints one table of medians, then the ratio the target is about: the
+# master's CPU per write with N replicas behind Nic-KV over its CPU per write
+# with one direct replica.
+#
+# Everything shares this machine's cores (master, replicas, Nic-KV,
+# benchmark), so absolute numbers vary from run to run; the runs alternate
+# so that noise hits both sides alike, and medians are quoted.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+bin="$top/build/redis/src"
+replica_counts="0 1 3 8" writes=200000 rounds=3 clients=16 pipelines="1 16"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --replicas) replica_counts=$2; shift 2 ;;
+        --writes) writes=$2; shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
+        --clients) clients=$2; shift 2 ;;
+        --pipelines) pipelines=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "nickv-bench: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[ -x "$bin/nic-kv" ] || { echo "nickv-bench: build SKV first (make)" >&2; exit 1; }
+
+base=$((17000 + RANDOM % 1000 * 10))
+mport=$base nkport=$((base + 1))
+work=$(mktemp -d)
+results="$work/results"
+: > "$results"
+nk_pid=""
+
+cli() { "$bin/redis-cli" -p "$1" "${@:2}"; }
+field() { cli "$1" info "$2" | tr -d '\r' | sed -n "s/^$3://p"; }
+
+cleanup() {
+    [ -n "$nk_pid" ] && kill "$nk_pid" 2>/dev/null || true
+    for p in $(seq "$mport" $((mport + 20))); do cli "$p" shutdown nosave >/dev/null 2>&1 || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+wait_for() { # seconds condition...
+    local t=$1; shift
+    for _ in $(seq $((t * 10))); do eval "$@" && return 0; sleep 0.1; done
+    echo "nickv-bench: timed out waiting for: $*" >&2
+    return 1
+}
+
+start_server() { # port [replicaof-port]
+    local args=(--port "$1" --bind 127.0.0.1 --save '' --appendonly no --dir "$work"
+                --dbfilename "dump-$1.rdb" --logfile "$work/$1.log" --daemonize yes)
+    [ $# -ge 2 ] && args+=(--replicaof 127.0.0.1 "$2")
+    "$bin/redis-server" "${args[@]}"
+    wait_for 10 'cli '"$1"' ping >/dev/null 2>&1'
+}
+
+cpu() { cli "$mport" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.6f", s }'; }
+
+measure() { # replicas mode pipeline
+    local c0 c1 w0 w1 out rps
+    c0=$(cpu); w0=$(field "$mport" nickv repl_stream_writes)
+    out=$("$bin/redis-benchmark" -p "$mport" -t set -n "$writes" -c "$clients" -P "$3" -r 100000 --csv 2>/dev/null)
+    c1=$(cpu); w1=$(field "$mport" nickv repl_stream_writes)
+    rps=$(echo "$out" | tr -d '"' | awk -F, 'NR == 2 { print $2 }')
+    awk -v n="$1" -v m="$2" -v p="$3" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" \
+        -v w="$writes" -v rps="$rps" 'BEGIN {
+            printf "%s %s %s %.3f %.4f %s\n", n, m, p, (c1 - c0) * 1e6 / w, (w1 - w0) / w, rps }' >> "$results"
+}
+
+for n in $replica_counts; do
+    start_server "$mport"
+    for i in $(seq 1 "$n"); do start_server $((mport + 1 + i)) "$mport"; done
+    wait_for 60 '[ "$(field $mport replication connected_slaves)" = '"$n"' ]'
+    for round in $(seq 1 "$rounds"); do
+        # Direct: no Nic-KV, every replica on the master.
+        wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = 0 ] && [ "$(cli $mport client list type replica | grep -c .)" = '"$n"' ]'
+        for p in $pipelines; do measure "$n" direct "$p"; done
+        [ "$n" = 0 ] && continue
+        # Through Nic-KV: the master hands the replicas over.
+        "$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" &
+        nk_pid=$!
+        wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = '"$n"' ]'
+        sleep 1
+        for p in $pipelines; do measure "$n" nickv "$p"; done
+        kill "$nk_pid"; wait "$nk_pid" 2>/dev/null || true; nk_pid=""
+    done
+    for p in $(seq "$mport" $((mport + 1 + n))); do cli "$p" shutdown nosave >/dev/null 2>&1 || true; done
+    sleep 1
+done
+
+# Medians per (replicas, mode, pipeline).
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+printf '%-9s %-7s %-9s %18s %13s %12s\n' replicas mode pipeline "cpu-s/1M writes" "sends/write" "ops/s"
+sort -k1,1n -k3,3n -k2,2 "$results" | awk '{ print $1, $2, $3 }' | uniq | while read -r n m p; do
+    c=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $4 }' "$results" | median)
+    s=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $5 }' "$results" | median)
+    r=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $6 }' "$results" | median)
+    printf '%-9s %-7s %-9s %18s %13s %12s\n' "$n" "$m" "$p" "$c" "$s" "$r"
+    echo "$n $m $p $c" >> "$work/medians"
+done
+echo
+for p in $pipelines; do
+    floor=$(awk -v p="$p" '$1 == 1 && $2 == "direct" && $3 == p { print $4 }' "$work/medians")
+    [ -n "$floor" ] || continue
+    awk -v p="$p" -v f="$floor" '$3 == p && $1 > 0 {
+        printf "pipeline %-3s %d replicas %-6s: CPU per write %+.1f%% vs 1 direct replica\n", p, $1, $2, ($4 / f - 1) * 100 }' \
+        "$work/medians"
+done
+echo "($writes writes per run, $clients clients, $rounds rounds, medians; $(nproc) cores shared by everything)"
