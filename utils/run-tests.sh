@@ -34,6 +34,7 @@ ln -sfn "$top/tests" "$tree/tests/skv"
 
 total_pass=0 total_fail=0
 summary=()
+failed_suites=()
 
 # count <log> <status>: set pass/fail from a runtest-style log.
 count_runtest() {
@@ -64,6 +65,7 @@ run_suite() { # name counter command...
     "$@" 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
     "$counter" "$log" "$status"
+    [ "$fail" = 0 ] || failed_suites+=("$name")
     total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
     summary+=("$(printf '%-9s %5d passed, %3d failed  (%ds, log %s)' "$name" "$pass" "$fail" $(( $(date +%s) - start )) "${log#$top/}")")
 }
@@ -96,6 +98,7 @@ run_rdma() {
         return
     fi
     count_runtest "$log" "$status"
+    [ "$fail" = 0 ] || failed_suites+=(rdma)
     total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
     summary+=("$(printf '%-9s %5d passed, %3d failed  (%ds, log %s)' rdma "$pass" "$fail" $(( $(date +%s) - start )) "${log#$top/}")")
 }
@@ -131,5 +134,17 @@ done
 
 echo "=================== summary"
 printf '%s\n' "${summary[@]}"
+# Name what failed, with the lines that say why, just above the count: CI
+# often keeps only the tail of the output.
+if [ ${#failed_suites[@]} != 0 ]; then
+    echo "=================== failures"
+    for name in "${failed_suites[@]}"; do
+        sed 's/\x1b\[[0-9;]*m//g' "$logs/$name.log" |
+            grep -E -A6 '^\[(err|exception)\]: |^\[TIMEOUT\]|FAILED: |^Killing still running|I/O error|Server crashed' |
+            head -n 60 | sed "s|^|$name: |"
+        echo "$name: ... the log ends with:"
+        sed 's/\x1b\[[0-9;]*m//g' "$logs/$name.log" | tail -n 8 | sed "s|^|$name: |"
+    done
+fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" = 0 ]
