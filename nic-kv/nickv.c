@@ -62,7 +62,10 @@
  *      replica -> Nic-KV  [AUTH ...] REPLCONF ... PSYNC <replid> <offset>
  *      Nic-KV -> replica  +CONTINUE <replid>, then the stream from <offset>
  *                         (if <replid> is the master's and <offset> is in
- *                         the backlog, or just past its end)
+ *                         the backlog, or just past its end; an offset
+ *                         further ahead, which the master produced but
+ *                         whose bytes are still on their way to us, waits
+ *                         up to NK_PSYNC_WAIT_MS for the stream)
  *                         -NICKV <why>     (an SKV replica it cannot serve:
  *                         it goes back to the master, which serves it
  *                         directly, with a full sync if need be)
@@ -92,6 +95,10 @@
  *   CONNECTED --AUTH/REPLCONF--> CONNECTED (main thread, nickv.c)
  *   CONNECTED --PSYNC in backlog--> ONLINE: +CONTINUE, socket handed to a
  *             fan-out thread (nkReplicaStart), "add" sent to the master
+ *   CONNECTED --PSYNC ahead of the backlog (master's replid)--> WAITING
+ *   WAITING --the stream reaches the offset--> ONLINE, as above
+ *   WAITING --NK_PSYNC_WAIT_MS passed--> as "not in backlog" below
+ *   WAITING --master link lost--> -NOMASTERLINK, closed
  *   CONNECTED --PSYNC not in backlog, capa nickv--> -NICKV, closed
  *   CONNECTED --PSYNC not in backlog, plain--> FULLSYNC (nkProxyFullSync):
  *             the RDB passes through; at its end --> ONLINE at its offset
@@ -373,6 +380,7 @@ size_t nkClientPending(nkClient *c) { return sdslen(c->outbuf); }
 
 void nkClientFree(nkClient *c) {
     listNode *ln = listSearchKey(nk.clients, c);
+    if (c->psync_wait) nk.psync_waiters--;
     if (ln) listDelNode(nk.clients, ln);
     if (c->fd != -1) {
         aeDeleteFileEvent(nk.el, c->fd, AE_READABLE | AE_WRITABLE);
@@ -615,10 +623,12 @@ static sds genInfo(const char *section) {
             "sync_partial_err:%lld\r\n"
             "sync_full_proxied:%lld\r\n"
             "sync_redirected_to_master:%lld\r\n"
+            "sync_waited_for_stream:%lld\r\n"
             "auth_failures:%lld\r\n"
             "protocol_errors:%lld\r\n\r\n",
             nk.stat_connections, nk.stat_sync_partial_ok, nk.stat_sync_partial_err,
-            nk.stat_sync_full_proxied, nk.stat_sync_redirected, nk.stat_auth_failures,
+            nk.stat_sync_full_proxied, nk.stat_sync_redirected, nk.stat_sync_waited,
+            nk.stat_auth_failures,
             nk.stat_protocol_errors);
     }
     if (all || !strcasecmp(section, "cpu")) {
@@ -634,7 +644,53 @@ static sds genInfo(const char *section) {
     return s;
 }
 
-/* PSYNC <replid> <offset> from a replica: see "A replica's state" above. */
+static long long nkMstime(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static void psyncContinue(nkClient *c, long long offset) {
+    nk.stat_sync_partial_ok++;
+    nkLog(LL_NOTICE, "Replica %s:%d: partial resync from offset %lld", c->ip,
+          c->listening_port, offset);
+    nkClientReply(c, "+CONTINUE %s\r\n", nk.master_replid);
+    c->stream_from = offset;
+}
+
+/* Nic-KV cannot serve this PSYNC: an SKV replica goes back to the master,
+ * an upstream one gets its full sync through us. */
+static void psyncRefuse(nkClient *c, const char *replid, long long offset, const char *why) {
+    long long first, last;
+    nkBacklogRange(&first, &last);
+    if (replid[0] != '?') nk.stat_sync_partial_err++;
+    if (c->capa_nickv) {
+        nk.stat_sync_redirected++;
+        nkLog(LL_NOTICE, "Replica %s:%d: offset %lld of %s %s (backlog %lld..%lld): "
+              "back to the master", c->ip, c->listening_port, offset, replid, why, first, last);
+        nkClientReply(c, "-NICKV cannot serve offset %lld (backlog %lld..%lld): sync with the master\r\n",
+                      offset, first, last);
+        c->close_after_reply = 1;
+        return;
+    }
+    /* An upstream replica: the RDB comes through us. */
+    if (nkProxyFullSync(c) == -1) {
+        nkClientReply(c, "-NOMASTERLINK cannot start a full sync with the master now\r\n");
+        c->close_after_reply = 1;
+    }
+}
+
+/* PSYNC <replid> <offset> from a replica: see "A replica's state" above.
+ *
+ * The master redirects a replica here at the replica's own offset, which
+ * may be a little ahead of our backlog: those bytes are on their way from
+ * the master (it redirects only offsets it has produced, and we are its
+ * replica). Such a PSYNC, with the master's current replication id, waits
+ * up to NK_PSYNC_WAIT_MS for the stream to reach it; an offset that is
+ * never reached (a lying peer, or a master that moved on) is refused when
+ * the time is up. Without this wait, under a steady write load the
+ * replica's offset is always ahead of the backlog range we last reported,
+ * and hand-overs would never complete. */
 static void psyncCommand(nkClient *c, int argc, sds *argv) {
     long long first, last, offset;
     char *end;
@@ -647,7 +703,7 @@ static void psyncCommand(nkClient *c, int argc, sds *argv) {
         return;
     }
     offset = strtoll(argv[2], &end, 10);
-    if (*end != '\0') {
+    if (*end != '\0' || argv[2][0] == '\0') {
         nkClientReply(c, "-ERR PSYNC offset is not an integer\r\n");
         return;
     }
@@ -655,27 +711,46 @@ static void psyncCommand(nkClient *c, int argc, sds *argv) {
     int same_history = !strcmp(argv[1], nk.master_replid) ||
         (!strcmp(argv[1], nk.master_replid2) && offset <= nk.second_replid_offset);
     if (same_history && offset >= first && offset <= last + 1) {
-        nk.stat_sync_partial_ok++;
-        nkLog(LL_NOTICE, "Replica %s:%d: partial resync from offset %lld", c->ip,
-              c->listening_port, offset);
-        nkClientReply(c, "+CONTINUE %s\r\n", nk.master_replid);
-        c->stream_from = offset;
+        psyncContinue(c, offset);
         return;
     }
-    if (argv[1][0] != '?') nk.stat_sync_partial_err++;
-    if (c->capa_nickv) {
-        nk.stat_sync_redirected++;
-        nkLog(LL_NOTICE, "Replica %s:%d: offset %lld of %s is not in the backlog (%lld..%lld): "
-              "back to the master", c->ip, c->listening_port, offset, argv[1], first, last);
-        nkClientReply(c, "-NICKV cannot serve offset %lld (backlog %lld..%lld): sync with the master\r\n",
-                      offset, first, last);
-        c->close_after_reply = 1;
+    if (!strcmp(argv[1], nk.master_replid) && last > 0 && offset > last + 1) {
+        nkLog(LL_VERBOSE, "Replica %s:%d: offset %lld is ahead of the backlog (%lld..%lld): "
+              "waiting for the stream", c->ip, c->listening_port, offset, first, last);
+        nk.stat_sync_waited++;
+        nk.psync_waiters++;
+        c->psync_wait = offset;
+        c->psync_deadline = nkMstime() + NK_PSYNC_WAIT_MS;
         return;
     }
-    /* An upstream replica: the RDB comes through us. */
-    if (nkProxyFullSync(c) == -1) {
-        nkClientReply(c, "-NOMASTERLINK cannot start a full sync with the master now\r\n");
-        c->close_after_reply = 1;
+    psyncRefuse(c, argv[1], offset, "is not in the backlog");
+}
+
+void nkPsyncWaitersCheck(void) {
+    listIter li;
+    listNode *ln;
+    long long first, last, now;
+    if (nk.psync_waiters == 0) return;
+    nkBacklogRange(&first, &last);
+    now = nkMstime();
+    listRewind(nk.clients, &li);
+    while ((ln = listNext(&li))) {
+        nkClient *c = listNodeValue(ln);
+        long long offset = c->psync_wait;
+        if (offset <= 0) continue;
+        if (nk.link_state == NK_LINK_STREAMING && offset <= last + 1 && offset >= first) {
+            psyncContinue(c, offset);
+        } else if (nk.link_state != NK_LINK_STREAMING) {
+            nkClientReply(c, "-NOMASTERLINK Nic-KV lost its master link\r\n");
+            c->close_after_reply = 1;
+        } else if (now >= c->psync_deadline || offset < first) {
+            psyncRefuse(c, nk.master_replid, offset, "was not reached by the stream in time");
+        } else {
+            continue;
+        }
+        c->psync_wait = 0;
+        nk.psync_waiters--;
+        nkClientFlushSoon(c);   /* may free c */
     }
 }
 
@@ -709,7 +784,7 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
         }
     } else if (argc == 2 && !strcasecmp(argv[1], "resetstat")) {
         nk.stat_connections = nk.stat_sync_partial_ok = nk.stat_sync_partial_err = 0;
-        nk.stat_sync_full_proxied = nk.stat_sync_redirected = 0;
+        nk.stat_sync_full_proxied = nk.stat_sync_redirected = nk.stat_sync_waited = 0;
         nk.stat_auth_failures = nk.stat_protocol_errors = 0;
         nkClientReply(c, "+OK\r\n");
     } else {
@@ -820,12 +895,13 @@ static void nkClientReadable(aeEventLoop *el, int fd, void *data, int mask) {
         return;
     }
     if (n < 0) return;
-    if (c->fs || c->stream_from > 0 || c->close_after_reply) return;   /* not listening any more */
+    /* Not listening any more (or, waiting for the stream, not yet). */
+    if (c->fs || c->stream_from > 0 || c->close_after_reply || c->psync_wait) return;
     c->querybuf = sdscatlen(c->querybuf, buf, n);
     for (;;) {
         int argc, r;
         sds *argv;
-        if (c->close_after_reply || c->fs || c->stream_from > 0) break;
+        if (c->close_after_reply || c->fs || c->stream_from > 0 || c->psync_wait) break;
         if (sdslen(c->outbuf) > NK_OUTBUF_MAX) {
             nkLog(LL_NOTICE, "Client %s:%d does not read its replies: closing it", c->ip, c->port);
             nkClientFree(c);
@@ -876,7 +952,9 @@ static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
 
 /* -------------------------------------------------------------- Main --- */
 
+/* Every 100 ms: PSYNCs waiting for the stream; every second: the link. */
 static int nkCron(aeEventLoop *el, long long id, void *data) {
+    static int ticks = 0;
     (void)id; (void)data;
     if (nk.shutdown_asap) {
         nkLog(LL_WARNING, "Nic-KV is shutting down");
@@ -885,8 +963,9 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
         aeStop(el);
         return AE_NOMORE;
     }
-    nkLinkCron();
-    return 1000;
+    if (ticks++ % 10 == 0) nkLinkCron();
+    nkPsyncWaitersCheck();
+    return 100;
 }
 
 static void sigShutdown(int sig) {

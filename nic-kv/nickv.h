@@ -33,6 +33,9 @@
 #define NK_RUNID_SIZE 40
 #define NK_QUERYBUF_MAX (1024*1024)   /* a command to Nic-KV is small */
 #define NK_OUTBUF_MAX (8*1024*1024)    /* replies and proxied RDB not yet sent */
+/* A PSYNC for an offset the master has produced but whose bytes are still
+ * on their way to us waits this long for them (see psyncCommand()). */
+#define NK_PSYNC_WAIT_MS 2000
 
 /* ----------------------------------------------------------- Config --- */
 
@@ -159,6 +162,8 @@ typedef struct nkServer {
     long long stat_sync_partial_err;
     long long stat_sync_full_proxied;
     long long stat_sync_redirected;
+    long long stat_sync_waited;         /* PSYNCs that waited for the stream */
+    int psync_waiters;                  /* clients with psync_wait > 0 */
     long long stat_auth_failures;
     long long stat_protocol_errors;
 } nkServer;
@@ -184,6 +189,8 @@ typedef struct nkClient {
     int listening_port;       /* REPLCONF listening-port */
     int capa_eof, capa_psync2, capa_nickv;
     long long stream_from;    /* > 0: hand over to fan-out once outbuf drains */
+    long long psync_wait;     /* > 0: PSYNC for this offset waits for the stream */
+    long long psync_deadline; /* ... until this time (ms) */
     nkFullSync *fs;           /* a proxied full sync in progress */
     time_t ctime;
 } nkClient;
@@ -202,6 +209,9 @@ long long nkUnixTime(void);
 
 /* nickv_upstream.c */
 void nkLinkCron(void);
+/* Answer the PSYNCs waiting for the stream that can be answered now (the
+ * stream reached them, the link went down, or they waited too long). */
+void nkPsyncWaitersCheck(void);
 void nkLinkSend(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *nkLinkStateName(void);
 struct nkClient;

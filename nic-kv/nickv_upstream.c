@@ -320,6 +320,7 @@ static void linkReadable(aeEventLoop *el, int fd, void *data, int mask) {
     if (nk.link_state == NK_LINK_STREAMING) {
         nkBacklogAppend(buf, n);
         nkFanoutWake();
+        nkPsyncWaitersCheck();
         return;
     }
     nk.link_in = sdscatlen(nk.link_in, buf, n);
@@ -334,6 +335,7 @@ static void linkReadable(aeEventLoop *el, int fd, void *data, int mask) {
             nkBacklogAppend(nk.link_in, sdslen(nk.link_in));
             sdsclear(nk.link_in);
             nkFanoutWake();
+            nkPsyncWaitersCheck();
             break;
         }
         char *nl = memchr(nk.link_in, '\n', sdslen(nk.link_in));

@@ -223,9 +223,16 @@ static int nickvHolds(client *c) {
     return (c->slave_capa & SLAVE_CAPA_NICKV_HOLD) && server.unixtime - c->ctime < NICKV_HOLD_SECONDS;
 }
 
-/* Can Nic-KV serve a replica that needs the stream from offset on? */
+/* Can Nic-KV serve a replica that needs the stream from offset on? Its
+ * backlog starts at the first offset it last reported (it only moves
+ * forward: if it moved past offset since, Nic-KV answers -NICKV and the
+ * replica comes back). Its end is wherever our stream to it has got: every
+ * byte we produced is on its way to Nic-KV, and Nic-KV lets a PSYNC wait a
+ * moment for bytes that are still in flight. Under a steady write load a
+ * replica's offset is always ahead of the end Nic-KV last reported, so
+ * using that end here would refuse every hand-over. */
 static int nickvCanServe(long long offset) {
-    return NK.backlog_last && offset >= NK.backlog_first && offset <= NK.backlog_last + 1;
+    return NK.backlog_last && offset >= NK.backlog_first && offset <= server.master_repl_offset + 1;
 }
 
 int nickvMaybeRedirect(client *c, long long psync_offset) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # nickv-bench.sh -- the master's CPU per write, direct vs through Nic-KV.
 #
-#   utils/nickv-bench.sh [--replicas "0 1 3 8"] [--writes 200000] [--rounds 3]
-#                        [--clients 16] [--pipelines "1 16"]
+#   utils/nickv-bench.sh [--replicas "0 1 3 8"] [--writes 200000] [--rounds 5]
+#                        [--clients 16] [--pipelines "1 16"] [--no-pin]
 #
 # For each replica count, starts a master and that many replicas on
 # loopback, then alternates, --rounds times: replicas directly on the
@@ -14,16 +14,22 @@
 #   INFO nickv    repl_stream_writes            -> stream writes per write
 # and prints one table of medians, then the ratio the target is about: the
 # master's CPU per write with N replicas behind Nic-KV over its CPU per write
-# with one direct replica.
+# with one direct replica. Mode "spin" is a control: one direct replica
+# while a busy loop occupies the replicas' cores (see below).
 #
-# Everything shares this machine's cores (master, replicas, Nic-KV,
-# benchmark), so absolute numbers vary from run to run; the runs alternate
-# so that noise hits both sides alike, and medians are quoted.
+# Placement: the master and redis-benchmark run on core 0 (the "host"), the
+# replicas and Nic-KV on the other cores (standing in for the replicas'
+# machines and the DPU's own ARM cores). Without that, on a small machine
+# the replicas and Nic-KV preempt the master and change how many commands
+# it handles per event-loop turn, which moves its CPU per write more than
+# the fan-out itself does. --no-pin lets the scheduler place everything.
+# The machine is shared, so absolute numbers vary from run to run; the runs
+# alternate so that noise hits both sides alike, and medians are quoted.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin="$top/build/redis/src"
-replica_counts="0 1 3 8" writes=200000 rounds=3 clients=16 pipelines="1 16"
+replica_counts="0 1 3 8" writes=200000 rounds=5 clients=16 pipelines="1 16" pin=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --replicas) replica_counts=$2; shift 2 ;;
@@ -31,11 +37,17 @@ while [ $# -gt 0 ]; do
         --rounds) rounds=$2; shift 2 ;;
         --clients) clients=$2; shift 2 ;;
         --pipelines) pipelines=$2; shift 2 ;;
+        --no-pin) pin=0; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "nickv-bench: unknown option $1" >&2; exit 2 ;;
     esac
 done
 [ -x "$bin/nic-kv" ] || { echo "nickv-bench: build SKV first (make)" >&2; exit 1; }
+
+host_cpu=() rest_cpu=()
+if [ "$pin" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+    host_cpu=(taskset -c 0) rest_cpu=(taskset -c "1-$(($(nproc) - 1))")
+fi
 
 base=$((17000 + RANDOM % 1000 * 10))
 mport=$base nkport=$((base + 1))
@@ -63,9 +75,11 @@ wait_for() { # seconds condition...
 
 start_server() { # port [replicaof-port]
     local args=(--port "$1" --bind 127.0.0.1 --save '' --appendonly no --dir "$work"
-                --dbfilename "dump-$1.rdb" --logfile "$work/$1.log" --daemonize yes)
-    [ $# -ge 2 ] && args+=(--replicaof 127.0.0.1 "$2")
-    "$bin/redis-server" "${args[@]}"
+                --dbfilename "dump-$1.rdb" --logfile "$work/$1.log" --daemonize yes
+                --repl-diskless-sync-delay 0)
+    local pin=("${host_cpu[@]}")
+    if [ $# -ge 2 ]; then args+=(--replicaof 127.0.0.1 "$2"); pin=("${rest_cpu[@]}"); fi
+    "${pin[@]}" "$bin/redis-server" "${args[@]}"
     wait_for 10 'cli '"$1"' ping >/dev/null 2>&1'
 }
 
@@ -74,7 +88,7 @@ cpu() { cli "$mport" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { 
 measure() { # replicas mode pipeline
     local c0 c1 w0 w1 out rps
     c0=$(cpu); w0=$(field "$mport" nickv repl_stream_writes)
-    out=$("$bin/redis-benchmark" -p "$mport" -t set -n "$writes" -c "$clients" -P "$3" -r 100000 --csv 2>/dev/null)
+    out=$("${host_cpu[@]}" "$bin/redis-benchmark" -p "$mport" -t set -n "$writes" -c "$clients" -P "$3" -r 100000 --csv 2>/dev/null)
     c1=$(cpu); w1=$(field "$mport" nickv repl_stream_writes)
     rps=$(echo "$out" | tr -d '"' | awk -F, 'NR == 2 { print $2 }')
     awk -v n="$1" -v m="$2" -v p="$3" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" \
@@ -85,14 +99,24 @@ measure() { # replicas mode pipeline
 for n in $replica_counts; do
     start_server "$mport"
     for i in $(seq 1 "$n"); do start_server $((mport + 1 + i)) "$mport"; done
-    wait_for 60 '[ "$(field $mport replication connected_slaves)" = '"$n"' ]'
+    wait_for 60 '[ "$(cli $mport info replication | grep -c "^slave.*state=online")" = '"$n"' ]'
     for round in $(seq 1 "$rounds"); do
         # Direct: no Nic-KV, every replica on the master.
-        wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = 0 ] && [ "$(cli $mport client list type replica | grep -c .)" = '"$n"' ]'
+        wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = 0 ] && [ "$(cli $mport info replication | grep -c "^slave.*state=online")" = '"$n"' ]'
         for p in $pipelines; do measure "$n" direct "$p"; done
         [ "$n" = 0 ] && continue
+        # Control (pinned runs, one replica): direct again, with a spinning
+        # process on the replicas' cores. It shows how much of the master's
+        # CPU per write moves just because those cores are busy (as they
+        # are with Nic-KV's threads on them), with no change in fan-out.
+        if [ "$n" = 1 ] && [ ${#rest_cpu[@]} -gt 0 ]; then
+            "${rest_cpu[@]}" bash -c 'while :; do :; done' &
+            spin_pid=$!
+            for p in $pipelines; do measure "$n" spin "$p"; done
+            kill "$spin_pid"; wait "$spin_pid" 2>/dev/null || true
+        fi
         # Through Nic-KV: the master hands the replicas over.
-        "$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" &
+        "${rest_cpu[@]}" "$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" &
         nk_pid=$!
         wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = '"$n"' ]'
         sleep 1
@@ -117,8 +141,10 @@ echo
 for p in $pipelines; do
     floor=$(awk -v p="$p" '$1 == 1 && $2 == "direct" && $3 == p { print $4 }' "$work/medians")
     [ -n "$floor" ] || continue
-    awk -v p="$p" -v f="$floor" '$3 == p && $1 > 0 {
+    awk -v p="$p" -v f="$floor" '$3 == p && $1 > 0 && !($1 == 1 && $2 == "direct") {
         printf "pipeline %-3s %d replicas %-6s: CPU per write %+.1f%% vs 1 direct replica\n", p, $1, $2, ($4 / f - 1) * 100 }' \
         "$work/medians"
 done
-echo "($writes writes per run, $clients clients, $rounds rounds, medians; $(nproc) cores shared by everything)"
+if [ ${#host_cpu[@]} -gt 0 ]; then where="master and benchmark on core 0, replicas and Nic-KV on cores 1-$(($(nproc) - 1))"
+else where="no pinning"; fi
+echo "($writes writes per run, $clients clients, $rounds rounds, medians; $where)"
