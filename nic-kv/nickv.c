@@ -252,8 +252,9 @@ static const char *configSet(const char *name, int argc, char **argv, int live) 
         return NULL;
     }
     if (!strcasecmp(name, "bind")) {
-        for (int i = 0; i < nk.cfg.bindcount; i++) zfree(nk.cfg.bind[i]);
+        if (argc < 1) return "bind needs at least one address";
         if (argc > NK_MAX_BIND) return "too many bind addresses";
+        for (int i = 0; i < nk.cfg.bindcount; i++) zfree(nk.cfg.bind[i]);
         for (int i = 0; i < argc; i++) nk.cfg.bind[i] = zstrdup(argv[i]);
         nk.cfg.bindcount = argc;
         return NULL;
@@ -721,6 +722,7 @@ static void psyncCommand(nkClient *c, int argc, sds *argv) {
         nk.psync_waiters++;
         c->psync_wait = offset;
         c->psync_deadline = nkMstime() + NK_PSYNC_WAIT_MS;
+        snprintf(c->psync_replid, sizeof(c->psync_replid), "%s", nk.master_replid);
         return;
     }
     psyncRefuse(c, argv[1], offset, "is not in the backlog");
@@ -738,13 +740,15 @@ void nkPsyncWaitersCheck(void) {
         nkClient *c = listNodeValue(ln);
         long long offset = c->psync_wait;
         if (offset <= 0) continue;
-        if (nk.link_state == NK_LINK_STREAMING && offset <= last + 1 && offset >= first) {
+        int same_history = !strcmp(c->psync_replid, nk.master_replid);
+        if (same_history && nk.link_state == NK_LINK_STREAMING && offset <= last + 1 && offset >= first) {
             psyncContinue(c, offset);
         } else if (nk.link_state != NK_LINK_STREAMING) {
             nkClientReply(c, "-NOMASTERLINK Nic-KV lost its master link\r\n");
             c->close_after_reply = 1;
-        } else if (now >= c->psync_deadline || offset < first) {
-            psyncRefuse(c, nk.master_replid, offset, "was not reached by the stream in time");
+        } else if (!same_history || now >= c->psync_deadline || offset < first) {
+            psyncRefuse(c, c->psync_replid, offset, same_history ?
+                        "was not reached by the stream in time" : "belongs to a history the master left");
         } else {
             continue;
         }

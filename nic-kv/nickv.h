@@ -191,6 +191,7 @@ typedef struct nkClient {
     long long stream_from;    /* > 0: hand over to fan-out once outbuf drains */
     long long psync_wait;     /* > 0: PSYNC for this offset waits for the stream */
     long long psync_deadline; /* ... until this time (ms) */
+    char psync_replid[NK_RUNID_SIZE+1]; /* ... in this history */
     nkFullSync *fs;           /* a proxied full sync in progress */
     time_t ctime;
 } nkClient;

@@ -88,31 +88,29 @@ static sds encodeCommand(sds out, const char *line) {
     return out;
 }
 
-static void linkCommand(const char *fmt, ...) {
-    va_list ap;
-    sds line;
-    va_start(ap, fmt);
-    line = sdscatvprintf(sdsempty(), fmt, ap);
-    va_end(ap);
+static void linkCommandV(const char *fmt, va_list ap) {
+    sds line = sdscatvprintf(sdsempty(), fmt, ap);
     if (!link_out) link_out = sdsempty();
     link_out = encodeCommand(link_out, line);
     sdsfree(line);
     linkFlush();
 }
 
+static void linkCommand(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    linkCommandV(fmt, ap);
+    va_end(ap);
+}
+
 /* Messages for an SKV master, once streaming (others are dropped: they
  * describe replicas the master will hear about when we (re)join). */
 void nkLinkSend(const char *fmt, ...) {
     va_list ap;
-    sds line;
     if (nk.link_state != NK_LINK_STREAMING || !nk.master_is_skv) return;
     va_start(ap, fmt);
-    line = sdscatvprintf(sdsempty(), fmt, ap);
+    linkCommandV(fmt, ap);
     va_end(ap);
-    if (!link_out) link_out = sdsempty();
-    link_out = encodeCommand(link_out, line);
-    sdsfree(line);
-    linkFlush();
 }
 
 /* ------------------------------------------------------------ The link --- */

@@ -61,6 +61,7 @@ static struct {
     char daemon_host[NET_HOST_STR_LEN];
     int daemon_port, daemon_rdma_port;
     long long backlog_first, backlog_last;
+    int backlog_known;         /* the daemon reported its backlog since it joined */
     list *replicas;           /* nickvReplica */
     long long redirects, handoffs, daemon_joins;
     long long stream_writes;
@@ -157,6 +158,7 @@ void nickvReplconf(client *c, sds message) {
         NK.daemon_port = atoi(argv[2]);
         NK.daemon_rdma_port = atoi(argv[3]);
         NK.backlog_first = NK.backlog_last = 0;
+        NK.backlog_known = 0;
         NK.daemon_joins++;
         if (!NK.replicas) NK.replicas = listCreate();
         /* The daemon PSYNCs from where we are now: make sure a backlog
@@ -202,6 +204,7 @@ void nickvReplconf(client *c, sds message) {
                string2ll(argv[2], sdslen(argv[2]), &b)) {
         NK.backlog_first = a;
         NK.backlog_last = b;
+        NK.backlog_known = 1;
     } else {
         serverLog(LL_WARNING, "Nic-KV: unknown message from the daemon: %s", message);
     }
@@ -232,7 +235,7 @@ static int nickvHolds(client *c) {
  * replica's offset is always ahead of the end Nic-KV last reported, so
  * using that end here would refuse every hand-over. */
 static int nickvCanServe(long long offset) {
-    return NK.backlog_last && offset >= NK.backlog_first && offset <= server.master_repl_offset + 1;
+    return NK.backlog_known && offset >= NK.backlog_first && offset <= server.master_repl_offset + 1;
 }
 
 int nickvMaybeRedirect(client *c, long long psync_offset) {
