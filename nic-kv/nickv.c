@@ -66,11 +66,15 @@
  *                         further ahead, which the master produced but
  *                         whose bytes are still on their way to us, waits
  *                         up to NK_PSYNC_WAIT_MS for the stream)
- *                         -NICKV <why>     (an SKV replica it cannot serve:
- *                         it goes back to the master, which serves it
- *                         directly, with a full sync if need be)
- *                         +FULLRESYNC ... RDB ...   (an upstream replica it
- *                         cannot serve: Nic-KV opens a connection of its
+ *                         -NICKV <why>     (a redirected SKV replica, which
+ *                         says "REPLCONF capa nickv-via", that it cannot
+ *                         serve: it goes back to the master, which serves
+ *                         it directly, with a full sync if need be)
+ *                         +FULLRESYNC ... RDB ...   (any other replica it
+ *                         cannot serve, upstream Redis or an SKV replica
+ *                         whose configured master is Nic-KV itself: sending
+ *                         that one "back" would bring it straight back
+ *                         here. Nic-KV opens a connection of its
  *                         own to the master, asks for a full sync, passes
  *                         the reply and the RDB through unchanged, then
  *                         goes on from its backlog at the RDB's offset)
@@ -99,7 +103,7 @@
  *   WAITING --the stream reaches the offset--> ONLINE, as above
  *   WAITING --NK_PSYNC_WAIT_MS passed--> as "not in backlog" below
  *   WAITING --master link lost--> -NOMASTERLINK, closed
- *   CONNECTED --PSYNC not in backlog, capa nickv--> -NICKV, closed
+ *   CONNECTED --PSYNC not in backlog, capa nickv-via--> -NICKV, closed
  *   CONNECTED --PSYNC not in backlog, plain--> FULLSYNC (nkProxyFullSync):
  *             the RDB passes through; at its end --> ONLINE at its offset
  *   ONLINE --ACK--> ONLINE (ack relayed)
@@ -861,7 +865,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
             else if (!strcasecmp(argv[i], "capa")) {
                 if (!strcasecmp(argv[i + 1], "eof")) c->capa_eof = 1;
                 else if (!strcasecmp(argv[i + 1], "psync2")) c->capa_psync2 = 1;
-                else if (!strncasecmp(argv[i + 1], "nickv", 5)) c->capa_nickv = 1;
+                else if (!strcasecmp(argv[i + 1], "nickv-via")) c->capa_nickv = 1;
             }
         }
         nkClientReply(c, "+OK\r\n");

@@ -27,7 +27,8 @@
  *
  * Replica side
  *   - Advertises "capa nickv" ("nickv-hold" for a while after a redirect
- *     that did not work out, so the master keeps serving it directly).
+ *     that did not work out, so the master keeps serving it directly), and
+ *     "capa nickv-via" to Nic-KV when it follows a redirect there.
  *   - On "+NICKV", the next connect goes to Nic-KV instead of the master,
  *     with the same PSYNC; every later reconnect goes to the master again,
  *     which redirects it again if Nic-KV is healthy. So when Nic-KV dies
@@ -337,6 +338,12 @@ void nickvCountReplicaWrite(void) {
 
 const char *nickvReplicaCapa(void) {
     if (!nickvOffload) return "none";
+    /* Following a redirect: tell Nic-KV, which may send us back to the
+     * master (-NICKV) if it cannot serve us. A replica whose configured
+     * master is Nic-KV itself says nothing of the kind, and gets what an
+     * upstream replica gets there (a full sync through Nic-KV if need be):
+     * "back to the master" would bring it straight back to Nic-KV. */
+    if (NK.via) return "nickv-via";
     /* A link through Nic-KV came up after the last redirect (it went down
      * later than that): redirects work. Three redirects in a row without
      * one mean Nic-KV is unreachable from here: stay with the master for a

@@ -226,16 +226,17 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             flush $fd
             assert_match {*Protocol error*} [gets $fd]
             close $fd
-            # A PSYNC with a bogus id from an SKV replica: sent back to the master.
+            # A PSYNC with a bogus id from a redirected SKV replica: sent back to
+            # the master.
             set c [redis 127.0.0.1 $port]
-            $c replconf capa nickv
+            $c replconf capa nickv-via
             catch {$c psync 0123456789012345678901234567890123456789 12345} e
             assert_match {*NICKV cannot serve offset 12345*} $e
             catch {$c close}
             # The master's replication id with an offset the stream never
             # reaches: it waits for the stream, then is refused.
             set c [redis 127.0.0.1 $port]
-            $c replconf capa nickv
+            $c replconf capa nickv-via
             set replid [status $master master_replid]
             set far [expr {[status $master master_repl_offset] + 1000000000}]
             catch {$c psync $replid $far} e
@@ -321,6 +322,36 @@ start_server {tags {"nickv repl external:skip"} overrides {requirepass s3cret}} 
             assert_equal v [$r get authkey]
             nickv_stop $nk
         }
+    }
+}
+
+start_server {tags {"nickv repl external:skip"}} {
+    set master [srv 0 client]
+    set mport [srv 0 port]
+    start_server {} {
+        set r [srv 0 client]
+        test {Nic-KV: an SKV replica configured with replicaof <nickv> syncs through it} {
+            nickv_mixed_load $master 50
+            set nk [nickv_start $mport]
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "Nic-KV did not join the master"
+            }
+            # Not redirected here, so not sent back to the master either:
+            # Nic-KV is its master, and it needs a full sync.
+            $r replicaof 127.0.0.1 [dict get $nk port]
+            wait_for_condition 200 100 {
+                [status $r master_link_status] eq {up}
+            } else {
+                fail "the replica did not sync through Nic-KV"
+            }
+            assert_equal 1 [nickv_info $nk sync_full_proxied]
+            nickv_mixed_load $master 50
+            wait_for_ofs_sync $master $r
+            assert_equal [$master debug digest] [$r debug digest]
+            nickv_stop $nk
+        } {} {needs:debug}
     }
 }
 
