@@ -239,18 +239,19 @@ static int nickvCanServe(long long offset) {
     return NK.backlog_known && offset >= NK.backlog_first && offset <= server.master_repl_offset + 1;
 }
 
+/* May this replica stream from Nic-KV (as far as the replica goes)? */
+static int nickvReplicaMayMove(client *c) {
+    return (c->slave_capa & SLAVE_CAPA_NICKV) && !nickvHolds(c) && nickvTransportOk(c);
+}
+
 int nickvMaybeRedirect(client *c, long long psync_offset) {
-    client *d;
-    if (!(c->slave_capa & SLAVE_CAPA_NICKV) || nickvHolds(c) || !nickvTransportOk(c) ||
-        !nickvDaemonHealthy()) return 0;
+    if (!nickvReplicaMayMove(c) || !nickvDaemonHealthy()) return 0;
     if (strcasecmp(c->argv[1]->ptr, server.replid) || !nickvCanServe(psync_offset)) return 0;
-    d = nickvDaemon();
     serverLog(LL_NOTICE, "Nic-KV: redirecting replica %s to Nic-KV at %s:%d (offset %lld)",
               replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, psync_offset);
     addReplyStatusFormat(c, "NICKV %s %d %d", NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
     NK.redirects++;
-    UNUSED(d);
     return 1;
 }
 
@@ -319,8 +320,7 @@ void nickvMasterCron(void) {
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li))) {
         client *s = listNodeValue(ln);
-        if (nickvIsDaemon(s) || !(s->slave_capa & SLAVE_CAPA_NICKV) || nickvHolds(s) ||
-            !nickvTransportOk(s)) continue;
+        if (nickvIsDaemon(s) || !nickvReplicaMayMove(s)) continue;
         if (s->replstate != SLAVE_STATE_ONLINE || (s->flags & CLIENT_CLOSE_ASAP)) continue;
         if (!nickvCanServe(s->repl_ack_off + 1)) continue;
         serverLog(LL_NOTICE, "Nic-KV: handing replica %s over to Nic-KV at %s:%d",
