@@ -275,7 +275,12 @@ static size_t consumeRdb(const char *p, size_t len) {
             nk.link_eoftail_len = 0;
             nk.link_rdb_left = -1;
         } else {
-            nk.link_rdb_left = strtoll(p + used + 1, NULL, 10);
+            char *end;
+            nk.link_rdb_left = strtoll(p + used + 1, &end, 10);
+            if (end == p + used + 1 || nk.link_rdb_left < 0) {
+                linkClose("bad RDB length in the master's preamble");
+                return len;
+            }
         }
         used = nl - p + 1;
     }
@@ -468,7 +473,12 @@ static size_t fsForward(nkClient *c, const char *p, size_t len, int *done) {
             memcpy(fs->mark, p + used + 5, NK_RUNID_SIZE);
             fs->left = -1;
         } else {
-            fs->left = strtoll(p + used + 1, NULL, 10);
+            char *end;
+            fs->left = strtoll(p + used + 1, &end, 10);
+            if (end == p + used + 1 || fs->left < 0) {
+                fsEnd(c, "bad RDB length from the master");
+                return len;
+            }
         }
         nkClientWriteRaw(c, p + used, nl - (p + used) + 1);
         used = nl - p + 1;
