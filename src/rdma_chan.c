@@ -1550,9 +1550,18 @@ void rdmaChanCron(rdmaChan *ch) {
             return;
         }
     }
-    if (monoSeconds() - ch->last_send < RDMA_KEEPALIVE_INTERVAL) return;
     memset(msg, 0, sizeof(msg));
     put16(msg, RDMA_OP_KEEPALIVE);
+    /* Sends still outstanding, the last of them unsignaled: nothing would
+     * ever report their completion (a peer that gets a small write every
+     * second, an ACK, and no keepalive because we are never idle, would
+     * look dead to the check above). A signaled keepalive completes them
+     * all: RC sends complete in order. */
+    if (sqOutstanding(ch) > 0 && ch->unsignaled > 0) {
+        if (chanSendCtrl(ch, msg) == 0) R.stats.keepalives_sent++;
+        return;
+    }
+    if (monoSeconds() - ch->last_send < RDMA_KEEPALIVE_INTERVAL) return;
     if (chanSendCtrl(ch, msg) == 0) R.stats.keepalives_sent++;
 }
 

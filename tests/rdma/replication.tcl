@@ -79,6 +79,23 @@ start_server [list tags {"rdma repl"} overrides [rdma_overrides $mport]] {
             assert_digests_equal $master $replica
         }
 
+        test {RDMA replication: a link that is never idle stays up (its small sends complete)} {
+            # The replica sends REPLCONF ACK every second, so its channel is
+            # never idle long enough for a keepalive; those small sends are
+            # unsignaled. Their completions must still show, or the link
+            # looks dead after 10 s and is dropped (this happened).
+            set partial [status $master sync_partial_ok]
+            set errors [rdma_info rdma_errors_completion]
+            for {set i 0} {$i < 28} {incr i} {
+                $master incr busy
+                after 500
+            }
+            assert_equal $partial [status $master sync_partial_ok]
+            assert_equal $errors [rdma_info rdma_errors_completion]
+            assert_equal up [status $replica master_link_status]
+            assert_digests_equal $master $replica
+        }
+
         test {RDMA replication: BGSAVE under load with live RDMA clients} {
             set bench [exec src/redis-benchmark --rdma -h $::rdma_host -p $mport -n 20000 -c 8 -r 1000 -t set,lpush -q > /dev/null 2>@1 &]
             set load [start_write_load $master_host $master_port 5]
