@@ -89,6 +89,7 @@
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,6 +122,9 @@
  * the transport's timers say (Soft-RoCE never times out). Keepalives make
  * sure a live peer always has something to complete. */
 #define RDMA_PEER_DEAD_SECONDS (3 * RDMA_KEEPALIVE_INTERVAL + 1)
+/* Most work requests one rdmaChanWriteRegion() call links into a single
+ * ibv_post_send (one doorbell). */
+#define RDMA_REGION_BATCH     32
 /* Acknowledge completion events in batches of this many. */
 #define RDMA_CQ_ACK_BATCH     128
 #define RDMA_CQ_POLL_BATCH    32
@@ -182,6 +186,14 @@ struct rdmaChan {
     uint32_t peer_rkey;
     size_t peer_len;
     int peer_known;
+    /* Zero-copy sends from a region of the owner's memory (Nic-KV's
+     * backlog), registered in this channel's protection domain. */
+    struct ibv_mr *region_mr;
+    char *region_base;
+    size_t region_len;
+    uint64_t zc_in;                /* region bytes ever posted */
+    uint64_t zc_out;               /* ... whose writes completed */
+    uint64_t zc_end[RDMA_MAX_WRS]; /* zc_in after send #seq, at seq % MAX */
     uint64_t sq_posted;            /* sends posted, ever */
     uint64_t sq_completed;         /* sends known complete */
     unsigned unsignaled;
@@ -193,6 +205,11 @@ struct rdmaChan {
     rdmaNotifyFn notify;
     void *notify_data;
     int notify_pending;            /* device-wide failure, owner not told yet */
+    /* What the library's own events (rdma_cm on a listener's channel, device
+     * async events) found out about this channel, possibly in another thread
+     * than the owner's: ASYNC_* bits, applied by the owner's next call. */
+    unsigned async_flags;          /* atomic */
+    int async_event;               /* the ibv_event_type behind ASYNC_QP */
     rdmaListener *listener;        /* while in HANDSHAKE */
     rdmaChan *hs_prev, *hs_next;   /* listener's handshake list */
     rdmaChan *prev, *next;         /* every channel */
@@ -209,10 +226,17 @@ struct rdmaListener {
     rdmaChan *hs;                  /* channels in HANDSHAKE */
 };
 
+/* Process-wide state. A process may drive channels from several threads
+ * (Nic-KV's fan-out threads), each channel from one thread at a time: the
+ * counters are updated atomically, and the list of channels, the devices
+ * and the library's event channel are guarded by lock. A channel's own
+ * fields belong to its owner; the library's event handlers, which may run
+ * in another thread, only leave it async_flags. */
 static struct {
+    pthread_mutex_t lock;          /* recursive: callbacks may close channels */
     int initialized;
     rdmaLogFn log;
-    size_t pinned;
+    size_t pinned;                 /* atomic */
     size_t pinned_limit;
     rdmaStats stats;
     int async_epfd;                /* device async fds + cm_ch below */
@@ -221,7 +245,17 @@ static struct {
     rdmaChan *chans;
     int nchans;
     unsigned rr_vector;
-} R = { .async_epfd = -1 };
+} R = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .async_epfd = -1 };
+
+#define STAT_ADD(field, n) __atomic_fetch_add(&R.stats.field, (n), __ATOMIC_RELAXED)
+#define LOCK() pthread_mutex_lock(&R.lock)
+#define UNLOCK() pthread_mutex_unlock(&R.lock)
+
+/* async_flags bits. */
+#define ASYNC_DISCONNECTED  (1u<<0)   /* the peer disconnected */
+#define ASYNC_REMOVED       (1u<<1)   /* RDMA_CM_EVENT_DEVICE_REMOVAL */
+#define ASYNC_QP            (1u<<2)   /* a fatal QP or CQ event (async_event) */
+#define ASYNC_DEVICE_FATAL  (1u<<3)   /* IBV_EVENT_DEVICE_FATAL */
 
 static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -336,10 +370,18 @@ size_t rdmaEffectivePinnedLimit(void) {
     return limit;
 }
 
-static int pinnedAllows(size_t len) {
+static size_t pinnedNow(void) { return __atomic_load_n(&R.pinned, __ATOMIC_RELAXED); }
+
+/* Reserve len bytes of the pinned-memory budget; 0 if the cap refuses. */
+static int pinnedReserve(size_t len) {
     size_t limit = rdmaEffectivePinnedLimit();
-    return limit == 0 || R.pinned + len <= limit;
+    size_t now = __atomic_add_fetch(&R.pinned, len, __ATOMIC_RELAXED);
+    if (limit == 0 || now <= limit) return 1;
+    __atomic_sub_fetch(&R.pinned, len, __ATOMIC_RELAXED);
+    return 0;
 }
+
+static void pinnedRelease(size_t len) { __atomic_sub_fetch(&R.pinned, len, __ATOMIC_RELAXED); }
 
 static void memlockHint(char *buf, size_t buflen) {
     struct rlimit rl;
@@ -358,23 +400,24 @@ static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
     size_t ps = pageSize();
     memset(b, 0, sizeof(*b));
     len = roundPages(len);
-    if (!pinnedAllows(len)) {
+    if (!pinnedReserve(len)) {
         size_t limit = rdmaEffectivePinnedLimit();
-        R.stats.err_pinned_limit++;
+        STAT_ADD(err_pinned_limit, 1);
         if (R.pinned_limit == 0 || limit < R.pinned_limit)
             seterr(err, errlen, "registering %zu KiB would pass RLIMIT_MEMLOCK (%zu KiB, %zu KiB "
                    "in use): raise it (ulimit -l, LimitMEMLOCK= in a systemd unit) or grant "
-                   "CAP_IPC_LOCK", len / 1024, limit / 1024, R.pinned / 1024);
+                   "CAP_IPC_LOCK", len / 1024, limit / 1024, pinnedNow() / 1024);
         else
             seterr(err, errlen, "registering %zu KiB would pass the pinned-memory limit "
                    "(rdma-max-pinned-memory, %zu KiB, %zu KiB in use)", len / 1024,
-                   limit / 1024, R.pinned / 1024);
+                   limit / 1024, pinnedNow() / 1024);
         return -1;
     }
     b->maplen = len + 2 * ps;
     b->map = mmap(NULL, b->maplen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b->map == MAP_FAILED) {
         b->map = NULL;
+        pinnedRelease(len);
         seterr(err, errlen, "mmap of %zu KiB failed: %s", len / 1024, strerror(errno));
         return -1;
     }
@@ -388,16 +431,16 @@ static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
     if (!b->mr) {
         char hint[200];
         int e = errno;
-        R.stats.err_register++;
+        STAT_ADD(err_register, 1);
         hint[0] = '\0';
         if (e == ENOMEM || e == EPERM || e == EAGAIN) memlockHint(hint, sizeof(hint));
         seterr(err, errlen, "ibv_reg_mr of %zu KiB failed: %s%s", len / 1024, strerror(e), hint);
         goto err;
     }
-    R.pinned += len;
     return 0;
 
 err:
+    pinnedRelease(len);
     munmap(b->map, b->maplen);
     memset(b, 0, sizeof(*b));
     return -1;
@@ -406,7 +449,7 @@ err:
 static void bufFree(rdmaBuf *b) {
     if (b->mr) {
         ibv_dereg_mr(b->mr);
-        R.pinned -= b->len;
+        pinnedRelease(b->len);
     }
     if (b->map) munmap(b->map, b->maplen);
     memset(b, 0, sizeof(*b));
@@ -418,19 +461,21 @@ static void trackDevice(struct ibv_context *ctx) {
     rdmaDevice *d;
     struct epoll_event ev;
     if (!ctx) return;
-    for (d = R.devices; d; d = d->next) if (d->ctx == ctx) return;
-    d = calloc(1, sizeof(*d));
-    if (!d) return;
-    d->ctx = ctx;
-    d->next = R.devices;
-    R.devices = d;
-    setNonBlock(ctx->async_fd);
-    memset(&ev, 0, sizeof(ev));
-    ev.events = EPOLLIN;
-    ev.data.ptr = d;
-    if (epoll_ctl(R.async_epfd, EPOLL_CTL_ADD, ctx->async_fd, &ev) == -1)
-        rlog(RDMA_LOG_WARNING, "RDMA: cannot watch async events of %s: %s",
-             ibv_get_device_name(ctx->device), strerror(errno));
+    LOCK();
+    for (d = R.devices; d; d = d->next) if (d->ctx == ctx) break;
+    if (!d && (d = calloc(1, sizeof(*d)))) {
+        d->ctx = ctx;
+        d->next = R.devices;
+        R.devices = d;
+        setNonBlock(ctx->async_fd);
+        memset(&ev, 0, sizeof(ev));
+        ev.events = EPOLLIN;
+        ev.data.ptr = d;
+        if (epoll_ctl(R.async_epfd, EPOLL_CTL_ADD, ctx->async_fd, &ev) == -1)
+            rlog(RDMA_LOG_WARNING, "RDMA: cannot watch async events of %s: %s",
+                 ibv_get_device_name(ctx->device), strerror(errno));
+    }
+    UNLOCK();
 }
 
 int rdmaInit(rdmaLogFn log, char *err, size_t errlen) {
@@ -465,11 +510,20 @@ static struct rdma_event_channel *libraryCmChannel(void) {
 }
 
 void rdmaSetPinnedLimit(size_t bytes) { R.pinned_limit = bytes; }
-size_t rdmaPinnedBytes(void) { return R.pinned; }
+size_t rdmaPinnedBytes(void) { return pinnedNow(); }
 int rdmaAsyncFd(void) { return R.async_epfd; }
-int rdmaChanCount(void) { return R.nchans; }
-void rdmaGetStats(rdmaStats *out) { *out = R.stats; }
-void rdmaResetStats(void) { memset(&R.stats, 0, sizeof(R.stats)); }
+int rdmaChanCount(void) { return __atomic_load_n(&R.nchans, __ATOMIC_RELAXED); }
+
+/* rdmaStats is all unsigned long long: read and clear it field by field. */
+#define NSTATS (sizeof(rdmaStats) / sizeof(unsigned long long))
+void rdmaGetStats(rdmaStats *out) {
+    unsigned long long *src = (unsigned long long *)&R.stats, *dst = (unsigned long long *)out;
+    for (size_t i = 0; i < NSTATS; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+void rdmaResetStats(void) {
+    unsigned long long *v = (unsigned long long *)&R.stats;
+    for (size_t i = 0; i < NSTATS; i++) __atomic_store_n(&v[i], 0, __ATOMIC_RELAXED);
+}
 
 int rdmaProbeMemory(const char *addr, char *err, size_t errlen) {
     struct rdma_event_channel *cmch = NULL;
@@ -521,10 +575,12 @@ static rdmaChan *chanNew(void) {
     if (!ch) return NULL;
     ch->epfd = -1;
     ch->created = ch->last_send = monoSeconds();
+    LOCK();
     ch->next = R.chans;
     if (R.chans) R.chans->prev = ch;
     R.chans = ch;
-    R.nchans++;
+    __atomic_add_fetch(&R.nchans, 1, __ATOMIC_RELAXED);
+    UNLOCK();
     return ch;
 }
 
@@ -617,6 +673,11 @@ static void chanDestroyQP(rdmaChan *ch) {
     bufFree(&ch->ctrl_tx);
     bufFree(&ch->rx);
     bufFree(&ch->tx);
+    if (ch->region_mr) {
+        ibv_dereg_mr(ch->region_mr);
+        pinnedRelease(ch->region_len);
+        ch->region_mr = NULL;
+    }
     if (ch->pd) {
         ibv_dealloc_pd(ch->pd);
         ch->pd = NULL;
@@ -647,7 +708,7 @@ static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt,
     va_end(ap);
     ch->state = RDMA_CHAN_ERROR;
     ch->err_is_flush = 0;
-    if (counter) (*counter)++;
+    if (counter) __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
     rlog(RDMA_LOG_VERBOSE, "RDMA: connection %s failed: %s",
          ch->peer_desc[0] ? ch->peer_desc : "(unconnected)", ch->err);
 }
@@ -683,6 +744,7 @@ static int sqPost(rdmaChan *ch, struct ibv_send_wr *wr, int force_signal) {
     if (ch->sq_posted == ch->sq_completed) ch->sq_progress = monoSeconds();
     ch->sq_posted++;
     ch->st_end[ch->sq_posted % RDMA_MAX_WRS] = ch->st_in;
+    ch->zc_end[ch->sq_posted % RDMA_MAX_WRS] = ch->zc_in;
     ch->last_send = monoSeconds();
     return 0;
 }
@@ -719,7 +781,7 @@ static int chanSendCtrl(rdmaChan *ch, const unsigned char *msg) {
     }
     ch->ctrl_slot_seq[slot] = ch->sq_posted;
     ch->ctrl_next++;
-    R.stats.ctrl_sent++;
+    STAT_ADD(ctrl_sent, 1);
     return 0;
 }
 
@@ -771,7 +833,7 @@ static void chanRxTurn(rdmaChan *ch) {
 
 static void chanHandleCtrl(rdmaChan *ch, const unsigned char *msg) {
     uint16_t op = get16(msg);
-    R.stats.ctrl_received++;
+    STAT_ADD(ctrl_received, 1);
     switch (op) {
     case RDMA_OP_GET_SERVER_FEATURE:
         if (ch->server) {
@@ -840,7 +902,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
                 return;
             }
             ch->rx_written += n;
-            R.stats.bytes_received += n;
+            STAT_ADD(bytes_received, n);
         } else if (wc->opcode == IBV_WC_RECV) {
             if (wc->byte_len != RDMA_CTRL_MSG_SIZE) {
                 chanFail(ch, &R.stats.err_protocol, "control message of %u bytes (must be %d)",
@@ -859,6 +921,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
         ch->sq_completed = wc->wr_id;
         ch->sq_progress = monoSeconds();
         ch->st_out = ch->st_end[wc->wr_id % RDMA_MAX_WRS];
+        ch->zc_out = ch->zc_end[wc->wr_id % RDMA_MAX_WRS];
     }
 }
 
@@ -915,19 +978,39 @@ static void chanNotify(rdmaChan *ch) {
     if (ch->notify) ch->notify(ch, ch->notify_data);
 }
 
+static void chanMarkAsync(rdmaChan *ch, unsigned flag) {
+    __atomic_fetch_or(&ch->async_flags, flag, __ATOMIC_RELEASE);
+}
+
 /* A connected channel's cm event (server channels: delivered by the
- * listener or the library channel). Returns 1 when the owner must look. */
+ * listener or the library channel, perhaps in another thread than the
+ * owner's). Returns 1 when the owner must look. */
 static int chanHandleCmEvent(rdmaChan *ch, cmEvent *e) {
     switch (e->type) {
     case RDMA_CM_EVENT_DISCONNECTED:
-        if (ch->state != RDMA_CHAN_ERROR) ch->state = RDMA_CHAN_CLOSED;
+        chanMarkAsync(ch, ASYNC_DISCONNECTED);
         return 1;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        chanFail(ch, &R.stats.err_async, "RDMA device removed");
+        chanMarkAsync(ch, ASYNC_REMOVED);
         return 1;
     default:
         return 0;
     }
+}
+
+/* In the owner's thread: act on what the library's events marked. */
+static void chanApplyAsyncSlow(rdmaChan *ch) {
+    unsigned f = __atomic_exchange_n(&ch->async_flags, 0, __ATOMIC_ACQUIRE);
+    if (f & ASYNC_REMOVED) chanFail(ch, &R.stats.err_async, "RDMA device removed");
+    if (f & ASYNC_DEVICE_FATAL) chanFail(ch, &R.stats.err_async, "device fatal error");
+    if (f & ASYNC_QP)
+        chanFail(ch, &R.stats.err_async, "async event: %s",
+                 ibv_event_type_str((enum ibv_event_type)ch->async_event));
+    if ((f & ASYNC_DISCONNECTED) && ch->state != RDMA_CHAN_ERROR) ch->state = RDMA_CHAN_CLOSED;
+}
+
+static inline void chanApplyAsync(rdmaChan *ch) {
+    if (__atomic_load_n(&ch->async_flags, __ATOMIC_RELAXED)) chanApplyAsyncSlow(ch);
 }
 
 /* --------------------------------------------------------- Listener --- */
@@ -1054,8 +1137,9 @@ refuse:
 /* A handshaking channel is done when the connection is established and the
  * peer told us where to write. */
 static void listenerMaybeReady(rdmaListener *l, rdmaChan *ch, rdmaAcceptFn accept, void *data) {
+    chanApplyAsync(ch);
     if (ch->state == RDMA_CHAN_ERROR || ch->state == RDMA_CHAN_CLOSED) {
-        R.stats.err_handshake++;
+        STAT_ADD(err_handshake, 1);
         rlog(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s", ch->peer_desc,
              ch->err[0] ? ch->err : "peer disconnected");
         rdmaChanClose(ch);
@@ -1064,7 +1148,7 @@ static void listenerMaybeReady(rdmaListener *l, rdmaChan *ch, rdmaAcceptFn accep
     if (!ch->established || !ch->peer_known) return;
     listenerRemoveHandshake(l, ch);
     ch->state = RDMA_CHAN_CONNECTED;
-    R.stats.accepted++;
+    STAT_ADD(accepted, 1);
     accept(ch, data);
 }
 
@@ -1073,6 +1157,7 @@ void rdmaListenerHandleEvents(rdmaListener *l, rdmaAcceptFn accept, void *data) 
     int n, i;
 
     n = epoll_wait(l->epfd, evs, 64, 0);
+    LOCK();       /* server channels' cm events: their owners may close them */
     for (i = 0; i < n; i++) {
         if (evs[i].data.ptr == l) {
             cmEvent e;
@@ -1115,6 +1200,7 @@ void rdmaListenerHandleEvents(rdmaListener *l, rdmaAcceptFn accept, void *data) 
             listenerMaybeReady(l, ch, accept, data);
         }
     }
+    UNLOCK();
 }
 
 void rdmaListenerCron(rdmaListener *l) {
@@ -1122,8 +1208,9 @@ void rdmaListenerCron(rdmaListener *l) {
     rdmaChan *ch = l->hs, *next;
     while (ch) {
         next = ch->hs_next;
+        chanApplyAsync(ch);
         if (now - ch->created > RDMA_HANDSHAKE_TIMEOUT) {
-            R.stats.err_handshake++;
+            STAT_ADD(err_handshake, 1);
             rlog(RDMA_LOG_NOTICE, "RDMA: closing connection from %s: no handshake within %d seconds",
                  ch->peer_desc[0] ? ch->peer_desc : "?", RDMA_HANDSHAKE_TIMEOUT);
             rdmaChanClose(ch);
@@ -1139,13 +1226,15 @@ void rdmaListenerClose(rdmaListener *l) {
     /* Channels accepted through this listener get their rdma_cm events on
      * its event channel: move them to the library's before destroying it. */
     if (l->cm_ch) {
+        LOCK();
         for (ch = R.chans; ch; ch = ch->next) {
             if (ch->server && ch->id && ch->id->channel == l->cm_ch) {
                 struct rdma_event_channel *lib = libraryCmChannel();
                 if (!lib || rdma_migrate_id(ch->id, lib))
-                    chanFail(ch, NULL, "cannot keep the connection after its listener closed");
+                    chanMarkAsync(ch, ASYNC_DISCONNECTED);
             }
         }
+        UNLOCK();
     }
     if (l->id) rdma_destroy_id(l->id);
     if (l->cm_ch) rdma_destroy_event_channel(l->cm_ch);
@@ -1179,6 +1268,7 @@ void rdmaHandleAsyncEvents(void) {
 
     if (R.async_epfd == -1) return;
     n = epoll_wait(R.async_epfd, evs, 16, 0);
+    LOCK();
     for (i = 0; i < n; i++) {
         if (evs[i].data.ptr == NULL) {
             cmEvent e;
@@ -1202,7 +1292,8 @@ void rdmaHandleAsyncEvents(void) {
                 for (ch = R.chans; ch; ch = ch->next) {
                     if ((t == IBV_EVENT_CQ_ERR && ch->cq == cq) ||
                         (t != IBV_EVENT_CQ_ERR && ch->id && ch->id->qp == qp)) {
-                        chanFail(ch, &R.stats.err_async, "async event: %s", ibv_event_type_str(t));
+                        ch->async_event = (int)t;
+                        chanMarkAsync(ch, ASYNC_QP);
                         ch->notify_pending = 1;
                     }
                 }
@@ -1211,7 +1302,7 @@ void rdmaHandleAsyncEvents(void) {
                      ibv_get_device_name(d->ctx->device));
                 for (ch = R.chans; ch; ch = ch->next) {
                     if (ch->id && ch->id->verbs == d->ctx) {
-                        chanFail(ch, &R.stats.err_async, "device fatal error");
+                        chanMarkAsync(ch, ASYNC_DEVICE_FATAL);
                         ch->notify_pending = 1;
                     }
                 }
@@ -1222,6 +1313,7 @@ void rdmaHandleAsyncEvents(void) {
         }
     }
     notifyMarked();
+    UNLOCK();
 }
 
 /* ----------------------------------------------------- Client connect --- */
@@ -1276,7 +1368,7 @@ rdmaChan *rdmaChanConnect(const char *addr, int port, const char *src, size_t rx
     return ch;
 
 err:
-    R.stats.err_connect++;
+    STAT_ADD(err_connect, 1);
     rdmaChanClose(ch);
     return NULL;
 }
@@ -1289,6 +1381,7 @@ static int chanHandleClientCm(rdmaChan *ch) {
     while (getCmEvent(ch->cm_ch, &e) == 0) {
         if (ch->state != RDMA_CHAN_CONNECTING) {
             chanHandleCmEvent(ch, &e);
+            chanApplyAsync(ch);
             ev |= RDMA_EV_READABLE;
             continue;
         }
@@ -1324,7 +1417,7 @@ static int chanHandleClientCm(rdmaChan *ch) {
             if (chanSendBuffer(ch) == -1 && errno != EAGAIN) {
                 chanFail(ch, &R.stats.err_connect, "cannot send our buffer");
             } else {
-                R.stats.connected++;
+                STAT_ADD(connected, 1);
             }
             break;
         case RDMA_CM_EVENT_REJECTED:
@@ -1348,6 +1441,7 @@ int rdmaChanFd(rdmaChan *ch) {
 }
 
 int rdmaChanReadPending(rdmaChan *ch) {
+    chanApplyAsync(ch);
     if (ch->rx_written > ch->rx_read) return 1;
     return (ch->state == RDMA_CHAN_CLOSED || ch->state == RDMA_CHAN_ERROR) && !ch->eof_reported;
 }
@@ -1363,6 +1457,7 @@ static size_t stagingRoom(rdmaChan *ch) {
 }
 
 int rdmaChanWritable(rdmaChan *ch) {
+    chanApplyAsync(ch);
     if (ch->state == RDMA_CHAN_ERROR || ch->state == RDMA_CHAN_CLOSED) return 1;
     if (ch->state != RDMA_CHAN_CONNECTED || !ch->peer_known) return 0;
     return ch->tx_off < ch->peer_len && sqOutstanding(ch) < RDMA_MAX_WRS - 1 && stagingRoom(ch) > 0;
@@ -1370,7 +1465,7 @@ int rdmaChanWritable(rdmaChan *ch) {
 
 int rdmaChanHandleEvents(rdmaChan *ch) {
     int ev = 0;
-    int could_write = rdmaChanWritable(ch);
+    int could_write = rdmaChanWritable(ch);   /* applies async marks */
 
     if (!ch->server && ch->epfd != -1) {
         struct epoll_event evs[2];
@@ -1390,6 +1485,7 @@ ssize_t rdmaChanRead(rdmaChan *ch, void *buf, size_t len) {
     size_t avail = ch->rx_written - ch->rx_read;
     size_t n;
 
+    chanApplyAsync(ch);
     if (ch->state == RDMA_CHAN_ERROR) {
         ch->eof_reported = 1;
         errno = ECONNRESET;
@@ -1439,6 +1535,7 @@ static int stagingResize(rdmaChan *ch) {
 /* How many bytes can be written now (0 with errno set when none). */
 static size_t chanWriteRoom(rdmaChan *ch) {
     size_t room, peer_room;
+    chanApplyAsync(ch);
     if (ch->state == RDMA_CHAN_ERROR || ch->state == RDMA_CHAN_CLOSED) {
         errno = (ch->state == RDMA_CHAN_CLOSED) ? EPIPE : ECONNRESET;
         return 0;
@@ -1491,8 +1588,9 @@ static ssize_t chanPostStaged(rdmaChan *ch, size_t n) {
         return -1;
     }
     ch->tx_off += n;
-    R.stats.writes_posted++;
-    R.stats.bytes_sent += n;
+    STAT_ADD(writes_posted, 1);
+    STAT_ADD(doorbells, 1);
+    STAT_ADD(bytes_sent, n);
     return (ssize_t)n;
 }
 
@@ -1538,8 +1636,129 @@ ssize_t rdmaChanWritev(rdmaChan *ch, const struct iovec *iov, int iovcnt) {
     return 0;
 }
 
+/* ------------------------------------------------ Zero-copy sends --- */
+
+int rdmaChanAttachRegion(rdmaChan *ch, void *base, size_t len, char *err, size_t errlen) {
+    if (ch->region_mr) {
+        seterr(err, errlen, "a region is already attached");
+        return -1;
+    }
+    if (!ch->pd || ch->state != RDMA_CHAN_CONNECTED) {
+        seterr(err, errlen, "the connection is not established");
+        return -1;
+    }
+    if (!pinnedReserve(len)) {
+        STAT_ADD(err_pinned_limit, 1);
+        seterr(err, errlen, "registering %zu KiB would pass the pinned-memory limit (%zu KiB, "
+               "%zu KiB in use)", len / 1024, rdmaEffectivePinnedLimit() / 1024, pinnedNow() / 1024);
+        return -1;
+    }
+    /* Access 0: the NIC may only read it, for our own sends. */
+    if (!(ch->region_mr = ibv_reg_mr(ch->pd, base, len, 0))) {
+        char hint[200];
+        int e = errno;
+        pinnedRelease(len);
+        STAT_ADD(err_register, 1);
+        hint[0] = '\0';
+        if (e == ENOMEM || e == EPERM || e == EAGAIN) memlockHint(hint, sizeof(hint));
+        seterr(err, errlen, "ibv_reg_mr of %zu KiB failed: %s%s", len / 1024, strerror(e), hint);
+        return -1;
+    }
+    ch->region_base = base;
+    ch->region_len = len;
+    return 0;
+}
+
+size_t rdmaChanRegionInFlight(rdmaChan *ch) {
+    return (size_t)(ch->zc_in - ch->zc_out);
+}
+
+ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, size_t chunk) {
+    struct ibv_send_wr wrs[RDMA_REGION_BATCH], *bad;
+    struct ibv_sge sges[RDMA_REGION_BATCH];
+    size_t total = 0, ioff = 0, room;
+    uint64_t outstanding;
+    int n = 0, i = 0;
+
+    chanApplyAsync(ch);
+    if (ch->state == RDMA_CHAN_ERROR || ch->state == RDMA_CHAN_CLOSED) {
+        errno = (ch->state == RDMA_CHAN_CLOSED) ? EPIPE : ECONNRESET;
+        return -1;
+    }
+    if (!ch->region_mr) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (ch->state != RDMA_CHAN_CONNECTED || !ch->peer_known || ch->tx_off >= ch->peer_len ||
+        !sqHasRoom(ch)) {
+        errno = (ch->state == RDMA_CHAN_ERROR) ? ECONNRESET : EAGAIN;
+        return -1;
+    }
+    if (chunk == 0) chunk = ch->peer_len;
+    outstanding = sqOutstanding(ch);
+    room = ch->peer_len - ch->tx_off;
+    while (i < iovcnt && n < RDMA_REGION_BATCH && room > 0 &&
+           outstanding + (uint64_t)n < RDMA_MAX_WRS - 1) {
+        const char *p = (const char *)iov[i].iov_base + ioff;
+        size_t take = iov[i].iov_len - ioff;
+        if (take == 0) { i++; ioff = 0; continue; }
+        if (p < ch->region_base || p + take > ch->region_base + ch->region_len) {
+            errno = EINVAL;             /* the caller's bug, not the peer's */
+            return total ? (ssize_t)total : -1;
+        }
+        if (take > chunk) take = chunk;
+        if (take > room) take = room;
+        sges[n].addr = (uintptr_t)p;
+        sges[n].length = (uint32_t)take;
+        sges[n].lkey = ch->region_mr->lkey;
+        memset(&wrs[n], 0, sizeof(wrs[n]));
+        wrs[n].wr_id = ch->sq_posted + 1 + (uint64_t)n;
+        wrs[n].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wrs[n].imm_data = htonl((uint32_t)take);
+        wrs[n].sg_list = &sges[n];
+        wrs[n].num_sge = 1;
+        wrs[n].wr.rdma.remote_addr = ch->peer_addr + ch->tx_off + total;
+        wrs[n].wr.rdma.rkey = ch->peer_rkey;
+        if (n > 0) wrs[n - 1].next = &wrs[n];
+        total += take;
+        room -= take;
+        ioff += take;
+        if (ioff == iov[i].iov_len) { i++; ioff = 0; }
+        n++;
+    }
+    if (n == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    /* Signal the last one: its completion releases all of them (RC sends
+     * complete in order), so the owner learns promptly which part of its
+     * region the NIC no longer reads. */
+    wrs[n - 1].send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(ch->id->qp, &wrs[0], &bad)) {
+        chanFail(ch, &R.stats.err_completion, "ibv_post_send: %s", strerror(errno));
+        errno = ECONNRESET;
+        return -1;
+    }
+    if (ch->sq_posted == ch->sq_completed) ch->sq_progress = monoSeconds();
+    for (int k = 0; k < n; k++) {
+        ch->sq_posted++;
+        ch->zc_in += sges[k].length;
+        ch->st_end[ch->sq_posted % RDMA_MAX_WRS] = ch->st_in;
+        ch->zc_end[ch->sq_posted % RDMA_MAX_WRS] = ch->zc_in;
+    }
+    ch->unsignaled = 0;
+    ch->tx_off += total;
+    ch->last_send = monoSeconds();
+    STAT_ADD(writes_posted, (unsigned long long)n);
+    STAT_ADD(bytes_sent, total);
+    STAT_ADD(region_bytes_sent, total);
+    STAT_ADD(doorbells, 1);
+    return (ssize_t)total;
+}
+
 void rdmaChanCron(rdmaChan *ch) {
     unsigned char msg[RDMA_CTRL_MSG_SIZE];
+    chanApplyAsync(ch);
     if (ch->state != RDMA_CHAN_CONNECTED) return;
     if (ch->rx_turn_pending) chanSendBuffer(ch);
     if (sqOutstanding(ch) > 0) {
@@ -1558,11 +1777,11 @@ void rdmaChanCron(rdmaChan *ch) {
      * look dead to the check above). A signaled keepalive completes them
      * all: RC sends complete in order. */
     if (sqOutstanding(ch) > 0 && ch->unsignaled > 0) {
-        if (chanSendCtrl(ch, msg) == 0) R.stats.keepalives_sent++;
+        if (chanSendCtrl(ch, msg) == 0) STAT_ADD(keepalives_sent, 1);
         return;
     }
     if (monoSeconds() - ch->last_send < RDMA_KEEPALIVE_INTERVAL) return;
-    if (chanSendCtrl(ch, msg) == 0) R.stats.keepalives_sent++;
+    if (chanSendCtrl(ch, msg) == 0) STAT_ADD(keepalives_sent, 1);
 }
 
 void rdmaChanSetRxSize(rdmaChan *ch, size_t rx_size) {
@@ -1579,9 +1798,13 @@ void rdmaChanSetNotify(rdmaChan *ch, rdmaNotifyFn fn, void *data) {
     ch->notify_data = data;
 }
 
-rdmaChanState rdmaChanGetState(rdmaChan *ch) { return ch->state; }
+rdmaChanState rdmaChanGetState(rdmaChan *ch) {
+    chanApplyAsync(ch);
+    return ch->state;
+}
 
 const char *rdmaChanError(rdmaChan *ch) {
+    chanApplyAsync(ch);
     if (ch->err[0]) return ch->err;
     if (ch->state == RDMA_CHAN_CLOSED) return "connection closed by peer";
     return NULL;
@@ -1668,10 +1891,12 @@ static void chanFree(rdmaChan *ch) {
     if (ch->id) rdma_destroy_id(ch->id);
     if (ch->cm_ch) rdma_destroy_event_channel(ch->cm_ch);
     if (ch->epfd != -1 && !ch->epfd_released) close(ch->epfd);
+    LOCK();
     if (ch->prev) ch->prev->next = ch->next;
     else R.chans = ch->next;
     if (ch->next) ch->next->prev = ch->prev;
-    R.nchans--;
+    __atomic_sub_fetch(&R.nchans, 1, __ATOMIC_RELAXED);
+    UNLOCK();
     free(ch);
 }
 
@@ -1685,8 +1910,10 @@ static void chanFree(rdmaChan *ch) {
 void rdmaChanClose(rdmaChan *ch) {
     if (!ch || ch->lingering) return;
     ch->notify = NULL;
+    /* A channel that sends from its owner's region never lingers: once
+     * this returns, the NIC reads nothing more from that memory. */
     if (ch->server && ch->state == RDMA_CHAN_CONNECTED && ch->id && ch->id->qp &&
-        sqOutstanding(ch) > 0) {
+        sqOutstanding(ch) > 0 && !ch->region_mr) {
         unsigned char msg[RDMA_CTRL_MSG_SIZE];
         /* The last send must be signaled for its completion to show. */
         memset(msg, 0, sizeof(msg));
@@ -1701,8 +1928,10 @@ void rdmaChanClose(rdmaChan *ch) {
 }
 
 void rdmaCron(void) {
-    rdmaChan *ch = R.chans, *next;
+    rdmaChan *ch, *next;
     time_t now = monoSeconds();
+    LOCK();
+    ch = R.chans;
     while (ch) {
         next = ch->next;
         if (ch->lingering) {
@@ -1713,4 +1942,5 @@ void rdmaCron(void) {
         }
         ch = next;
     }
+    UNLOCK();
 }

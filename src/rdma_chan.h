@@ -12,6 +12,13 @@
  * The wire protocol is "Valkey over RDMA" version 1, so that existing RDMA
  * clients can talk to SKV; it is written down at the top of rdma_chan.c.
  *
+ * Threads: a process may drive channels from several threads, each channel
+ * from one thread at a time (its owner). The library's own event handlers
+ * (rdmaListenerHandleEvents, rdmaHandleAsyncEvents, rdmaCron) may run in
+ * another thread: what they learn about a channel is applied by its owner's
+ * next call, and its notify callback (which must then be thread-safe) says
+ * so. Counters and the pinned-memory account are atomic.
+ *
  * Everything a peer sends is checked. A peer that breaks the protocol (a
  * control message of the wrong size, an unknown opcode, an imm_data that
  * points past our buffer, a buffer length out of range, a non-zero feature
@@ -69,11 +76,13 @@ typedef enum rdmaChanState {
 
 /* Counters of the whole process; see rdmaGetStats(). Errors are counted by
  * kind so that an operator can tell a misbehaving client from a network
- * problem. */
+ * problem. Every field is an unsigned long long (rdmaGetStats relies on it). */
 typedef struct rdmaStats {
     unsigned long long bytes_sent;        /* payload written to peers */
     unsigned long long bytes_received;    /* payload written to us */
     unsigned long long writes_posted;     /* RDMA WRITE_WITH_IMM posted */
+    unsigned long long doorbells;         /* ibv_post_send calls carrying them */
+    unsigned long long region_bytes_sent; /* of bytes_sent, sent without a copy */
     unsigned long long ctrl_sent;         /* control messages sent */
     unsigned long long ctrl_received;     /* control messages received */
     unsigned long long keepalives_sent;
@@ -195,6 +204,27 @@ ssize_t rdmaChanWritev(rdmaChan *ch, const struct iovec *iov, int iovcnt);
 int rdmaChanReadPending(rdmaChan *ch);
 /* A write would move at least one byte now (or fail at once). */
 int rdmaChanWritable(rdmaChan *ch);
+
+/* Zero-copy sends, for an owner that sends the same bytes to many peers
+ * (Nic-KV's backlog): the region [base, base+len) of the owner's memory is
+ * registered in this channel's protection domain, for the NIC to read only.
+ * Call once the channel is connected; counted against the pinned-memory
+ * cap; released when the channel closes. Returns 0, or -1 with a message. */
+int rdmaChanAttachRegion(rdmaChan *ch, void *base, size_t len, char *err, size_t errlen);
+
+/* Post RDMA WRITE_WITH_IMMs straight from the attached region: one work
+ * request per at most chunk bytes (0 = no limit) of the iovecs, which must
+ * lie inside the region, all linked into one ibv_post_send (one doorbell).
+ * Like rdmaChanWrite it may move fewer bytes than asked (the peer's buffer
+ * or the send queue is full) and returns -1 with EAGAIN when it moves none.
+ * The bytes must stay unchanged until rdmaChanRegionInFlight() says the NIC
+ * is done with them; the channel never lingers after rdmaChanClose(), so
+ * once that returns the region may change too. */
+ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, size_t chunk);
+
+/* Bytes sent from the region whose writes have not completed: the last
+ * this many bytes posted may still be read by the NIC. */
+size_t rdmaChanRegionInFlight(rdmaChan *ch);
 
 /* Send a keepalive if nothing was sent for RDMA_KEEPALIVE_INTERVAL
  * seconds; call about once a second. A dead peer then shows up as a failed
