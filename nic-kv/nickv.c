@@ -85,7 +85,22 @@
  *    NIC-KV.md for the numbers). Only replicas that cannot be redirected
  *    get theirs through Nic-KV.
  *
- * 4. Failure. If Nic-KV dies or stops, its replicas lose their link and
+ * 4. Transports. Every link above is TCP or RDMA (SKV's RDMA transport,
+ *    src/rdma_chan.c: the same RESP bytes carried by RDMA WRITE_WITH_IMM).
+ *    With master-rdma-port set, Nic-KV's link to the master is an RDMA
+ *    connection to the master's rdma-port: the master posts one
+ *    WRITE_WITH_IMM per flush of its replication buffer to us, whatever the
+ *    number of replicas. With rdma-port set, Nic-KV announces it in its
+ *    hello; the master redirects replicas that replicate over RDMA
+ *    (rdma-replication yes) there, and TCP replicas to the TCP port. An
+ *    RDMA replica's stream is sent without any copy: its channel registers
+ *    the backlog ring, and each wakeup posts what it is due as 64 KB work
+ *    requests pointing into the ring, linked into one ibv_post_send (one
+ *    doorbell). The ring is never overwritten where a replica's NIC may
+ *    still read (nickv_fanout.c). Proxied full syncs always read the RDB
+ *    from the master over TCP (master-port); the replica may be on either.
+ *
+ * 5. Failure. If Nic-KV dies or stops, its replicas lose their link and
  *    reconnect to their configured master, which no longer redirects them
  *    (Nic-KV is not healthy): a partial resync from the master's backlog.
  *    When Nic-KV returns, the master hands them over again. If Nic-KV
@@ -210,6 +225,7 @@ static void configDefaults(void) {
     nk.cfg.thread_num = 1;
     nk.cfg.repl_timeout = 60;
     nk.cfg.verbosity = LL_NOTICE;
+    nk.cfg.rdma_rx_size = RDMA_RX_SIZE_DEFAULT;
 }
 
 /* Apply one option. Returns NULL, or what is wrong. At run time (CONFIG
@@ -264,6 +280,32 @@ static const char *configSet(const char *name, int argc, char **argv, int live) 
         return NULL;
     }
     if (!strcasecmp(name, "master-host")) { setStr(&nk.cfg.master_host, v); return NULL; }
+    if (!strcasecmp(name, "rdma-port")) {
+        nk.cfg.rdma_port = atoi(v);
+        if (nk.cfg.rdma_port < 0 || nk.cfg.rdma_port > 65535) return "invalid rdma-port";
+        return NULL;
+    }
+    if (!strcasecmp(name, "rdma-bind")) {
+        if (argc > NK_MAX_BIND) return "too many rdma-bind addresses";
+        for (int i = 0; i < nk.cfg.rdma_bindcount; i++) zfree(nk.cfg.rdma_bind[i]);
+        nk.cfg.rdma_bindcount = 0;
+        for (int i = 0; i < argc; i++)
+            if (*argv[i]) nk.cfg.rdma_bind[nk.cfg.rdma_bindcount++] = zstrdup(argv[i]);
+        return NULL;
+    }
+    if (!strcasecmp(name, "rdma-rx-size")) {
+        long long sz = memtoll(v, &err);
+        if (err || sz < RDMA_RX_SIZE_MIN || sz > RDMA_RX_SIZE_MAX)
+            return "rdma-rx-size must be a size from 64kb to 16mb";
+        nk.cfg.rdma_rx_size = sz;
+        return NULL;
+    }
+    if (!strcasecmp(name, "master-rdma-port")) {
+        nk.cfg.master_rdma_port = atoi(v);
+        if (nk.cfg.master_rdma_port < 0 || nk.cfg.master_rdma_port > 65535)
+            return "invalid master-rdma-port";
+        return NULL;
+    }
     if (!strcasecmp(name, "master-port")) {
         nk.cfg.master_port = atoi(v);
         if (nk.cfg.master_port < 1 || nk.cfg.master_port > 65535) return "invalid master-port";
@@ -296,6 +338,15 @@ static sds configGet(const char *name) {
     if (!strcasecmp(name, "protected-mode")) return sdsnew(nk.cfg.protected_mode ? "yes" : "no");
     if (!strcasecmp(name, "master-host")) return sdsnew(nk.cfg.master_host ? nk.cfg.master_host : "");
     if (!strcasecmp(name, "master-port")) return sdsfromlonglong(nk.cfg.master_port);
+    if (!strcasecmp(name, "master-rdma-port")) return sdsfromlonglong(nk.cfg.master_rdma_port);
+    if (!strcasecmp(name, "rdma-port")) return sdsfromlonglong(nk.cfg.rdma_port);
+    if (!strcasecmp(name, "rdma-rx-size")) return sdsfromlonglong(nk.cfg.rdma_rx_size);
+    if (!strcasecmp(name, "rdma-bind")) {
+        sds s = sdsempty();
+        for (int i = 0; i < nk.cfg.rdma_bindcount; i++)
+            s = sdscatfmt(s, "%s%s", i ? " " : "", nk.cfg.rdma_bind[i]);
+        return s;
+    }
     if (!strcasecmp(name, "masteruser")) return sdsnew(nk.cfg.masteruser ? nk.cfg.masteruser : "");
     if (!strcasecmp(name, "masterauth")) return sdsnew(nk.cfg.masterauth ? nk.cfg.masterauth : "");
     if (!strcasecmp(name, "requirepass")) return sdsnew(nk.cfg.requirepass ? nk.cfg.requirepass : "");
@@ -314,7 +365,8 @@ static sds configGet(const char *name) {
 }
 
 static const char *configNames[] = {
-    "port", "bind", "protected-mode", "master-host", "master-port", "masteruser", "masterauth",
+    "port", "bind", "protected-mode", "master-host", "master-port", "master-rdma-port",
+    "rdma-port", "rdma-bind", "rdma-rx-size", "masteruser", "masterauth",
     "requirepass", "announce-ip", "backlog-size", "thread-num", "repl-timeout", "daemonize",
     "logfile", "pidfile", "loglevel", NULL
 };
@@ -358,6 +410,10 @@ static void usage(FILE *fp) {
 "  protected-mode yes|no without a password, refuse non-loopback clients (yes)\n"
 "  master-host <addr>    the SKV master (127.0.0.1)\n"
 "  master-port <n>       its port (6379)\n"
+"  master-rdma-port <n>  stream from the master over RDMA, to its rdma-port (0: TCP)\n"
+"  rdma-port <n>         RDMA port for replicas (0: no RDMA listener)\n"
+"  rdma-bind <addr...>   RDMA addresses to listen on (all)\n"
+"  rdma-rx-size <size>   receive buffer of an RDMA connection, 64kb-16mb (1mb)\n"
 "  masteruser <user>     authenticate to the master as this user\n"
 "  masterauth <pass>     ... with this password\n"
 "  requirepass <pass>    password replicas and admins must give (default:\n"
@@ -378,8 +434,8 @@ static void usage(FILE *fp) {
 
 /* ------------------------------------------------------------- Clients --- */
 
-static void nkClientWritable(aeEventLoop *el, int fd, void *data, int mask);
-static void nkClientReadable(aeEventLoop *el, int fd, void *data, int mask);
+static void nkClientWritable(nkConn *conn, void *data);
+static void nkClientReadable(nkConn *conn, void *data);
 
 size_t nkClientPending(nkClient *c) { return sdslen(c->outbuf); }
 
@@ -387,12 +443,11 @@ void nkClientFree(nkClient *c) {
     listNode *ln = listSearchKey(nk.clients, c);
     if (c->psync_wait) nk.psync_waiters--;
     if (ln) listDelNode(nk.clients, ln);
-    if (c->fd != -1) {
-        aeDeleteFileEvent(nk.el, c->fd, AE_READABLE | AE_WRITABLE);
-        close(c->fd);
-        c->fd = -1;
+    if (c->conn) {
+        nkConnClose(c->conn);
+        c->conn = NULL;
     }
-    if (c->fs) nkProxyFullSync(c);   /* with fd == -1: tears the sync down */
+    if (c->fs) nkProxyFullSync(c);   /* with no conn: tears the sync down */
     sdsfree(c->querybuf);
     sdsfree(c->outbuf);
     zfree(c);
@@ -401,7 +456,7 @@ void nkClientFree(nkClient *c) {
 /* Send what is queued. Returns -1 when the client was freed. */
 static int nkClientFlush(nkClient *c) {
     while (sdslen(c->outbuf)) {
-        ssize_t n = write(c->fd, c->outbuf, sdslen(c->outbuf));
+        ssize_t n = nkConnWrite(c->conn, c->outbuf, sdslen(c->outbuf));
         if (n <= 0) {
             if (n < 0 && errno == EAGAIN) break;
             nkClientFree(c);
@@ -410,13 +465,10 @@ static int nkClientFlush(nkClient *c) {
         sdsrange(c->outbuf, n, -1);
     }
     if (c->fs) nkProxyFullSync(c);   /* read more of the RDB if it keeps up */
-    if (sdslen(c->outbuf) && !c->writable_registered) {
-        aeCreateFileEvent(nk.el, c->fd, AE_WRITABLE, nkClientWritable, c);
-        c->writable_registered = 1;
-    } else if (!sdslen(c->outbuf) && c->writable_registered) {
-        aeDeleteFileEvent(nk.el, c->fd, AE_WRITABLE);
-        c->writable_registered = 0;
-    }
+    if (sdslen(c->outbuf) && !nkConnHasWriteHandler(c->conn))
+        nkConnSetWriteHandler(c->conn, nkClientWritable);
+    else if (!sdslen(c->outbuf) && nkConnHasWriteHandler(c->conn))
+        nkConnSetWriteHandler(c->conn, NULL);
     if (!sdslen(c->outbuf)) {
         if (c->close_after_reply) {
             nkClientFree(c);
@@ -424,15 +476,15 @@ static int nkClientFlush(nkClient *c) {
         }
         if (c->stream_from > 0) {
             /* The +CONTINUE (or the RDB) is out: the stream starts. */
-            int fd = c->fd;
+            nkConn *conn = c->conn;
             char ip[64];
             int port = c->listening_port ? c->listening_port : c->port;
             long long from = c->stream_from;
             snprintf(ip, sizeof(ip), "%s", c->ip);
-            aeDeleteFileEvent(nk.el, fd, AE_READABLE | AE_WRITABLE);
-            c->fd = -1;
+            nkConnDetach(conn);
+            c->conn = NULL;
             nkClientFree(c);
-            if (!nkReplicaStart(fd, ip, port, from)) close(fd);
+            nkReplicaStart(conn, ip, port, from);
             return -1;
         }
     }
@@ -460,8 +512,8 @@ static void replyBulk(nkClient *c, const char *s, size_t len) {
     nkClientWriteRaw(c, "\r\n", 2);
 }
 
-static void nkClientWritable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)fd; (void)mask;
+static void nkClientWritable(nkConn *conn, void *data) {
+    (void)conn;
     nkClientFlush(data);
 }
 
@@ -563,11 +615,12 @@ static sds genInfo(const char *section) {
             "skv_version:%s\r\n"
             "process_id:%d\r\n"
             "tcp_port:%d\r\n"
+            "rdma_port:%d\r\n"
             "uptime_in_seconds:%lld\r\n"
             "thread_num:%d\r\n"
             "fanout_threads:%d\r\n"
             "config_file:%s\r\n\r\n",
-            NICKV_VERSION, SKV_VERSION, (int)getpid(), nk.cfg.port,
+            NICKV_VERSION, SKV_VERSION, (int)getpid(), nk.cfg.port, nkRdmaPort(),
             nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
             nk.cfg.config_file ? nk.cfg.config_file : "");
     }
@@ -577,7 +630,9 @@ static sds genInfo(const char *section) {
             "role:nickv\r\n"
             "master_host:%s\r\n"
             "master_port:%d\r\n"
+            "master_link_transport:%s\r\n"
             "master_link_status:%s\r\n"
+            "master_link_paused:%d\r\n"
             "master_link_state:%s\r\n"
             "master_is_skv:%d\r\n"
             "master_last_io_seconds_ago:%lld\r\n"
@@ -587,8 +642,9 @@ static sds genInfo(const char *section) {
             "master_link_connects:%lld\r\n"
             "master_bytes_in:%llu\r\n"
             "master_reads:%llu\r\n\r\n",
-            nk.cfg.master_host, nk.cfg.master_port,
-            nk.link_state == NK_LINK_STREAMING ? "up" : "down", nkLinkStateName(),
+            nk.cfg.master_host, nk.cfg.master_rdma_port ? nk.cfg.master_rdma_port : nk.cfg.master_port,
+            nk.cfg.master_rdma_port ? "rdma" : "tcp",
+            nk.link_state == NK_LINK_STREAMING ? "up" : "down", nk.link_paused, nkLinkStateName(),
             nk.master_is_skv,
             nk.link_lastio ? nkUnixTime() - (long long)nk.link_lastio : -1,
             nk.link_state == NK_LINK_STREAMING ? 0 : (nk.link_down_since ? nkUnixTime() - (long long)nk.link_down_since : -1),
@@ -612,9 +668,10 @@ static sds genInfo(const char *section) {
         while ((ln = listNext(&li))) {
             nkReplica *r = listNodeValue(ln);
             s = sdscatprintf(s,
-                "replica%d:id=%lld,ip=%s,port=%d,state=%s,offset=%lld,sent=%lld,lag=%lld,"
+                "replica%d:id=%lld,ip=%s,port=%d,transport=%s,state=%s,offset=%lld,sent=%lld,lag=%lld,"
                 "bytes_sent=%llu,sends=%llu,thread=%d\r\n",
-                i++, r->id, r->ip, r->port, r->state == NK_REPLICA_ONLINE ? "online" : "gone",
+                i++, r->id, r->ip, r->port, r->rdma ? "rdma" : "tcp",
+                r->state == NK_REPLICA_ONLINE ? "online" : "gone",
                 (long long)r->ack_off, (long long)r->sent_off, nkUnixTime() - (long long)r->ack_time,
                 (unsigned long long)r->bytes_sent, (unsigned long long)r->sends, r->thread);
         }
@@ -630,11 +687,26 @@ static sds genInfo(const char *section) {
             "sync_redirected_to_master:%lld\r\n"
             "sync_waited_for_stream:%lld\r\n"
             "auth_failures:%lld\r\n"
-            "protocol_errors:%lld\r\n\r\n",
+            "protocol_errors:%lld\r\n"
+            "link_pin_waits:%lld\r\n"
+            "link_pin_drops:%lld\r\n\r\n",
             nk.stat_connections, nk.stat_sync_partial_ok, nk.stat_sync_partial_err,
             nk.stat_sync_full_proxied, nk.stat_sync_redirected, nk.stat_sync_waited,
             nk.stat_auth_failures,
-            nk.stat_protocol_errors);
+            nk.stat_protocol_errors, nk.stat_pin_waits, nk.stat_pin_drops);
+    }
+    if (all || !strcasecmp(section, "rdma")) {
+        rdmaStats st;
+        rdmaGetStats(&st);
+        s = sdscatprintf(s,
+            "# RDMA\r\n"
+            "rdma_listener:%s\r\n"
+            "rdma_connections:%d\r\n"
+            "rdma_pinned_bytes:%zu\r\n",
+            nk.rdma_status, rdmaChanCount(), rdmaPinnedBytes());
+        for (const rdmaStatField *f = rdmaStatFields; f->name; f++)
+            s = sdscatprintf(s, "rdma_%s:%llu\r\n", f->name, rdmaStatValue(&st, f));
+        s = sdscat(s, "\r\n");
     }
     if (all || !strcasecmp(section, "cpu")) {
         getrusage(RUSAGE_SELF, &ru);
@@ -649,7 +721,7 @@ static sds genInfo(const char *section) {
     return s;
 }
 
-static long long nkMstime(void) {
+long long nkMstime(void) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
@@ -794,6 +866,8 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
         nk.stat_connections = nk.stat_sync_partial_ok = nk.stat_sync_partial_err = 0;
         nk.stat_sync_full_proxied = nk.stat_sync_redirected = nk.stat_sync_waited = 0;
         nk.stat_auth_failures = nk.stat_protocol_errors = 0;
+        nk.stat_pin_waits = nk.stat_pin_drops = 0;
+        rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else {
         nkClientReply(c, "-ERR CONFIG takes GET <pattern>..., SET <name> <value> or RESETSTAT\r\n");
@@ -893,11 +967,19 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
     }
 }
 
-static void nkClientReadable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)mask;
+/* An authenticated RDMA client gets its full receive buffer (and a staging
+ * ring to match, for a proxied RDB) from its next buffer turn on. */
+static void nkClientMaybeGrant(nkClient *c) {
+    if (c->rx_granted || !c->conn || !nkConnIsRdma(c->conn)) return;
+    if (requiredPassword() && !c->authenticated) return;
+    rdmaChanSetRxSize(nkConnChan(c->conn), (size_t)nk.cfg.rdma_rx_size);
+    c->rx_granted = 1;
+}
+
+static void nkClientReadable(nkConn *conn, void *data) {
     nkClient *c = data;
     char buf[16 * 1024];
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = nkConnRead(conn, buf, sizeof(buf));
     if (n == 0 || (n < 0 && errno != EAGAIN)) {
         nkClientFree(c);
         return;
@@ -922,7 +1004,33 @@ static void nkClientReadable(aeEventLoop *el, int fd, void *data, int mask) {
         if (argc > 0) execCommand(c, argc, argv);
         nkFreeArgv(argc, argv);
     }
+    nkClientMaybeGrant(c);
     nkClientFlush(c);
+}
+
+/* A new client, on TCP or RDMA. */
+static void nkClientCreate(nkConn *conn, const char *ip, int port) {
+    nkClient *c = zcalloc(sizeof(*c));
+    nk.stat_connections++;
+    c->id = ++nk.next_client_id;
+    c->conn = conn;
+    snprintf(c->ip, sizeof(c->ip), "%s", ip);
+    c->port = port;
+    c->querybuf = sdsempty();
+    c->outbuf = sdsempty();
+    c->ctime = time(NULL);
+    listAddNodeTail(nk.clients, c);
+    nkConnSetData(conn, c);
+    if (nk.cfg.protected_mode && !requiredPassword() && !isLoopback(ip)) {
+        nkLog(LL_NOTICE, "Refusing %s:%d: protected mode, no password set", ip, port);
+        nkClientReply(c, "-DENIED Nic-KV is running in protected mode: no password is set "
+                      "(requirepass or masterauth), so only loopback clients are served.\r\n");
+        c->close_after_reply = 1;
+        nkClientFlush(c);
+        return;
+    }
+    nkConnSetReadHandler(conn, nkClientReadable);
+    nkClientMaybeGrant(c);
 }
 
 static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
@@ -930,32 +1038,74 @@ static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
     char ip[64], err[ANET_ERR_LEN];
     int port, fd, max = 100;
     while (max--) {
-        nkClient *c;
         fd = anetTcpAccept(err, lfd, ip, sizeof(ip), &port);
         if (fd == ANET_ERR) return;
         anetNonBlock(NULL, fd);
         anetEnableTcpNoDelay(NULL, fd);
         anetKeepAlive(NULL, fd, 300);
-        nk.stat_connections++;
-        c = zcalloc(sizeof(*c));
-        c->id = ++nk.next_client_id;
-        c->fd = fd;
-        snprintf(c->ip, sizeof(c->ip), "%s", ip);
-        c->port = port;
-        c->querybuf = sdsempty();
-        c->outbuf = sdsempty();
-        c->ctime = time(NULL);
-        listAddNodeTail(nk.clients, c);
-        if (nk.cfg.protected_mode && !requiredPassword() && !isLoopback(ip)) {
-            nkLog(LL_NOTICE, "Refusing %s:%d: protected mode, no password set", ip, port);
-            nkClientReply(c, "-DENIED Nic-KV is running in protected mode: no password is set "
-                          "(requirepass or masterauth), so only loopback clients are served.\r\n");
-            c->close_after_reply = 1;
-            nkClientFlush(c);
+        nkClientCreate(nkConnFromFd(nk.loop, fd), ip, port);
+    }
+}
+
+/* ------------------------------------------------------------------ RDMA --- */
+
+static void nkRdmaLog(int level, const char *msg) {
+    nkLog(level, "%s", msg);
+}
+
+static void nkRdmaAccept(rdmaChan *ch, void *data) {
+    char ip[64];
+    int port = 0;
+    (void)data;
+    if (rdmaChanPeerAddr(ch, ip, sizeof(ip), &port) == -1) snprintf(ip, sizeof(ip), "?");
+    nkClientCreate(nkConnFromChan(nk.loop, ch), ip, port);
+}
+
+static void nkRdmaListenerEvent(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)fd; (void)mask;
+    rdmaListenerHandleEvents(data, nkRdmaAccept, NULL);
+}
+
+static void nkRdmaAsyncEvent(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)fd; (void)data; (void)mask;
+    rdmaHandleAsyncEvents();
+}
+
+/* RDMA, when rdma-port or master-rdma-port asks for it: the library, the
+ * listeners (one per rdma-bind address), the device events. A machine
+ * without an RDMA device keeps serving TCP, and INFO says why not RDMA. */
+static void nkRdmaStart(void) {
+    char err[256];
+    int fd;
+    snprintf(nk.rdma_status, sizeof(nk.rdma_status), "off");
+    if (!nk.cfg.rdma_port && !nk.cfg.master_rdma_port) return;
+    if (rdmaInit(nkRdmaLog, err, sizeof(err)) == -1) {
+        snprintf(nk.rdma_status, sizeof(nk.rdma_status), "error: %s", err);
+        nkLog(LL_WARNING, "RDMA: %s", err);
+        return;
+    }
+    if ((fd = rdmaAsyncFd()) != -1) aeCreateFileEvent(nk.el, fd, AE_READABLE, nkRdmaAsyncEvent, NULL);
+    if (!nk.cfg.rdma_port) return;
+    for (int i = 0; i < (nk.cfg.rdma_bindcount ? nk.cfg.rdma_bindcount : 1); i++) {
+        const char *addr = nk.cfg.rdma_bindcount ? nk.cfg.rdma_bind[i] : NULL;
+        rdmaListener *l = rdmaListen(addr, nk.cfg.rdma_port, (size_t)nk.cfg.rdma_rx_size, -1,
+                                     err, sizeof(err));
+        if (!l) {
+            snprintf(nk.rdma_status, sizeof(nk.rdma_status), "error: %s", err);
+            nkLog(LL_WARNING, "RDMA: not listening on port %d: %s. TCP keeps serving.",
+                  nk.cfg.rdma_port, err);
             continue;
         }
-        aeCreateFileEvent(nk.el, fd, AE_READABLE, nkClientReadable, c);
+        nk.rdma_listeners[nk.rdma_count++] = l;
+        aeCreateFileEvent(nk.el, rdmaListenerFd(l), AE_READABLE, nkRdmaListenerEvent, l);
+        nkLog(LL_NOTICE, "RDMA: listening on %s", rdmaListenerAddr(l));
     }
+    if (nk.rdma_count) snprintf(nk.rdma_status, sizeof(nk.rdma_status), "on");
+}
+
+/* The RDMA port the master may send replicas to: ours, if we listen. */
+int nkRdmaPort(void) {
+    return nk.rdma_count ? nk.cfg.rdma_port : 0;
 }
 
 /* -------------------------------------------------------------- Main --- */
@@ -971,8 +1121,14 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
         aeStop(el);
         return AE_NOMORE;
     }
-    if (ticks++ % 10 == 0) nkLinkCron();
+    if (ticks++ % 10 == 0) {
+        nkLinkCron();
+        nkLoopCron(nk.loop);
+        for (int i = 0; i < nk.rdma_count; i++) rdmaListenerCron(nk.rdma_listeners[i]);
+        if (nk.rdma_count || nk.cfg.master_rdma_port) rdmaCron();
+    }
     nkPsyncWaitersCheck();
+    nkLinkResume();
     return 100;
 }
 
@@ -983,7 +1139,10 @@ static void sigShutdown(int sig) {
 
 static void beforeSleep(aeEventLoop *el) {
     (void)el;
+    nkLoopBeforeSleep(nk.loop);
     nkFanoutMainEvents();
+    nkLinkResume();
+    nkFanoutFlushHandovers();
     if (nk.shutdown_asap) aeSetDontWait(nk.el, 1);
 }
 
@@ -1046,9 +1205,9 @@ int main(int argc, char **argv) {
     nk.start_time = time(NULL);
     nk.clients = listCreate();
     nk.replicas = listCreate();
-    nk.link_fd = -1;
     nk.link_in = sdsempty();
     nk.el = aeCreateEventLoop(65536);
+    nk.loop = nkLoopCreate(nk.el);
     if (nkBacklogInit(nk.cfg.backlog_size) == -1) {
         nkLog(LL_WARNING, "Cannot allocate a %lld byte backlog", nk.cfg.backlog_size);
         return 1;
@@ -1067,6 +1226,7 @@ int main(int argc, char **argv) {
         nk.ipfd[nk.ipcount++] = fd;
         aeCreateFileEvent(nk.el, fd, AE_READABLE, nkAcceptHandler, NULL);
     }
+    nkRdmaStart();
     aeCreateTimeEvent(nk.el, 1, nkCron, NULL, NULL);
     aeSetBeforeSleepProc(nk.el, beforeSleep);
     nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, master %s:%d, backlog %lld bytes, "

@@ -5,6 +5,7 @@
  * nickv.c          main, configuration, client protocol, admin commands
  * nickv_upstream.c the link to the master, proxied full syncs
  * nickv_fanout.c   the backlog and the fan-out threads
+ * nickv_conn.c     connections: TCP sockets and RDMA channels alike
  *
  * The protocol and the state machines are described at the top of nickv.c.
  */
@@ -15,12 +16,15 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "ae.h"
 #include "adlist.h"
 #include "sds.h"
+#include "rdma_chan.h"
 
 #define NICKV_VERSION "0.1.0"
 
@@ -37,6 +41,56 @@
  * on their way to us waits this long for them (see psyncCommand()). */
 #define NK_PSYNC_WAIT_MS 2000
 
+/* Largest RDMA work request the fan-out posts: a replica's share of the
+ * stream goes out in pieces of this size, all in one doorbell, so that the
+ * replica starts on the first piece while the rest is on the wire. */
+#define NK_RDMA_CHUNK (64*1024)
+/* The upstream link may wait this long for the NIC to finish reading a
+ * part of the backlog it would overwrite, before the replica whose sends
+ * hold that part is dropped (see nkBacklogAppend()). */
+#define NK_PIN_TIMEOUT_MS 2000
+#define NK_NO_PIN LLONG_MAX
+
+/* ------------------------------------------------------ Connections --- */
+
+/* An event loop (the main thread's, or a fan-out thread's) with what its
+ * RDMA connections need: nickv_conn.c. */
+typedef struct nkLoop {
+    aeEventLoop *el;
+    list *rdma;                 /* its RDMA connections */
+    list *garbage;              /* closed connections, freed by nkLoopCollect */
+    unsigned long pass;         /* before-sleep passes */
+    void (*wake)(void *data);   /* wakes its thread (from any thread) */
+    void *wake_data;
+} nkLoop;
+
+typedef struct nkConn nkConn;
+typedef void (*nkConnHandler)(nkConn *conn, void *data);
+
+nkLoop *nkLoopCreate(aeEventLoop *el);
+void nkLoopBeforeSleep(nkLoop *l);
+void nkLoopCron(nkLoop *l);
+void nkLoopCollect(nkLoop *l);
+nkConn *nkConnFromFd(nkLoop *l, int fd);
+nkConn *nkConnFromChan(nkLoop *l, rdmaChan *ch);
+/* Start connecting; the write handler is called once it is done, and
+ * nkConnError() then says whether it failed. */
+nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const char *src,
+                      size_t rx_size, char *err, size_t errlen);
+void nkConnAttach(nkConn *c, nkLoop *l);
+void nkConnDetach(nkConn *c);
+void nkConnSetData(nkConn *c, void *data);
+void nkConnSetReadHandler(nkConn *c, nkConnHandler h);
+void nkConnSetWriteHandler(nkConn *c, nkConnHandler h);
+int nkConnHasWriteHandler(nkConn *c);
+ssize_t nkConnRead(nkConn *c, void *buf, size_t len);
+ssize_t nkConnWrite(nkConn *c, const void *buf, size_t len);
+const char *nkConnError(nkConn *c);
+int nkConnIsRdma(nkConn *c);
+rdmaChan *nkConnChan(nkConn *c);
+int nkConnFd(nkConn *c);
+void nkConnClose(nkConn *c);
+
 /* ----------------------------------------------------------- Config --- */
 
 typedef struct nkConfig {
@@ -51,6 +105,11 @@ typedef struct nkConfig {
     char *masterauth;
     char *requirepass;        /* NULL: the same as masterauth */
     char *announce_ip;        /* what the master tells replicas; NULL: "?" */
+    int rdma_port;            /* RDMA listener for replicas; 0 = none */
+    char *rdma_bind[NK_MAX_BIND];
+    int rdma_bindcount;
+    long long rdma_rx_size;   /* receive buffer of an RDMA connection */
+    int master_rdma_port;     /* > 0: the link to the master over RDMA */
     long long backlog_size;
     int thread_num;
     int repl_timeout;
@@ -89,7 +148,14 @@ typedef struct nkReplica {
     long long id;                       /* [main] also the master's key */
     char ip[64];                        /* [main] */
     int port;                           /* [main] its listening port */
-    int fd;                             /* [thread] */
+    nkConn *conn;                       /* [thread] */
+    int rdma;                           /* [main] sent to with zero copy */
+    char *region;                       /* [main] the backlog buffer its
+                                         * channel registered (RDMA) */
+    /* RDMA: the oldest offset the NIC may still be reading for it, or
+     * NK_NO_PIN. Raised only under the backlog's read lock, before a
+     * post; the upstream link never overwrites it (nkBacklogAppend). */
+    _Atomic long long pin;
     int thread;                         /* [main] index of its thread */
     long long pos;                      /* [thread] next offset to send */
     sds inbuf;                          /* [thread] REPLCONF ACKs */
@@ -100,7 +166,7 @@ typedef struct nkReplica {
     _Atomic int ack_dirty;              /* an ACK to relay to the master */
     _Atomic long long sent_off;         /* last offset written to it */
     _Atomic unsigned long long bytes_sent;
-    _Atomic unsigned long long sends;   /* write() calls */
+    _Atomic unsigned long long sends;   /* write() calls, or doorbells (RDMA) */
     _Atomic int state;
     _Atomic int kill;                   /* the main thread wants it dropped */
     char kill_why[128];                 /* [main], before kill is set */
@@ -124,6 +190,10 @@ typedef enum {
 typedef struct nkServer {
     nkConfig cfg;
     aeEventLoop *el;
+    nkLoop *loop;
+    rdmaListener *rdma_listeners[NK_MAX_BIND];
+    int rdma_count;
+    char rdma_status[300];              /* "off", "on", or "error: why" */
     int ipfd[NK_MAX_BIND];
     int ipcount;
     list *clients;
@@ -133,7 +203,10 @@ typedef struct nkServer {
 
     /* The link to the master (nickv_upstream.c). */
     nkLinkState link_state;
-    int link_fd;
+    nkConn *link;                       /* NULL when not connected */
+    int link_rdma;                      /* the link is RDMA */
+    int link_paused;                    /* the backlog cannot take more yet */
+    long long link_paused_since;        /* ms */
     sds link_in;
     long long link_rdb_left;            /* NK_LINK_RDB: bytes, or -1 for EOF mark */
     char link_eofmark[NK_RUNID_SIZE];
@@ -166,6 +239,8 @@ typedef struct nkServer {
     int psync_waiters;                  /* clients with psync_wait > 0 */
     long long stat_auth_failures;
     long long stat_protocol_errors;
+    long long stat_pin_waits;           /* the link waited for the NIC */
+    long long stat_pin_drops;           /* ... and dropped a replica */
 } nkServer;
 
 extern nkServer nk;
@@ -178,14 +253,14 @@ extern nkServer nk;
 typedef struct nkFullSync nkFullSync;
 typedef struct nkClient {
     long long id;
-    int fd;
+    nkConn *conn;             /* NULL once freed or handed over */
     char ip[64];
     int port;                 /* peer's port */
     sds querybuf;
     sds outbuf;
     int authenticated;
     int close_after_reply;
-    int writable_registered;
+    int rx_granted;           /* RDMA: full receive buffer granted */
     int listening_port;       /* REPLCONF listening-port */
     int capa_eof, capa_psync2, capa_nickv;
     long long stream_from;    /* > 0: hand over to fan-out once outbuf drains */
@@ -210,6 +285,10 @@ long long nkUnixTime(void);
 
 /* nickv_upstream.c */
 void nkLinkCron(void);
+/* nickv.c: the RDMA port the master may send replicas to (0: none). */
+int nkRdmaPort(void);
+/* Retry what the backlog could not take (called before sleeping). */
+void nkLinkResume(void);
 /* Answer the PSYNCs waiting for the stream that can be answered now (the
  * stream reached them, the link went down, or they waited too long). */
 void nkPsyncWaitersCheck(void);
@@ -221,13 +300,18 @@ int nkProxyFullSync(struct nkClient *c);
 /* nickv_fanout.c */
 int nkBacklogInit(long long size);
 void nkBacklogReset(long long next_offset);
-void nkBacklogAppend(const char *data, size_t len);
+size_t nkBacklogAppend(const char *data, size_t len);
+void nkBacklogFreeRetired(void);
 int nkBacklogResize(long long size);
 void nkBacklogRange(long long *first, long long *last);
 int nkFanoutStart(int thread_num);
 void nkFanoutStop(void);
 int nkFanoutThreads(void);
-nkReplica *nkReplicaStart(int fd, const char *ip, int port, long long pos);
+nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos);
+/* Hand-overs queued by nkReplicaStart go to their threads (main, before
+ * sleeping: nothing in the main thread's stack refers to them then). */
+void nkFanoutFlushHandovers(void);
+long long nkMstime(void);
 void nkReplicasDropAll(const char *why);
 void nkFanoutWake(void);
 void nkFanoutMainEvents(void);

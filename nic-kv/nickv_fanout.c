@@ -19,12 +19,26 @@
  * A replica is dropped (and falls back to the master, or resyncs) when it
  * is so far behind that the backlog no longer holds what it needs, when it
  * closes or errs, or when the master's history changes.
+ *
+ * RDMA replicas get the stream without any copy at all: each replica's
+ * channel registers the backlog ring (read-only for the NIC), and the
+ * thread posts RDMA WRITE_WITH_IMMs whose scatter entries point into the
+ * ring, every piece a replica is due in one ibv_post_send (one doorbell per
+ * replica per wakeup, the off-path SmartNIC study's advice #4). Since the
+ * NIC reads the ring after the post returns, a replica "pins" the oldest
+ * offset it may still be reading (nkReplica.pin) until its writes
+ * complete, and the upstream link never overwrites a pinned byte: it waits
+ * (stops reading the master) and, after NK_PIN_TIMEOUT_MS, drops the
+ * replica that holds the pin. A replica's in-flight bytes are at most its
+ * receive buffer (16 MiB), far less than the backlog, so this only happens
+ * to a replica whose NIC stopped acknowledging.
  */
 
 #include "nickv.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +54,7 @@ typedef struct nkWorker {
     int index;
     pthread_t tid;
     aeEventLoop *el;
+    nkLoop *loop;
     int pipe_rd, pipe_wr;
     pthread_mutex_t lock;
     list *incoming;            /* handed over, not yet adopted [lock] */
@@ -53,15 +68,30 @@ static nkWorker workers[NK_MAX_THREADS];
 static int nworkers;
 static int main_pipe_rd = -1, main_pipe_wr = -1;
 static _Atomic int main_wake_pending;
+static list *handovers;            /* nkReplica to give to their threads [main] */
+static list *retired;              /* old backlog buffers RDMA replicas registered */
+
+typedef struct retiredBuf { char *buf; long long size; } retiredBuf;
 
 /* ------------------------------------------------------------ Backlog --- */
 
 static long long ringIndex(long long offset, long long size) { return offset % size; }
 
+/* The ring is mmap()ed: page-aligned, as memory an RDMA NIC reads should be,
+ * and given back to the system whole when it is replaced. */
+static char *ringAlloc(long long size) {
+    void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void ringFree(char *buf, long long size) {
+    if (buf) munmap(buf, (size_t)size);
+}
+
 int nkBacklogInit(long long size) {
     nkBacklog *b = &nk.backlog;
     pthread_rwlock_init(&b->lock, NULL);
-    b->buf = zmalloc(size);
+    if (!(b->buf = ringAlloc(size))) return -1;
     b->size = size;
     b->first = 1;
     b->last = 0;
@@ -79,9 +109,35 @@ void nkBacklogReset(long long next_offset) {
     pthread_rwlock_unlock(&b->lock);
 }
 
-void nkBacklogAppend(const char *data, size_t len) {
+/* How many bytes may be appended without overwriting what an RDMA
+ * replica's NIC may still read. Under the write lock, main thread. */
+static size_t appendRoom(size_t len) {
     nkBacklog *b = &nk.backlog;
+    listIter li;
+    listNode *ln;
+    listRewind(nk.replicas, &li);
+    while ((ln = listNext(&li))) {
+        nkReplica *r = listNodeValue(ln);
+        long long pin = r->rdma ? atomic_load(&r->pin) : NK_NO_PIN;
+        /* Appending n bytes overwrites the ring slots of offsets up to
+         * last + n - size: keep them below the pin. */
+        if (pin != NK_NO_PIN) {
+            long long room = pin + b->size - 1 - b->last;
+            if (room < 0) room = 0;
+            if ((long long)len > room) len = (size_t)room;
+        }
+    }
+    return len;
+}
+
+/* Append the master's stream; returns the bytes taken, fewer than len when
+ * an RDMA replica's in-flight sends pin the part of the ring they would
+ * overwrite (the caller keeps the rest and tries again later). */
+size_t nkBacklogAppend(const char *data, size_t len) {
+    nkBacklog *b = &nk.backlog;
+    size_t taken;
     pthread_rwlock_wrlock(&b->lock);
+    len = taken = appendRoom(len);
     while (len) {
         long long idx = ringIndex(b->last + 1, b->size);
         size_t n = (size_t)(b->size - idx);
@@ -94,23 +150,72 @@ void nkBacklogAppend(const char *data, size_t len) {
     if (b->last - b->first + 1 > b->size) b->first = b->last - b->size + 1;
     b->last_pub = b->last;
     pthread_rwlock_unlock(&b->lock);
+    return taken;
 }
 
+/* The RDMA replicas' channels registered the old ring: they are dropped
+ * (they reconnect and continue from the new one), and the old ring is
+ * freed once the last of them is gone (nkBacklogFreeRetired). */
 int nkBacklogResize(long long size) {
     nkBacklog *b = &nk.backlog;
-    char *nb = zmalloc(size);
+    char *nb = ringAlloc(size), *old;
+    long long oldsize;
+    int rdma = 0;
+    listIter li;
+    listNode *ln;
+    if (!nb) return -1;
     pthread_rwlock_wrlock(&b->lock);
     long long keep = b->last - b->first + 1;
     if (keep > size) keep = size;
     for (long long off = b->last - keep + 1; off <= b->last; off++)
         nb[ringIndex(off, size)] = b->buf[ringIndex(off, b->size)];
-    zfree(b->buf);
+    old = b->buf;
+    oldsize = b->size;
     b->buf = nb;
     b->size = size;
     b->first = b->last - keep + 1;
     pthread_rwlock_unlock(&b->lock);
-    nkLog(LL_NOTICE, "Backlog resized to %lld bytes (%lld kept)", size, keep);
+    listRewind(nk.replicas, &li);
+    while ((ln = listNext(&li))) {
+        nkReplica *r = listNodeValue(ln);
+        if (!r->rdma || r->region != old) continue;
+        rdma++;
+        if (!r->kill) {
+            snprintf(r->kill_why, sizeof(r->kill_why), "the backlog was resized");
+            r->kill = 1;
+        }
+    }
+    if (rdma) {
+        retiredBuf *rb = zmalloc(sizeof(*rb));
+        rb->buf = old;
+        rb->size = oldsize;
+        if (!retired) retired = listCreate();
+        listAddNodeTail(retired, rb);
+        nkFanoutWake();
+    } else {
+        ringFree(old, oldsize);
+    }
+    nkLog(LL_NOTICE, "Backlog resized to %lld bytes (%lld kept%s)", size, keep,
+          rdma ? "; RDMA replicas reconnect to use the new one" : "");
     return 0;
+}
+
+void nkBacklogFreeRetired(void) {
+    listIter li, ri;
+    listNode *ln, *rn;
+    if (!retired) return;
+    listRewind(retired, &li);
+    while ((ln = listNext(&li))) {
+        retiredBuf *rb = listNodeValue(ln);
+        int used = 0;
+        listRewind(nk.replicas, &ri);
+        while ((rn = listNext(&ri)))
+            if (((nkReplica *)listNodeValue(rn))->region == rb->buf) used = 1;
+        if (used) continue;
+        ringFree(rb->buf, rb->size);
+        zfree(rb);
+        listDelNode(retired, ln);
+    }
 }
 
 void nkBacklogRange(long long *first, long long *last) {
@@ -146,9 +251,9 @@ static void wakeMain(void) {
 static void replicaGone(nkWorker *w, nkReplica *r, const char *why) {
     listNode *ln = listSearchKey(w->mine, r);
     if (ln) listDelNode(w->mine, ln);
-    aeDeleteFileEvent(w->el, r->fd, AE_READABLE | AE_WRITABLE);
-    close(r->fd);
-    r->fd = -1;
+    nkConnClose(r->conn);              /* RDMA: the NIC reads no more of the ring */
+    r->conn = NULL;
+    r->pin = NK_NO_PIN;
     snprintf(r->why, sizeof(r->why), "%s", why);
     sdsfree(r->inbuf);
     r->inbuf = NULL;
@@ -157,19 +262,56 @@ static void replicaGone(nkWorker *w, nkReplica *r, const char *why) {
     wakeMain();
 }
 
-static void replicaWritable(aeEventLoop *el, int fd, void *data, int mask);
+static void replicaWritable(nkConn *conn, void *data);
+
+/* TCP: write(2) from the ring; the kernel copies. Returns bytes written,
+ * 0 when the socket is full, -1 (with why) when the replica is gone. */
+static ssize_t pushTcp(nkReplica *r, const char *p, size_t len, char *why, size_t whylen) {
+    ssize_t n = nkConnWrite(r->conn, p, len);
+    if (n >= 0) return n;
+    if (errno == EAGAIN) return 0;
+    snprintf(why, whylen, "%s", nkConnError(r->conn) ? nkConnError(r->conn) : strerror(errno));
+    return -1;
+}
+
+/* RDMA: post straight from the ring, both pieces (the ring may wrap) in one
+ * doorbell. Pins the first byte before posting. */
+static ssize_t pushRdma(nkReplica *r, struct iovec *iov, int iovcnt, char *why, size_t whylen) {
+    ssize_t n;
+    if (r->region != nk.backlog.buf) {
+        snprintf(why, whylen, "the backlog was resized");
+        return -1;
+    }
+    if (atomic_load(&r->pin) == NK_NO_PIN) r->pin = r->pos;
+    n = rdmaChanWriteRegion(nkConnChan(r->conn), iov, iovcnt, NK_RDMA_CHUNK);
+    if (n >= 0) return n;
+    if (errno == EAGAIN) return 0;
+    snprintf(why, whylen, "%s", rdmaChanError(nkConnChan(r->conn)) ?
+             rdmaChanError(nkConnChan(r->conn)) : strerror(errno));
+    return -1;
+}
+
+/* After completions: the NIC is done with everything but the last
+ * in-flight bytes. Only ever lowers what the upstream link must keep. */
+static void replicaUpdatePin(nkReplica *r) {
+    size_t inflight;
+    if (!r->rdma || !r->conn) return;
+    inflight = rdmaChanRegionInFlight(nkConnChan(r->conn));
+    r->pin = inflight ? r->pos - (long long)inflight : NK_NO_PIN;
+}
 
 /* Send the replica what the backlog holds beyond its position. Returns -1
  * when the replica is gone. */
 static int replicaPush(nkWorker *w, nkReplica *r) {
     nkBacklog *b = &nk.backlog;
+    char why[160];
     for (;;) {
         ssize_t n;
+        long long len, idx, avail;
         pthread_rwlock_rdlock(&b->lock);
         if (r->pos < b->first) {
             long long first = b->first;
             pthread_rwlock_unlock(&b->lock);
-            char why[96];
             snprintf(why, sizeof(why), "fell out of the backlog (needs %lld, backlog starts at %lld)",
                      r->pos, first);
             replicaGone(w, r, why);
@@ -179,50 +321,64 @@ static int replicaPush(nkWorker *w, nkReplica *r) {
             pthread_rwlock_unlock(&b->lock);
             break;
         }
-        long long idx = ringIndex(r->pos, b->size);
-        long long len = b->last - r->pos + 1;
-        if (len > b->size - idx) len = b->size - idx;
-        if (len > NK_WRITE_CHUNK) len = NK_WRITE_CHUNK;
-        n = write(r->fd, b->buf + idx, (size_t)len);
+        idx = ringIndex(r->pos, b->size);
+        avail = b->last - r->pos + 1;
+        len = avail < b->size - idx ? avail : b->size - idx;
+        if (r->rdma) {
+            struct iovec iov[2];
+            int iovcnt = 1;
+            iov[0].iov_base = b->buf + idx;
+            iov[0].iov_len = (size_t)len;
+            if (avail > len) {              /* the rest, from the ring's start */
+                iov[1].iov_base = b->buf;
+                iov[1].iov_len = (size_t)(avail - len);
+                iovcnt = 2;
+            }
+            len = avail;
+            n = pushRdma(r, iov, iovcnt, why, sizeof(why));
+        } else {
+            if (len > NK_WRITE_CHUNK) len = NK_WRITE_CHUNK;
+            n = pushTcp(r, b->buf + idx, (size_t)len, why, sizeof(why));
+        }
         pthread_rwlock_unlock(&b->lock);
         if (n < 0) {
-            if (errno == EAGAIN) break;
-            replicaGone(w, r, strerror(errno));
+            replicaGone(w, r, why);
             return -1;
         }
+        if (n == 0) break;
         r->pos += n;
         r->bytes_sent += n;
         r->sends++;
         r->sent_off = r->pos - 1;
-        if (n < len) break;                 /* socket full */
+        if (n < len) break;                 /* full: wait for room */
     }
     int behind = r->pos <= atomic_load(&b->last_pub);
     if (behind && !r->wait_writable) {
-        aeCreateFileEvent(w->el, r->fd, AE_WRITABLE, replicaWritable, r);
+        nkConnSetWriteHandler(r->conn, replicaWritable);
         r->wait_writable = 1;
     } else if (!behind && r->wait_writable) {
-        aeDeleteFileEvent(w->el, r->fd, AE_WRITABLE);
+        nkConnSetWriteHandler(r->conn, NULL);
         r->wait_writable = 0;
     }
     return 0;
 }
 
-static void replicaWritable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)fd; (void)mask;
+static void replicaWritable(nkConn *conn, void *data) {
     nkReplica *r = data;
+    (void)conn;
     replicaPush(&workers[r->thread], r);
 }
 
 /* REPLCONF ACK <offset> [FACK <offset>] from the replica; nothing else is
  * expected from a replica once it streams. */
-static void replicaReadable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)mask;
+static void replicaReadable(nkConn *conn, void *data) {
     nkReplica *r = data;
     nkWorker *w = &workers[r->thread];
     char buf[4096];
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = nkConnRead(conn, buf, sizeof(buf));
     if (n == 0 || (n < 0 && errno != EAGAIN)) {
-        replicaGone(w, r, n == 0 ? "connection closed by the replica" : strerror(errno));
+        replicaGone(w, r, n == 0 ? "connection closed by the replica" :
+                    (nkConnError(conn) ? nkConnError(conn) : strerror(errno)));
         return;
     }
     if (n < 0) return;
@@ -266,7 +422,9 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
         nkReplica *r = listNodeValue(listFirst(w->incoming));
         listDelNode(w->incoming, listFirst(w->incoming));
         listAddNodeTail(w->mine, r);
-        aeCreateFileEvent(w->el, r->fd, AE_READABLE, replicaReadable, r);
+        nkConnAttach(r->conn, w->loop);
+        nkConnSetData(r->conn, r);
+        nkConnSetReadHandler(r->conn, replicaReadable);
     }
     pthread_mutex_unlock(&w->lock);
     if (w->stop) {
@@ -293,6 +451,28 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
     }
 }
 
+static void workerBeforeSleep(aeEventLoop *el) {
+    nkWorker *w = NULL;
+    listIter li;
+    listNode *ln;
+    for (int i = 0; i < nworkers; i++) if (workers[i].el == el) w = &workers[i];
+    if (!w) return;
+    nkLoopBeforeSleep(w->loop);
+    listRewind(w->mine, &li);
+    while ((ln = listNext(&li))) replicaUpdatePin(listNodeValue(ln));
+}
+
+static int workerCron(aeEventLoop *el, long long id, void *data) {
+    nkWorker *w = data;
+    (void)el; (void)id;
+    nkLoopCron(w->loop);
+    return 1000;
+}
+
+static void workerWake(void *data) {
+    wakeWorker(data);
+}
+
 static void *workerMain(void *arg) {
     nkWorker *w = arg;
     aeMain(w->el);
@@ -311,6 +491,7 @@ int nkFanoutStart(int thread_num) {
     nworkers = thread_num < cores ? thread_num : (int)cores;
     if (nworkers > NK_MAX_THREADS) nworkers = NK_MAX_THREADS;
     if (nworkers < 1) nworkers = 1;
+    handovers = listCreate();
     if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == -1) return -1;
     main_pipe_rd = fds[0];
     main_pipe_wr = fds[1];
@@ -325,7 +506,12 @@ int nkFanoutStart(int thread_num) {
         pthread_mutex_init(&w->lock, NULL);
         w->incoming = listCreate();
         w->mine = listCreate();
+        w->loop = nkLoopCreate(w->el);
+        w->loop->wake = workerWake;
+        w->loop->wake_data = w;
         aeCreateFileEvent(w->el, w->pipe_rd, AE_READABLE, workerPipeReadable, w);
+        aeSetBeforeSleepProc(w->el, workerBeforeSleep);
+        aeCreateTimeEvent(w->el, 1000, workerCron, w, NULL);
         if (pthread_create(&w->tid, NULL, workerMain, w) != 0) {
             nkLog(LL_WARNING, "Cannot start fan-out thread %d", i);
             return -1;
@@ -355,16 +541,32 @@ int nkFanoutThreads(void) {
 
 /* ------------------------------------------------------ Main thread side --- */
 
-/* A replica starts streaming from pos, in the least loaded thread. */
-nkReplica *nkReplicaStart(int fd, const char *ip, int port, long long pos) {
-    nkReplica *r = zcalloc(sizeof(*r));
+/* A replica starts streaming from pos, in the least loaded thread. The
+ * connection must be detached. An RDMA replica's channel registers the
+ * backlog ring first; if it cannot (the pinned-memory limit), the replica
+ * is closed and NULL returned: it goes back to the master on its own. */
+nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos) {
+    nkReplica *r;
     nkWorker *w = &workers[0];
+    char err[256];
+    if (nkConnIsRdma(conn) &&
+        rdmaChanAttachRegion(nkConnChan(conn), nk.backlog.buf, (size_t)nk.backlog.size,
+                             err, sizeof(err)) == -1) {
+        nkLog(LL_WARNING, "Replica %s:%d: cannot register the backlog for zero-copy sends: %s",
+              ip, port, err);
+        nkConnClose(conn);
+        return NULL;
+    }
+    r = zcalloc(sizeof(*r));
     for (int i = 1; i < nworkers; i++)
         if (workers[i].nreplicas < w->nreplicas) w = &workers[i];
     r->id = ++nk.next_replica_id;
     snprintf(r->ip, sizeof(r->ip), "%s", ip);
     r->port = port;
-    r->fd = fd;
+    r->conn = conn;
+    r->rdma = nkConnIsRdma(conn);
+    r->region = r->rdma ? nk.backlog.buf : NULL;
+    r->pin = NK_NO_PIN;
     r->pos = pos;
     r->sent_off = pos - 1;
     r->ack_off = pos - 1;
@@ -376,13 +578,22 @@ nkReplica *nkReplicaStart(int fd, const char *ip, int port, long long pos) {
     listAddNodeTail(nk.replicas, r);
     w->nreplicas++;
     nkLinkSend("REPLCONF nickv \"add %lld %s %d\"", r->id, r->ip, r->port);
-    nkLog(LL_NOTICE, "Replica %s:%d streams from offset %lld (fan-out thread %d)", ip, port, pos,
-          w->index);
-    pthread_mutex_lock(&w->lock);
-    listAddNodeTail(w->incoming, r);
-    pthread_mutex_unlock(&w->lock);
-    wakeWorker(w);
+    nkLog(LL_NOTICE, "Replica %s:%d streams from offset %lld over %s (fan-out thread %d)", ip,
+          port, pos, r->rdma ? "RDMA, zero copy" : "TCP", w->index);
+    listAddNodeTail(handovers, r);
     return r;
+}
+
+void nkFanoutFlushHandovers(void) {
+    while (handovers && listLength(handovers)) {
+        nkReplica *r = listNodeValue(listFirst(handovers));
+        nkWorker *w = &workers[r->thread];
+        listDelNode(handovers, listFirst(handovers));
+        pthread_mutex_lock(&w->lock);
+        listAddNodeTail(w->incoming, r);
+        pthread_mutex_unlock(&w->lock);
+        wakeWorker(w);
+    }
 }
 
 void nkReplicasDropAll(const char *why) {
@@ -420,6 +631,7 @@ void nkFanoutMainEvents(void) {
             zfree(r);
         }
     }
+    nkBacklogFreeRetired();
 }
 
 /* After (re)joining the master: tell it about the replicas we serve. */

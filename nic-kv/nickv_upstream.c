@@ -14,6 +14,14 @@
  *         +FULLRESYNC --> RDB (read and dropped) --> STREAMING
  *     any error, timeout or EOF --> NONE (retried once a second)
  *
+ * The link is TCP to master-port, or RDMA to master-rdma-port: the master
+ * then sends its stream to us with one RDMA WRITE_WITH_IMM per flush.
+ *
+ * While the backlog cannot take what came (RDMA replicas' sends still read
+ * the part it would overwrite, see nickv_fanout.c), the link stops reading
+ * and keeps the rest in link_in: the master's own buffers hold the stream
+ * meanwhile. nkLinkResume() retries before every sleep and from the cron.
+ *
  * A history change (FULLRESYNC, or a fresh join after our own PSYNC was
  * refused) makes every replica's position meaningless: they are dropped
  * and resync. If the master stays unreachable for NK_MASTER_GRACE seconds,
@@ -54,22 +62,22 @@ static void setState(nkLinkState s) {
 
 /* --------------------------------------------------------------- Output --- */
 
-static void linkWritable(aeEventLoop *el, int fd, void *data, int mask);
+static void linkWritable(nkConn *conn, void *data);
+static void linkReadable(nkConn *conn, void *data);
+static void linkClose(const char *why);
 
 static void linkFlush(void) {
-    while (link_out && sdslen(link_out)) {
-        ssize_t n = write(nk.link_fd, link_out, sdslen(link_out));
+    while (nk.link && link_out && sdslen(link_out)) {
+        ssize_t n = nkConnWrite(nk.link, link_out, sdslen(link_out));
         if (n <= 0) break;
         sdsrange(link_out, n, -1);
     }
-    if (link_out && sdslen(link_out))
-        aeCreateFileEvent(nk.el, nk.link_fd, AE_WRITABLE, linkWritable, NULL);
-    else
-        aeDeleteFileEvent(nk.el, nk.link_fd, AE_WRITABLE);
+    if (!nk.link) return;
+    nkConnSetWriteHandler(nk.link, (link_out && sdslen(link_out)) ? linkWritable : NULL);
 }
 
-static void linkWritable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)fd; (void)data; (void)mask;
+static void linkWritable(nkConn *conn, void *data) {
+    (void)conn; (void)data;
     linkFlush();
 }
 
@@ -116,11 +124,11 @@ void nkLinkSend(const char *fmt, ...) {
 /* ------------------------------------------------------------ The link --- */
 
 static void linkClose(const char *why) {
-    if (nk.link_fd != -1) {
-        aeDeleteFileEvent(nk.el, nk.link_fd, AE_READABLE | AE_WRITABLE);
-        close(nk.link_fd);
-        nk.link_fd = -1;
+    if (nk.link) {
+        nkConnClose(nk.link);
+        nk.link = NULL;
     }
+    nk.link_paused = 0;
     /* Once per outage: a master that stays away is retried every second. */
     if (nk.link_state == NK_LINK_STREAMING || !nk.link_down_since)
         nkLog(LL_WARNING, "Link with the master %s:%d lost (%s)", nk.cfg.master_host,
@@ -194,7 +202,7 @@ static void handleReply(const char *line) {
         break;
     case NK_LINK_CAPA:
         linkCommand("REPLCONF nickv \"hello %s %d %d\"",
-                    nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, 0);
+                    nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, nkRdmaPort());
         setState(NK_LINK_HELLO);
         break;
     case NK_LINK_HELLO: {
@@ -308,12 +316,74 @@ static size_t consumeRdb(const char *p, size_t len) {
     return used;
 }
 
-static void linkReadable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)data; (void)mask;
+/* Put stream bytes into the backlog; what it cannot take yet stays in
+ * link_in and the link stops reading until nkLinkResume() placed it. */
+static void linkAppend(const char *p, size_t len) {
+    size_t n = nkBacklogAppend(p, len);
+    if (n) {
+        nkFanoutWake();
+        nkPsyncWaitersCheck();
+    }
+    if (n == len) return;
+    if (p != nk.link_in) nk.link_in = sdscatlen(nk.link_in, p + n, len - n);
+    else sdsrange(nk.link_in, n, -1);
+    if (!nk.link_paused) {
+        nk.link_paused = 1;
+        nk.link_paused_since = nkMstime();
+        nk.stat_pin_waits++;
+        nkConnSetReadHandler(nk.link, NULL);
+        nkLog(LL_VERBOSE, "The backlog is pinned by RDMA sends in flight: pausing the master link");
+    }
+}
+
+void nkLinkResume(void) {
+    long long waited;
+    if (!nk.link_paused || !nk.link) return;
+    size_t len = sdslen(nk.link_in);
+    size_t n = nkBacklogAppend(nk.link_in, len);
+    if (n) {
+        sdsrange(nk.link_in, n, -1);
+        nkFanoutWake();
+        nkPsyncWaitersCheck();
+    }
+    if (n == len) {
+        nk.link_paused = 0;
+        nkConnSetReadHandler(nk.link, linkReadable);
+        return;
+    }
+    waited = nkMstime() - nk.link_paused_since;
+    if (waited >= NK_PIN_TIMEOUT_MS) {
+        /* Whoever still pins what the next byte overwrites has a NIC that
+         * stopped acknowledging: drop it (its channel closes, the pin goes). */
+        listIter li;
+        listNode *ln;
+        long long first, last;
+        nkBacklogRange(&first, &last);
+        listRewind(nk.replicas, &li);
+        while ((ln = listNext(&li))) {
+            nkReplica *r = listNodeValue(ln);
+            long long pin = r->rdma ? atomic_load(&r->pin) : NK_NO_PIN;
+            if (pin == NK_NO_PIN || pin + nk.backlog.size - 1 - last > 0 || r->kill) continue;
+            nkLog(LL_WARNING, "Replica %s:%d: its NIC has not finished reading offset %lld for "
+                  "%lld ms, and the master's stream needs that part of the backlog: dropping it",
+                  r->ip, r->port, pin, waited);
+            snprintf(r->kill_why, sizeof(r->kill_why), "its RDMA sends did not complete in %d ms",
+                     NK_PIN_TIMEOUT_MS);
+            r->kill = 1;
+            nk.stat_pin_drops++;
+        }
+        nkFanoutWake();
+        nk.link_paused_since = nkMstime();
+    }
+}
+
+static void linkReadable(nkConn *conn, void *data) {
+    (void)data;
     char buf[64 * 1024];
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = nkConnRead(conn, buf, sizeof(buf));
     if (n == 0 || (n < 0 && errno != EAGAIN)) {
-        linkClose(n == 0 ? "connection closed by the master" : strerror(errno));
+        linkClose(n == 0 ? "connection closed by the master" :
+                  (nkConnError(conn) ? nkConnError(conn) : strerror(errno)));
         return;
     }
     if (n < 0) return;
@@ -321,13 +391,11 @@ static void linkReadable(aeEventLoop *el, int fd, void *data, int mask) {
     nk.link_bytes_in += n;
     nk.link_reads++;
     if (nk.link_state == NK_LINK_STREAMING) {
-        nkBacklogAppend(buf, n);
-        nkFanoutWake();
-        nkPsyncWaitersCheck();
+        linkAppend(buf, n);
         return;
     }
     nk.link_in = sdscatlen(nk.link_in, buf, n);
-    while (sdslen(nk.link_in) && nk.link_fd != -1) {
+    while (sdslen(nk.link_in) && nk.link) {
         if (nk.link_state == NK_LINK_RDB) {
             size_t used = consumeRdb(nk.link_in, sdslen(nk.link_in));
             sdsrange(nk.link_in, used, -1);
@@ -335,10 +403,9 @@ static void linkReadable(aeEventLoop *el, int fd, void *data, int mask) {
             continue;
         }
         if (nk.link_state == NK_LINK_STREAMING) {
-            nkBacklogAppend(nk.link_in, sdslen(nk.link_in));
-            sdsclear(nk.link_in);
-            nkFanoutWake();
-            nkPsyncWaitersCheck();
+            /* The first stream bytes came with the handshake's last reply. */
+            linkAppend(nk.link_in, sdslen(nk.link_in));
+            if (!nk.link_paused) sdsclear(nk.link_in);
             break;
         }
         char *nl = memchr(nk.link_in, '\n', sdslen(nk.link_in));
@@ -351,16 +418,14 @@ static void linkReadable(aeEventLoop *el, int fd, void *data, int mask) {
     }
 }
 
-static void linkConnected(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)data; (void)mask;
-    int err = 0;
-    socklen_t len = sizeof(err);
-    aeDeleteFileEvent(nk.el, fd, AE_WRITABLE);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1 || err) {
-        linkClose(err ? strerror(err) : "connect failed");
+static void linkConnected(nkConn *conn, void *data) {
+    (void)data;
+    if (nkConnError(conn)) {
+        linkClose(nkConnError(conn));
         return;
     }
-    aeCreateFileEvent(nk.el, fd, AE_READABLE, linkReadable, NULL);
+    nkConnSetWriteHandler(conn, NULL);
+    nkConnSetReadHandler(conn, linkReadable);
     nk.link_lastio = time(NULL);
     if (nk.cfg.masterauth) {
         if (nk.cfg.masteruser) linkCommand("AUTH \"%s\" \"%s\"", nk.cfg.masteruser, nk.cfg.masterauth);
@@ -373,19 +438,21 @@ static void linkConnected(aeEventLoop *el, int fd, void *data, int mask) {
 }
 
 static void linkConnect(void) {
-    char err[ANET_ERR_LEN];
-    int fd = anetTcpNonBlockConnect(err, nk.cfg.master_host, nk.cfg.master_port);
+    char err[256];
+    int rdma = nk.cfg.master_rdma_port > 0;
+    int port = rdma ? nk.cfg.master_rdma_port : nk.cfg.master_port;
     nk.link_connects++;
-    if (fd == ANET_ERR) {
+    nk.link = nkConnConnect(nk.loop, nk.cfg.master_host, port, rdma, NULL,
+                            (size_t)nk.cfg.rdma_rx_size, err, sizeof(err));
+    if (!nk.link) {
         if (nk.link_connects <= 1 || nk.link_connects % 60 == 0)
-            nkLog(LL_WARNING, "Cannot connect to the master %s:%d: %s", nk.cfg.master_host,
-                  nk.cfg.master_port, err);
+            nkLog(LL_WARNING, "Cannot connect to the master %s:%d%s: %s", nk.cfg.master_host,
+                  port, rdma ? " (RDMA)" : "", err);
         return;
     }
-    anetEnableTcpNoDelay(NULL, fd);
-    nk.link_fd = fd;
+    nk.link_rdma = rdma;
     setState(NK_LINK_CONNECTING);
-    aeCreateFileEvent(nk.el, fd, AE_WRITABLE, linkConnected, NULL);
+    nkConnSetWriteHandler(nk.link, linkConnected);
 }
 
 void nkLinkCron(void) {
@@ -444,7 +511,7 @@ static void fsEnd(nkClient *c, const char *error) {
     if (error) {
         nkLog(LL_WARNING, "Full sync of replica %s:%d through Nic-KV failed: %s", c->ip,
               c->listening_port, error);
-        if (c->fd != -1) c->close_after_reply = 1;
+        if (c->conn) c->close_after_reply = 1;
     }
     zfree(fs);
 }
@@ -632,13 +699,13 @@ static void fsConnected(aeEventLoop *el, int fd, void *data, int mask) {
     }
 }
 
-/* Start a proxied full sync for c; with c->fd == -1 (client going away),
+/* Start a proxied full sync for c; with no c->conn (client going away),
  * tear it down. Called again by the client's writer to resume reading. */
 int nkProxyFullSync(nkClient *c) {
     char err[ANET_ERR_LEN];
     int fd;
     if (c->fs) {
-        if (c->fd == -1) fsEnd(c, NULL);
+        if (!c->conn) fsEnd(c, NULL);
         else fsPump(c);
         return 0;
     }

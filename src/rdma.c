@@ -675,32 +675,13 @@ sds rdmaInfoString(sds info) {
         "rdma_replication:%d\r\n"
         "rdma_connections:%lu\r\n"
         "rdma_pinned_bytes:%zu\r\n"
-        "rdma_pinned_limit:%zu\r\n"
-        "rdma_connections_accepted:%llu\r\n"
-        "rdma_connections_made:%llu\r\n"
-        "rdma_bytes_sent:%llu\r\n"
-        "rdma_bytes_received:%llu\r\n"
-        "rdma_writes_posted:%llu\r\n"
-        "rdma_ctrl_sent:%llu\r\n"
-        "rdma_ctrl_received:%llu\r\n"
-        "rdma_keepalives_sent:%llu\r\n"
-        "rdma_errors_protocol:%llu\r\n"
-        "rdma_errors_bad_imm:%llu\r\n"
-        "rdma_errors_bad_buffer:%llu\r\n"
-        "rdma_errors_completion:%llu\r\n"
-        "rdma_errors_async:%llu\r\n"
-        "rdma_errors_register:%llu\r\n"
-        "rdma_errors_pinned_limit:%llu\r\n"
-        "rdma_errors_handshake:%llu\r\n"
-        "rdma_errors_connect:%llu\r\n",
+        "rdma_pinned_limit:%zu\r\n",
         rdmaServer.status, where, rdmaConf.port, rdmaConf.rx_size, rdmaConf.replication,
         rdmaServer.conns ? listLength(rdmaServer.conns) : 0UL,
         rdmaServer.initialized ? rdmaPinnedBytes() : 0,
-        rdmaServer.initialized ? rdmaEffectivePinnedLimit() : (size_t)rdmaConf.max_pinned,
-        st.accepted, st.connected, st.bytes_sent, st.bytes_received, st.writes_posted,
-        st.ctrl_sent, st.ctrl_received, st.keepalives_sent, st.err_protocol, st.err_bad_imm,
-        st.err_bad_buffer, st.err_completion, st.err_async, st.err_register,
-        st.err_pinned_limit, st.err_handshake, st.err_connect);
+        rdmaServer.initialized ? rdmaEffectivePinnedLimit() : (size_t)rdmaConf.max_pinned);
+    for (const rdmaStatField *f = rdmaStatFields; f->name; f++)
+        info = sdscatprintf(info, "rdma_%s:%llu\r\n", f->name, rdmaStatValue(&st, f));
     sdsfree(where);
     return info;
 }

@@ -92,6 +92,7 @@
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,6 +514,30 @@ void rdmaSetPinnedLimit(size_t bytes) { R.pinned_limit = bytes; }
 size_t rdmaPinnedBytes(void) { return pinnedNow(); }
 int rdmaAsyncFd(void) { return R.async_epfd; }
 int rdmaChanCount(void) { return __atomic_load_n(&R.nchans, __ATOMIC_RELAXED); }
+
+#define STAT_FIELD(name, field) { name, offsetof(rdmaStats, field) }
+const rdmaStatField rdmaStatFields[] = {
+    STAT_FIELD("connections_accepted", accepted),
+    STAT_FIELD("connections_made", connected),
+    STAT_FIELD("bytes_sent", bytes_sent),
+    STAT_FIELD("bytes_sent_zero_copy", region_bytes_sent),
+    STAT_FIELD("bytes_received", bytes_received),
+    STAT_FIELD("writes_posted", writes_posted),
+    STAT_FIELD("doorbells", doorbells),
+    STAT_FIELD("ctrl_sent", ctrl_sent),
+    STAT_FIELD("ctrl_received", ctrl_received),
+    STAT_FIELD("keepalives_sent", keepalives_sent),
+    STAT_FIELD("errors_protocol", err_protocol),
+    STAT_FIELD("errors_bad_imm", err_bad_imm),
+    STAT_FIELD("errors_bad_buffer", err_bad_buffer),
+    STAT_FIELD("errors_completion", err_completion),
+    STAT_FIELD("errors_async", err_async),
+    STAT_FIELD("errors_register", err_register),
+    STAT_FIELD("errors_pinned_limit", err_pinned_limit),
+    STAT_FIELD("errors_handshake", err_handshake),
+    STAT_FIELD("errors_connect", err_connect),
+    { NULL, 0 }
+};
 
 /* rdmaStats is all unsigned long long: read and clear it field by field. */
 #define NSTATS (sizeof(rdmaStats) / sizeof(unsigned long long))

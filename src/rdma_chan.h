@@ -145,6 +145,14 @@ void rdmaCron(void);
 
 void rdmaGetStats(rdmaStats *out);
 void rdmaResetStats(void);
+/* The counters by the names INFO shows them under (after "rdma_"), in
+ * INFO's order; the list ends with a NULL name. */
+typedef struct rdmaStatField {
+    const char *name;
+    size_t offset;                        /* in rdmaStats */
+} rdmaStatField;
+extern const rdmaStatField rdmaStatFields[];
+#define rdmaStatValue(st, f) (*(const unsigned long long *)((const char *)(st) + (f)->offset))
 /* Live counts. */
 int rdmaChanCount(void);
 

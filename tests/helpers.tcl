@@ -53,7 +53,11 @@ proc rdma_overrides {port {host {}}} {
 
 # redis-cli over RDMA; returns its output (stdout + stderr).
 proc rdma_cli {port args} {
-    catch {exec src/redis-cli --rdma -h $::rdma_host -p $port {*}$args 2>@1} out
+    rdma_cli_to $::rdma_host $port {*}$args
+}
+
+proc rdma_cli_to {host port args} {
+    catch {exec src/redis-cli --rdma -h $host -p $port {*}$args 2>@1} out
     return $out
 }
 
@@ -137,4 +141,93 @@ proc nickv_wait_replicas {nk n} {
     } else {
         fail "Nic-KV serves [nickv_info $nk connected_replicas] replicas, not $n"
     }
+}
+
+# Writes of every kind the stream carries.
+proc nickv_mixed_load {r n} {
+    for {set i 0} {$i < $n} {incr i} {
+        $r set key:$i $i
+        $r incr counter
+        $r multi
+        $r lpush list $i
+        $r hset hash f$i $i
+        $r exec
+        $r eval {redis.call('sadd', KEYS[1], ARGV[1]); return 1} 1 set $i
+        $r setex volatile:$i 1000 $i
+        $r set short:$i x px 1
+        $r zadd zset $i m$i
+    }
+    $r select 3
+    $r set in-db3 x
+    $r select 7
+    $r set in-db7 y
+    $r select 9
+    $r set big [string repeat b 1048576]
+    # Let the short-lived keys expire now, by touching them (each DEL goes
+    # down the stream), so that no expiry races the digests that follow.
+    after 5
+    for {set i 0} {$i < $n} {incr i} { $r exists short:$i }
+}
+
+# A field of INFO nickv on an SKV server (not a default INFO section).
+proc nickv_status {r field} {
+    if {[regexp "\r\n$field:(\[^\r\n\]*)" "\r\n[$r info nickv]" -> v]} { return $v }
+    return ""
+}
+
+proc nickv_assert_digests {master replicas} {
+    foreach r $replicas { wait_for_ofs_sync $master $r }
+    set d [$master debug digest]
+    foreach r $replicas { assert_equal $d [$r debug digest] }
+}
+
+# The innermost server (a replica behind Nic-KV) restarts with its data and
+# replication id: it must resync partially from Nic-KV, and the master see
+# no sync at all. Returns its new client.
+proc nickv_check_restart_resyncs_from_nickv {master nk} {
+    set full [status $master sync_full]
+    set partial [status $master sync_partial_ok]
+    set nk_partial [nickv_info $nk sync_partial_ok]
+    # Its replicaof and a save point go into its config file, so that it
+    # comes back as a replica with its data and replication id.
+    set r [srv 0 client]
+    $r config set save "900 1"
+    $r config rewrite
+    restart_server 0 true false
+    set r [srv 0 client]
+    wait_for_condition 300 100 {
+        [nickv_info $nk sync_partial_ok] > $nk_partial &&
+        [status $r master_link_status] eq {up}
+    } else {
+        fail "the restarted replica did not resync from Nic-KV"
+    }
+    nickv_wait_replicas $nk 3
+    assert_equal $full [status $master sync_full]
+    assert_equal $partial [status $master sync_partial_ok]
+    return $r
+}
+
+# Nic-KV is killed while a write load runs (the three innermost servers are
+# its replicas): the replicas fall back to the master with partial resyncs;
+# Nic-KV returns under the load and they move back, although their offsets
+# are always ahead of the backlog range it last reported to the master.
+# Nothing is lost. Returns the restarted Nic-KV.
+proc nickv_check_kill_under_load {master mhost mport nk replicas} {
+    set load [start_write_load $mhost $mport 60]
+    after 1000
+    nickv_stop $nk KILL
+    foreach r $replicas {
+        wait_for_condition 300 100 {
+            [status $r master_link_status] eq {up} && [nickv_status $r nickv_link_via] eq {}
+        } else {
+            fail "a replica did not fall back to the master"
+        }
+    }
+    set nk [nickv_restart $nk]
+    nickv_wait_replicas $nk 3
+    stop_write_load $load
+    wait_load_handlers_disconnected -3
+    $master incr counter
+    nickv_assert_digests $master $replicas
+    return $nk
 }

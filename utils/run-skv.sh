@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # run-skv.sh -- SKV's main job on one machine: a master, Nic-KV and three
-# replicas on loopback, in the foreground. Ctrl-C stops them all cleanly.
+# replicas, in the foreground. Ctrl-C stops them all cleanly.
 #
-#   master    127.0.0.1:6379   (redis.conf; RDMA on 6380 too when this
-#                               machine has an RDMA device)
+#   master    127.0.0.1:6379   (redis.conf)
 #   Nic-KV    127.0.0.1:7380   (nic-kv/nic-kv.conf)
 #   replicas  127.0.0.1:6381, 6382, 6383   (replicaof the master; the
 #                               master hands them over to Nic-KV)
+#
+# Over TCP on loopback; over RDMA when this machine has an RDMA device with
+# an IPv4 address on its network interface (SKV_RDMA_ADDR picks one): the
+# master also listens on RDMA port 6380, Nic-KV streams from it over RDMA
+# and listens on RDMA port 7381, and the replicas replicate over RDMA. RDMA
+# clients never come from loopback, so then everything gets a password
+# (printed, and kept in build/run/password).
 #
 # Data and logs go to build/run/. SKV_PORT moves the whole set (master on
 # SKV_PORT, replicas on the next ports, Nic-KV on SKV_PORT + 1001).
@@ -47,22 +53,43 @@ for p in $mport $nkport $replicas; do
     fi
 done
 
-rdma_args=()
-if ls /sys/class/infiniband/* >/dev/null 2>&1; then
-    rdma_args=(--rdma-port "$rport")
+# The IPv4 address of a network interface with an RDMA device on it.
+rdma_address() {
+    local dev
+    [ -n "${SKV_RDMA_ADDR:-}" ] && { echo "$SKV_RDMA_ADDR"; return; }
+    command -v rdma >/dev/null || return
+    for dev in $(rdma link show 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p'); do
+        ip -4 -o addr show dev "$dev" 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}'
+    done | head -n 1
+}
+
+rdma_addr=$(rdma_address)
+master_args=() nickv_args=() replica_args=(--replicaof 127.0.0.1 "$mport")
+rm -f "$run/password"
+if [ -n "$rdma_addr" ]; then
+    nkrport=$((nkport + 1))
+    pass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    echo "$pass" > "$run/password"
+    export REDISCLI_AUTH=$pass
+    master_args=(--bind "127.0.0.1 $rdma_addr" --rdma-port "$rport" --rdma-bind "$rdma_addr"
+                 --requirepass "$pass")
+    nickv_args=(--master-host "$rdma_addr" --master-rdma-port "$rport" --masterauth "$pass"
+                --rdma-port "$nkrport" --rdma-bind "$rdma_addr" --announce-ip "$rdma_addr")
+    replica_args=(--replicaof "$rdma_addr" "$rport" --rdma-replication yes --masterauth "$pass"
+                  --requirepass "$pass")
 fi
 
 mkdir -p "$run/master"
 "$bin/redis-server" "$top/redis.conf" --port "$mport" --dir "$run/master" \
-    --logfile "$run/master/redis.log" "${rdma_args[@]}" &
+    --logfile "$run/master/redis.log" "${master_args[@]}" &
 pids+=($!)
 "$bin/nic-kv" "$top/nic-kv/nic-kv.conf" --port "$nkport" --master-port "$mport" \
-    --logfile "$run/nic-kv.log" &
+    --logfile "$run/nic-kv.log" "${nickv_args[@]}" &
 pids+=($!)
 for p in $replicas; do
     mkdir -p "$run/replica-$p"
     "$bin/redis-server" "$top/redis.conf" --port "$p" --dir "$run/replica-$p" \
-        --logfile "$run/replica-$p/redis.log" --replicaof 127.0.0.1 "$mport" &
+        --logfile "$run/replica-$p/redis.log" "${replica_args[@]}" &
     pids+=($!)
 done
 
@@ -74,14 +101,28 @@ for _ in $(seq 100); do
     sleep 0.2
 done
 
+if [ -n "$rdma_addr" ]; then
+    transport="over RDMA on $rdma_addr"
+    where="  master    127.0.0.1:$mport and RDMA $rdma_addr:$rport
+  Nic-KV    127.0.0.1:$nkport and RDMA $rdma_addr:$nkrport, streaming from the master over RDMA
+            to $(field "$nkport" replicas connected_replicas) replicas ($(field "$nkport" replicas replica0 | sed 's/.*transport=\([a-z]*\).*/\1/'))"
+    auth="
+Password (requirepass everywhere, in $run/password):
+  export REDISCLI_AUTH=$pass"
+else
+    transport="over TCP on loopback (no RDMA device here)"
+    where="  master    127.0.0.1:$mport
+  Nic-KV    127.0.0.1:$nkport   streaming to $(field "$nkport" replicas connected_replicas) replicas"
+    auth=""
+fi
+
 cat <<EOT
 
-SKV $("$bin/redis-server" --version | sed 's/.*skv=//') (upstream Redis $("$bin/redis-server" --version | sed 's/.* v=\([^ ]*\).*/\1/')) is running:
-  master    127.0.0.1:$mport   $( [ ${#rdma_args[@]} -gt 0 ] && echo "and RDMA port $rport" )
-  Nic-KV    127.0.0.1:$nkport   streaming to $(field "$nkport" replicas connected_replicas) replicas
+SKV $("$bin/redis-server" --version | sed 's/.*skv=//') (upstream Redis $("$bin/redis-server" --version | sed 's/.* v=\([^ ]*\).*/\1/')) is running, $transport:
+$where
   replicas  $(for p in $replicas; do echo -n "127.0.0.1:$p  "; done)
   data and logs in $run
-
+$auth
 Try, in another terminal:
   $bin/redis-cli -p $mport set hello world
   $bin/redis-cli -p $((mport + 2)) get hello
@@ -89,7 +130,8 @@ Try, in another terminal:
   $bin/redis-cli -p $nkport info replicas           # what Nic-KV sends to whom
   $bin/redis-cli -p $mport wait 3 1000              # acknowledged by all three
   $bin/redis-benchmark -p $mport -q -t set -n 100000
-$( [ ${#rdma_args[@]} -gt 0 ] && echo "  $bin/redis-cli --rdma -h <rdma-address> -p $rport ping" )
+$( [ -n "$rdma_addr" ] && echo "  $bin/redis-cli --rdma -h $rdma_addr -p $rport ping            # the master, over RDMA
+  $bin/redis-cli --rdma -h $rdma_addr -p $nkrport info rdma       # Nic-KV's zero-copy counters" )
 Ctrl-C stops everything.
 EOT
 wait

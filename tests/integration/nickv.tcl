@@ -5,44 +5,6 @@
 
 source tests/skv/helpers.tcl
 
-# Writes of every kind the stream carries.
-proc nickv_mixed_load {r n} {
-    for {set i 0} {$i < $n} {incr i} {
-        $r set key:$i $i
-        $r incr counter
-        $r multi
-        $r lpush list $i
-        $r hset hash f$i $i
-        $r exec
-        $r eval {redis.call('sadd', KEYS[1], ARGV[1]); return 1} 1 set $i
-        $r setex volatile:$i 1000 $i
-        $r set short:$i x px 1
-        $r zadd zset $i m$i
-    }
-    $r select 3
-    $r set in-db3 x
-    $r select 7
-    $r set in-db7 y
-    $r select 9
-    $r set big [string repeat b 1048576]
-    # Let the short-lived keys expire now, by touching them (each DEL goes
-    # down the stream), so that no expiry races the digests that follow.
-    after 5
-    for {set i 0} {$i < $n} {incr i} { $r exists short:$i }
-}
-
-# A field of INFO nickv (not a default INFO section).
-proc nickv_status {r field} {
-    if {[regexp "\r\n$field:(\[^\r\n\]*)" "\r\n[$r info nickv]" -> v]} { return $v }
-    return ""
-}
-
-proc nickv_assert_digests {master replicas} {
-    foreach r $replicas { wait_for_ofs_sync $master $r }
-    set d [$master debug digest]
-    foreach r $replicas { assert_equal $d [$r debug digest] }
-}
-
 start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     set master [srv 0 client]
     set mhost [srv 0 host]
@@ -127,51 +89,15 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         }
 
         test {Nic-KV: a restarted replica resyncs partially from Nic-KV, not from the master} {
-            set full [status $master sync_full]
-            set partial [status $master sync_partial_ok]
-            set nk_partial [nickv_info $nk sync_partial_ok]
-            # Its replicaof and a save point go into its config file, so that
-            # it comes back as a replica with its data and replication id.
-            $r3 config set save "900 1"
-            $r3 config rewrite
-            restart_server 0 true false
-            set r3 [srv 0 client]
+            set r3 [nickv_check_restart_resyncs_from_nickv $master $nk]
             set replicas [list $r1 $r2 $r3]
-            wait_for_condition 200 100 {
-                [nickv_info $nk sync_partial_ok] > $nk_partial &&
-                [status $r3 master_link_status] eq {up}
-            } else {
-                fail "the restarted replica did not resync from Nic-KV"
-            }
-            nickv_wait_replicas $nk 3
-            assert_equal $full [status $master sync_full]
-            assert_equal $partial [status $master sync_partial_ok]
             $master incr counter
             nickv_assert_digests $master $replicas
         } {} {needs:debug}
 
         test {Nic-KV: killed under load, then restarted: nothing lost, replicas come back} {
-            set load [start_write_load $mhost $mport 30]
-            after 1000
-            nickv_stop $nk KILL
-            # The replicas fall back to the master, with partial resyncs,
-            # while the load goes on.
-            foreach r $replicas {
-                wait_for_condition 200 100 {
-                    [status $r master_link_status] eq {up} && [nickv_status $r nickv_link_via] eq {}
-                } else {
-                    fail "a replica did not fall back to the master"
-                }
-            }
-            # Nic-KV returns while the writes go on: the replicas move back
-            # behind it under load, although their offsets are always ahead
-            # of the backlog range Nic-KV last reported to the master.
-            set nk [nickv_restart $nk]
-            nickv_wait_replicas $nk 3
-            stop_write_load $load
-            wait_load_handlers_disconnected -3
-            $master incr counter
-            nickv_assert_digests $master $replicas
+            set nk [nickv_check_kill_under_load $master $mhost $mport $nk $replicas]
+            assert_equal 3 [nickv_info $nk connected_replicas]
         } {} {needs:debug}
 
         foreach threads {1 2 4} {

@@ -4,6 +4,8 @@
 #   utils/rdma-vm.sh tests/rdma/run-in-vm.sh      (what `make test` does)
 #   utils/rdma-vm.sh env SKV_RDMA_UPSTREAM=0 tests/rdma/run-in-vm.sh
 #                                                   (SKV's RDMA tests only)
+#   utils/rdma-vm.sh env SKV_RDMA_UPSTREAM=0 SKV_RDMA_TESTS=nickv tests/rdma/run-in-vm.sh
+#                                                   (one file of them)
 #
 # 1. SKV's RDMA tests (tests/rdma/*.tcl) in upstream's harness: redis-cli,
 #    redis-benchmark and the async API over RDMA, replication over RDMA,
@@ -26,9 +28,12 @@ mount -t tmpfs -o size=1500m skv-tests "$tree/tests/tmp" || exit 1
 status=0
 
 # ------------------------------------------------------ SKV's RDMA tests ---
+# (SKV_RDMA_TESTS="nickv basic" runs only those files.)
 args=()
 for f in "$top"/tests/rdma/*.tcl; do
-    args+=(--single "skv/rdma/$(basename "$f" .tcl)")
+    name=$(basename "$f" .tcl)
+    if [ -n "${SKV_RDMA_TESTS:-}" ] && [[ " $SKV_RDMA_TESTS " != *" $name "* ]]; then continue; fi
+    args+=(--single "skv/rdma/$name")
 done
 echo "=== SKV RDMA tests"
 ./runtest --clients 1 --timeout 1800 "${args[@]}" || status=1

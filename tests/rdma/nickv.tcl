@@ -1,0 +1,186 @@
+# Nic-KV over RDMA: the master streams to Nic-KV with RDMA WRITE_WITH_IMM,
+# Nic-KV fans out to RDMA replicas straight from its backlog (zero copy,
+# one doorbell per replica per batch). The same guarantees as over TCP
+# (tests/integration/nickv.tcl): equal data everywhere, WAIT, partial
+# resyncs from Nic-KV, replication surviving Nic-KV's death.
+
+source tests/skv/helpers.tcl
+if {![rdma_available]} {
+    puts "skipping tests/rdma/nickv: no RDMA devices (run through utils/rdma-vm.sh)"
+    return
+}
+
+proc nickv_assert_all_rdma {nk n} {
+    for {set i 0} {$i < $n} {incr i} {
+        assert_match "*transport=rdma,state=online*" [nickv_info $nk replica$i]
+    }
+}
+
+set mrport [rdma_port]
+start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $mrport] save {""}]] {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+    set nkrport [rdma_port]
+    # Nic-KV listens on the other RDMA address. Its link to the master
+    # comes from the master's own address here (one host, two veth ends),
+    # so announce-ip tells the master where replicas find Nic-KV.
+    set nkargs [list --master-host $::rdma_host --master-rdma-port $mrport --rdma-port $nkrport \
+                    --rdma-bind $::rdma_host2 --announce-ip $::rdma_host2 --protected-mode no]
+    set nk [nickv_start $mport {*}$nkargs --thread-num 2]
+
+    set ports {}
+    foreach _ {1 2 3} { lappend ports [rdma_port] }
+    start_server [list overrides [concat [rdma_overrides [lindex $ports 0] $::rdma_host2] rdma-replication yes save {""}]] {
+    start_server [list overrides [concat [rdma_overrides [lindex $ports 1] $::rdma_host2] rdma-replication yes save {""}]] {
+    start_server [list overrides [concat [rdma_overrides [lindex $ports 2] $::rdma_host2] rdma-replication yes]] {
+        set r1 [srv -2 client]
+        set r2 [srv -1 client]
+        set r3 [srv 0 client]
+        set replicas [list $r1 $r2 $r3]
+
+        test {Nic-KV over RDMA: the master streams to Nic-KV over RDMA, RDMA replicas move behind it} {
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "Nic-KV did not join the master over RDMA: [exec tail -n 20 [dict get $nk log]]"
+            }
+            assert_equal rdma [nickv_info $nk master_link_transport]
+            assert_equal on [nickv_info $nk rdma_listener]
+            assert_equal $nkrport [nickv_status $master nickv_daemon_rdma_port]
+            foreach r $replicas { $r replicaof $::rdma_host $mrport }
+            foreach r $replicas { wait_for_sync $r }
+            nickv_wait_replicas $nk 3
+            nickv_assert_all_rdma $nk 3
+            wait_for_condition 100 100 {
+                [nickv_status $master nickv_replicas] == 3
+            } else {
+                fail "the master does not count the replicas behind Nic-KV"
+            }
+            # One replica link on the master: Nic-KV's, an RDMA connection
+            # (TCP clients come from 127.0.0.1 here).
+            set links [split [string trim [$master client list type replica]] "\n"]
+            assert_equal 1 [llength $links]
+            assert_match "*addr=10.77.0.*" [lindex $links 0]
+            assert_equal 3 [status $master connected_slaves]
+            # The replicas still name the real master, on its RDMA port.
+            assert_equal [list slave $::rdma_host $mrport] [lrange [$r1 role] 0 2]
+            assert_equal $::rdma_host2 [nickv_status $r1 nickv_link_via]
+        }
+
+        test {Nic-KV over RDMA: a mixed write load reaches every replica, sent without copies} {
+            set zc [nickv_info $nk rdma_bytes_sent_zero_copy]
+            nickv_mixed_load $master 200
+            $master flushall
+            nickv_mixed_load $master 300
+            nickv_assert_digests $master $replicas
+            assert_equal 300 [$r3 get counter]
+            # Each replica got the 1 MB value (and the rest) from Nic-KV's
+            # backlog itself: zero-copy bytes, three times the stream.
+            set sent [expr {[nickv_info $nk rdma_bytes_sent_zero_copy] - $zc}]
+            assert_morethan $sent [expr {3 * 2 * 1048576}]
+            nickv_assert_all_rdma $nk 3
+            # Its link to the master never dropped (it is never idle: ACKs
+            # every second; see the replication test of the same thing).
+            assert_equal 1 [nickv_info $nk master_link_connects]
+        } {} {needs:debug}
+
+        test {Nic-KV over RDMA: a replica's pieces go out in one doorbell} {
+            # A stopped replica's NIC still takes writes until its receive
+            # buffer (1 MB) is full; then Nic-KV waits for it. When it reads
+            # again and hands its buffer back, Nic-KV has megabytes for it and
+            # posts a buffer's worth of 64 KB pieces with one ibv_post_send.
+            set wrs [nickv_info $nk rdma_writes_posted]
+            set bells [nickv_info $nk rdma_doorbells]
+            set pid [srv -1 pid]
+            exec kill -STOP $pid
+            for {set i 0} {$i < 4} {incr i} { $master set chunk:$i [string repeat c 1048576] }
+            after 500
+            exec kill -CONT $pid
+            nickv_assert_digests $master $replicas
+            set dwrs [expr {[nickv_info $nk rdma_writes_posted] - $wrs}]
+            set dbells [expr {[nickv_info $nk rdma_doorbells] - $bells}]
+            # At least one doorbell carried a full buffer: 16 pieces.
+            assert {$dwrs - $dbells >= 15}
+        } {} {needs:debug}
+
+        test {Nic-KV over RDMA: WAIT counts the RDMA replicas behind Nic-KV} {
+            $master set waitkey 1
+            assert_equal 3 [$master wait 3 2000]
+            set pid [srv -1 pid]
+            exec kill -STOP $pid
+            $master set waitkey 2
+            set acked [$master wait 3 1000]
+            exec kill -CONT $pid
+            assert_equal 2 $acked
+            wait_for_ofs_sync $master $r2
+        }
+
+        test {Nic-KV over RDMA: a restarted replica resyncs partially from Nic-KV} {
+            set r3 [nickv_check_restart_resyncs_from_nickv $master $nk]
+            set replicas [list $r1 $r2 $r3]
+            nickv_assert_all_rdma $nk 3
+            $master incr counter
+            nickv_assert_digests $master $replicas
+        } {} {needs:debug}
+
+        test {Nic-KV over RDMA: killed under load, then restarted: nothing lost, replicas come back} {
+            set nk [nickv_check_kill_under_load $master $mhost $mport $nk $replicas]
+            nickv_assert_all_rdma $nk 3
+        } {} {needs:debug}
+
+        test {Nic-KV over RDMA: thread-num 1 gives the same data} {
+            nickv_stop $nk
+            dict set nk args [concat $nkargs --thread-num 1]
+            set nk [nickv_restart $nk]
+            nickv_wait_replicas $nk 3
+            nickv_mixed_load $master 100
+            nickv_assert_digests $master $replicas
+            nickv_assert_all_rdma $nk 3
+        } {} {needs:debug}
+
+        test {Nic-KV over RDMA: CONFIG SET backlog-size moves RDMA replicas to the new backlog} {
+            $master set before-resize 1
+            nickv_assert_digests $master $replicas
+            set nk_partial [nickv_info $nk sync_partial_ok]
+            set full [status $master sync_full]
+            assert_equal OK [nickv_cmd $nk config set backlog-size 64mb]
+            # They were dropped (their channels had registered the old one)
+            # and come back with partial resyncs.
+            wait_for_condition 300 100 {
+                [nickv_info $nk sync_partial_ok] >= $nk_partial + 3
+            } else {
+                fail "the RDMA replicas did not come back after the resize"
+            }
+            nickv_wait_replicas $nk 3
+            assert_equal $full [status $master sync_full]
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master $replicas
+            assert_equal 67108864 [nickv_info $nk backlog_size]
+        } {} {needs:debug}
+
+        test {Nic-KV over RDMA: admin commands over RDMA, bad peers close only their connection} {
+            assert_equal PONG [rdma_cli_to $::rdma_host2 $nkrport ping]
+            assert_match "*role:nickv*" [rdma_cli_to $::rdma_host2 $nkrport info upstream]
+            foreach {case counter} {
+                bad-opcode   rdma_errors_protocol
+                xfer-huge    rdma_errors_bad_buffer
+                imm-past-end rdma_errors_bad_imm
+            } {
+                set before [nickv_info $nk $counter]
+                set out [rdma_tool bad $::rdma_host2 $nkrport $case]
+                assert_match "*closed by server*" $out
+                assert {[nickv_info $nk $counter] > $before}
+            }
+            # Nic-KV serves on, and its replicas never noticed.
+            assert_equal PONG [rdma_cli_to $::rdma_host2 $nkrport ping]
+            nickv_mixed_load $master 20
+            nickv_assert_digests $master $replicas
+            nickv_assert_all_rdma $nk 3
+        } {} {needs:debug}
+
+        nickv_stop $nk
+    }
+    }
+    }
+}
