@@ -1139,9 +1139,9 @@ static void sigShutdown(int sig) {
 
 static void beforeSleep(aeEventLoop *el) {
     (void)el;
-    nkLoopBeforeSleep(nk.loop);
     nkFanoutMainEvents();
-    nkLinkResume();
+    nkLinkResume();               /* before the pass: it may re-arm the link */
+    nkLoopBeforeSleep(nk.loop);
     nkFanoutFlushHandovers();
     if (nk.shutdown_asap) aeSetDontWait(nk.el, 1);
 }

@@ -130,6 +130,7 @@ typedef struct nkBacklog {
     char *buf;
     long long size;
     long long first, last;
+    long long gen;               /* bumped when a new history restarts it */
     _Atomic long long last_pub;  /* last, readable without the lock */
 } nkBacklog;
 
@@ -156,6 +157,7 @@ typedef struct nkReplica {
      * NK_NO_PIN. Raised only under the backlog's read lock, before a
      * post; the upstream link never overwrites it (nkBacklogAppend). */
     _Atomic long long pin;
+    long long pin_gen;                  /* the backlog's gen when pinned */
     int thread;                         /* [main] index of its thread */
     long long pos;                      /* [thread] next offset to send */
     sds inbuf;                          /* [thread] REPLCONF ACKs */
@@ -204,9 +206,8 @@ typedef struct nkServer {
     /* The link to the master (nickv_upstream.c). */
     nkLinkState link_state;
     nkConn *link;                       /* NULL when not connected */
-    int link_rdma;                      /* the link is RDMA */
-    int link_paused;                    /* the backlog cannot take more yet */
-    long long link_paused_since;        /* ms */
+    _Atomic int link_paused;            /* the backlog cannot take more yet */
+    long long link_paused_since;        /* ms, or since the last progress */
     sds link_in;
     long long link_rdb_left;            /* NK_LINK_RDB: bytes, or -1 for EOF mark */
     char link_eofmark[NK_RUNID_SIZE];
@@ -301,6 +302,9 @@ int nkProxyFullSync(struct nkClient *c);
 int nkBacklogInit(long long size);
 void nkBacklogReset(long long next_offset);
 size_t nkBacklogAppend(const char *data, size_t len);
+/* Drop the RDMA replicas whose in-flight sends keep the backlog from taking
+ * the next byte; returns how many. */
+int nkBacklogDropPinners(const char *why);
 void nkBacklogFreeRetired(void);
 int nkBacklogResize(long long size);
 void nkBacklogRange(long long *first, long long *last);

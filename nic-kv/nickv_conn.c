@@ -136,6 +136,8 @@ void nkLoopCron(nkLoop *l) {
 
 /* ---------------------------------------------------------- Handlers --- */
 
+static void tcpUpdate(nkConn *c);
+
 static void tcpEvent(aeEventLoop *el, int fd, void *data, int mask) {
     nkConn *c = data;
     (void)el; (void)fd;
@@ -145,6 +147,7 @@ static void tcpEvent(aeEventLoop *el, int fd, void *data, int mask) {
         c->connecting = 0;
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1) err = errno;
         if (err) snprintf(c->err, sizeof(c->err), "%s", strerror(err));
+        tcpUpdate(c);
         if (c->wh) c->wh(c, c->data);
         return;
     }
@@ -294,17 +297,17 @@ int nkConnFd(nkConn *c) { return c->fd; }
 
 /* Close. The memory stays until the loop's next nkLoopCollect(): the
  * caller's callers may still look at c (they see closed set). A detached
- * connection, which nothing else refers to, is freed at once. */
+ * connection is only ever closed by the main thread (a hand-over that
+ * failed), so it waits in the main loop's garbage. */
 void nkConnClose(nkConn *c) {
     nkLoop *l;
     if (!c || c->closed) return;
-    l = c->loop;
+    l = c->loop ? c->loop : nk.loop;
     nkConnDetach(c);
     if (c->fd != -1) close(c->fd);
     if (c->ch) rdmaChanClose(c->ch);      /* after this, no notify for c */
     c->fd = -1;
     c->ch = NULL;
     c->closed = 1;
-    if (l) listAddNodeTail(l->garbage, c);
-    else zfree(c);
+    listAddNodeTail(l->garbage, c);
 }

@@ -81,7 +81,25 @@ static long long ringIndex(long long offset, long long size) { return offset % s
  * and given back to the system whole when it is replaced. */
 static char *ringAlloc(long long size) {
     void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED) return NULL;
+    /* Fault every page in for writing now: a read-only registration of a
+     * page never written may pin the shared zero page on some kernels, and
+     * the NIC would go on reading zeros after we write the page. */
+    memset(p, 0, (size_t)size);
+    return p;
+}
+
+/* Copy the bytes of offsets [from, to] from one ring to another. */
+static void ringCopy(char *dst, long long dsize, const char *src, long long ssize,
+                     long long from, long long to) {
+    while (from <= to) {
+        long long si = ringIndex(from, ssize), di = ringIndex(from, dsize);
+        long long n = to - from + 1;
+        if (n > ssize - si) n = ssize - si;
+        if (n > dsize - di) n = dsize - di;
+        memcpy(dst + di, src + si, (size_t)n);
+        from += n;
+    }
 }
 
 static void ringFree(char *buf, long long size) {
@@ -90,7 +108,13 @@ static void ringFree(char *buf, long long size) {
 
 int nkBacklogInit(long long size) {
     nkBacklog *b = &nk.backlog;
-    pthread_rwlock_init(&b->lock, NULL);
+    pthread_rwlockattr_t attr;
+    /* The upstream link (the only writer) must not wait behind a stream of
+     * fan-out readers: glibc prefers readers unless told otherwise. */
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&b->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     if (!(b->buf = ringAlloc(size))) return -1;
     b->size = size;
     b->first = 1;
@@ -106,28 +130,59 @@ void nkBacklogReset(long long next_offset) {
     b->first = next_offset;
     b->last = next_offset - 1;
     b->last_pub = b->last;
+    b->gen++;                 /* pins taken before mean other ring slots now */
     pthread_rwlock_unlock(&b->lock);
 }
 
-/* How many bytes may be appended without overwriting what an RDMA
+/* How many bytes may be appended before the ring overwrites what this
+ * replica's NIC may still read: -1 for no limit. Appending n bytes
+ * overwrites the slots of offsets up to last + n - size, which must stay
+ * below the pin. A pin taken in an earlier history (the ring restarted at
+ * another offset since) says nothing about today's slots: nothing may be
+ * appended until that replica, which is being dropped, is gone. A replica
+ * still on a ring that was replaced pins nothing in this one. Under the
+ * backlog's lock, main thread. */
+static long long pinRoom(nkReplica *r) {
+    nkBacklog *b = &nk.backlog;
+    long long pin, room;
+    if (!r->rdma || r->region != b->buf) return -1;
+    pin = atomic_load(&r->pin);
+    if (pin == NK_NO_PIN) return -1;
+    if (r->pin_gen != b->gen) return 0;
+    room = pin + b->size - 1 - b->last;
+    return room < 0 ? 0 : room;
+}
+
+/* How many of len bytes may be appended without overwriting what an RDMA
  * replica's NIC may still read. Under the write lock, main thread. */
 static size_t appendRoom(size_t len) {
-    nkBacklog *b = &nk.backlog;
     listIter li;
     listNode *ln;
     listRewind(nk.replicas, &li);
     while ((ln = listNext(&li))) {
-        nkReplica *r = listNodeValue(ln);
-        long long pin = r->rdma ? atomic_load(&r->pin) : NK_NO_PIN;
-        /* Appending n bytes overwrites the ring slots of offsets up to
-         * last + n - size: keep them below the pin. */
-        if (pin != NK_NO_PIN) {
-            long long room = pin + b->size - 1 - b->last;
-            if (room < 0) room = 0;
-            if ((long long)len > room) len = (size_t)room;
-        }
+        long long room = pinRoom(listNodeValue(ln));
+        if (room >= 0 && (long long)len > room) len = (size_t)room;
     }
     return len;
+}
+
+int nkBacklogDropPinners(const char *why) {
+    listIter li;
+    listNode *ln;
+    int n = 0;
+    pthread_rwlock_rdlock(&nk.backlog.lock);
+    listRewind(nk.replicas, &li);
+    while ((ln = listNext(&li))) {
+        nkReplica *r = listNodeValue(ln);
+        if (pinRoom(r) != 0 || r->kill) continue;
+        nkLog(LL_WARNING, "Replica %s:%d: %s", r->ip, r->port, why);
+        snprintf(r->kill_why, sizeof(r->kill_why), "%s", why);
+        r->kill = 1;
+        n++;
+    }
+    pthread_rwlock_unlock(&nk.backlog.lock);
+    if (n) nkFanoutWake();
+    return n;
 }
 
 /* Append the master's stream; returns the bytes taken, fewer than len when
@@ -167,8 +222,7 @@ int nkBacklogResize(long long size) {
     pthread_rwlock_wrlock(&b->lock);
     long long keep = b->last - b->first + 1;
     if (keep > size) keep = size;
-    for (long long off = b->last - keep + 1; off <= b->last; off++)
-        nb[ringIndex(off, size)] = b->buf[ringIndex(off, b->size)];
+    ringCopy(nb, size, b->buf, b->size, b->last - keep + 1, b->last);
     old = b->buf;
     oldsize = b->size;
     b->buf = nb;
@@ -282,7 +336,10 @@ static ssize_t pushRdma(nkReplica *r, struct iovec *iov, int iovcnt, char *why, 
         snprintf(why, whylen, "the backlog was resized");
         return -1;
     }
-    if (atomic_load(&r->pin) == NK_NO_PIN) r->pin = r->pos;
+    if (atomic_load(&r->pin) == NK_NO_PIN) {
+        r->pin_gen = nk.backlog.gen;
+        r->pin = r->pos;
+    }
     n = rdmaChanWriteRegion(nkConnChan(r->conn), iov, iovcnt, NK_RDMA_CHUNK);
     if (n >= 0) return n;
     if (errno == EAGAIN) return 0;
@@ -295,9 +352,13 @@ static ssize_t pushRdma(nkReplica *r, struct iovec *iov, int iovcnt, char *why, 
  * in-flight bytes. Only ever lowers what the upstream link must keep. */
 static void replicaUpdatePin(nkReplica *r) {
     size_t inflight;
+    long long pin, old;
     if (!r->rdma || !r->conn) return;
     inflight = rdmaChanRegionInFlight(nkConnChan(r->conn));
-    r->pin = inflight ? r->pos - (long long)inflight : NK_NO_PIN;
+    pin = inflight ? r->pos - (long long)inflight : NK_NO_PIN;
+    old = atomic_exchange(&r->pin, pin);
+    /* The master link may be waiting for exactly this. */
+    if (pin != old && atomic_load(&nk.link_paused)) wakeMain();
 }
 
 /* Send the replica what the backlog holds beyond its position. Returns -1
@@ -439,9 +500,11 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
             replicaGone(w, r, r->kill_why);
             continue;
         }
+        long long first, last;
+        nkBacklogRange(&first, &last);
         if (!r->wait_writable) {
             replicaPush(w, r);
-        } else if (r->pos < nk.backlog.first) {
+        } else if (r->pos < first) {
             /* It does not even read (stopped, or its host is gone): the
              * backlog moved past what it needs while we waited for it. */
             char why[96];

@@ -69,6 +69,10 @@ static void linkClose(const char *why);
 static void linkFlush(void) {
     while (nk.link && link_out && sdslen(link_out)) {
         ssize_t n = nkConnWrite(nk.link, link_out, sdslen(link_out));
+        if (n < 0 && errno != EAGAIN) {
+            linkClose(nkConnError(nk.link) ? nkConnError(nk.link) : strerror(errno));
+            return;
+        }
         if (n <= 0) break;
         sdsrange(link_out, n, -1);
     }
@@ -316,14 +320,20 @@ static size_t consumeRdb(const char *p, size_t len) {
     return used;
 }
 
-/* Put stream bytes into the backlog; what it cannot take yet stays in
- * link_in and the link stops reading until nkLinkResume() placed it. */
-static void linkAppend(const char *p, size_t len) {
+/* Into the backlog, as much as it takes now; tell whoever waits for it. */
+static size_t streamAppend(const char *p, size_t len) {
     size_t n = nkBacklogAppend(p, len);
     if (n) {
         nkFanoutWake();
         nkPsyncWaitersCheck();
     }
+    return n;
+}
+
+/* Put stream bytes into the backlog; what it cannot take yet stays in
+ * link_in and the link stops reading until nkLinkResume() placed it. */
+static void linkAppend(const char *p, size_t len) {
+    size_t n = streamAppend(p, len);
     if (n == len) return;
     if (p != nk.link_in) nk.link_in = sdscatlen(nk.link_in, p + n, len - n);
     else sdsrange(nk.link_in, n, -1);
@@ -337,42 +347,25 @@ static void linkAppend(const char *p, size_t len) {
 }
 
 void nkLinkResume(void) {
-    long long waited;
+    size_t len, n;
     if (!nk.link_paused || !nk.link) return;
-    size_t len = sdslen(nk.link_in);
-    size_t n = nkBacklogAppend(nk.link_in, len);
+    len = sdslen(nk.link_in);
+    n = streamAppend(nk.link_in, len);
     if (n) {
         sdsrange(nk.link_in, n, -1);
-        nkFanoutWake();
-        nkPsyncWaitersCheck();
+        nk.link_paused_since = nkMstime();     /* it moves: no one to blame yet */
     }
     if (n == len) {
         nk.link_paused = 0;
         nkConnSetReadHandler(nk.link, linkReadable);
         return;
     }
-    waited = nkMstime() - nk.link_paused_since;
-    if (waited >= NK_PIN_TIMEOUT_MS) {
+    if (nkMstime() - nk.link_paused_since >= NK_PIN_TIMEOUT_MS) {
         /* Whoever still pins what the next byte overwrites has a NIC that
          * stopped acknowledging: drop it (its channel closes, the pin goes). */
-        listIter li;
-        listNode *ln;
-        long long first, last;
-        nkBacklogRange(&first, &last);
-        listRewind(nk.replicas, &li);
-        while ((ln = listNext(&li))) {
-            nkReplica *r = listNodeValue(ln);
-            long long pin = r->rdma ? atomic_load(&r->pin) : NK_NO_PIN;
-            if (pin == NK_NO_PIN || pin + nk.backlog.size - 1 - last > 0 || r->kill) continue;
-            nkLog(LL_WARNING, "Replica %s:%d: its NIC has not finished reading offset %lld for "
-                  "%lld ms, and the master's stream needs that part of the backlog: dropping it",
-                  r->ip, r->port, pin, waited);
-            snprintf(r->kill_why, sizeof(r->kill_why), "its RDMA sends did not complete in %d ms",
-                     NK_PIN_TIMEOUT_MS);
-            r->kill = 1;
-            nk.stat_pin_drops++;
-        }
-        nkFanoutWake();
+        nk.stat_pin_drops += nkBacklogDropPinners("its RDMA sends did not complete in time, "
+                                                  "and the master's stream needs that part of "
+                                                  "the backlog: dropping it");
         nk.link_paused_since = nkMstime();
     }
 }
@@ -450,7 +443,6 @@ static void linkConnect(void) {
                   port, rdma ? " (RDMA)" : "", err);
         return;
     }
-    nk.link_rdma = rdma;
     setState(NK_LINK_CONNECTING);
     nkConnSetWriteHandler(nk.link, linkConnected);
 }

@@ -384,6 +384,23 @@ static int pinnedReserve(size_t len) {
 
 static void pinnedRelease(size_t len) { __atomic_sub_fetch(&R.pinned, len, __ATOMIC_RELAXED); }
 
+/* Reserve len bytes, or say why not (0 = reserved, -1 = refused). */
+static int pinnedRefuse(size_t len, char *err, size_t errlen) {
+    size_t limit;
+    if (pinnedReserve(len)) return 0;
+    limit = rdmaEffectivePinnedLimit();
+    STAT_ADD(err_pinned_limit, 1);
+    if (R.pinned_limit == 0 || limit < R.pinned_limit)
+        seterr(err, errlen, "registering %zu KiB would pass RLIMIT_MEMLOCK (%zu KiB, %zu KiB "
+               "in use): raise it (ulimit -l, LimitMEMLOCK= in a systemd unit) or grant "
+               "CAP_IPC_LOCK", len / 1024, limit / 1024, pinnedNow() / 1024);
+    else
+        seterr(err, errlen, "registering %zu KiB would pass the pinned-memory limit "
+               "(rdma-max-pinned-memory, %zu KiB, %zu KiB in use)", len / 1024,
+               limit / 1024, pinnedNow() / 1024);
+    return -1;
+}
+
 static void memlockHint(char *buf, size_t buflen) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
@@ -401,19 +418,7 @@ static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
     size_t ps = pageSize();
     memset(b, 0, sizeof(*b));
     len = roundPages(len);
-    if (!pinnedReserve(len)) {
-        size_t limit = rdmaEffectivePinnedLimit();
-        STAT_ADD(err_pinned_limit, 1);
-        if (R.pinned_limit == 0 || limit < R.pinned_limit)
-            seterr(err, errlen, "registering %zu KiB would pass RLIMIT_MEMLOCK (%zu KiB, %zu KiB "
-                   "in use): raise it (ulimit -l, LimitMEMLOCK= in a systemd unit) or grant "
-                   "CAP_IPC_LOCK", len / 1024, limit / 1024, pinnedNow() / 1024);
-        else
-            seterr(err, errlen, "registering %zu KiB would pass the pinned-memory limit "
-                   "(rdma-max-pinned-memory, %zu KiB, %zu KiB in use)", len / 1024,
-                   limit / 1024, pinnedNow() / 1024);
-        return -1;
-    }
+    if (pinnedRefuse(len, err, errlen)) return -1;
     b->maplen = len + 2 * ps;
     b->map = mmap(NULL, b->maplen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b->map == MAP_FAILED) {
@@ -751,6 +756,17 @@ static int sqHasRoom(rdmaChan *ch) {
     return sqOutstanding(ch) < RDMA_MAX_WRS - 1;
 }
 
+/* Account for one send work request just posted, carrying zc region bytes:
+ * a completion of it (or of a later one) releases everything up to it. */
+static void sqPosted(rdmaChan *ch, size_t zc) {
+    if (ch->sq_posted == ch->sq_completed) ch->sq_progress = monoSeconds();
+    ch->sq_posted++;
+    ch->zc_in += zc;
+    ch->st_end[ch->sq_posted % RDMA_MAX_WRS] = ch->st_in;
+    ch->zc_end[ch->sq_posted % RDMA_MAX_WRS] = ch->zc_in;
+    ch->last_send = monoSeconds();
+}
+
 /* Post one send work request. Signals it when asked to or every
  * RDMA_SIGNAL_EVERY sends, so completions keep the send queue moving. */
 static int sqPost(rdmaChan *ch, struct ibv_send_wr *wr, int force_signal) {
@@ -766,11 +782,7 @@ static int sqPost(rdmaChan *ch, struct ibv_send_wr *wr, int force_signal) {
         chanFail(ch, &R.stats.err_completion, "ibv_post_send: %s", strerror(errno));
         return -1;
     }
-    if (ch->sq_posted == ch->sq_completed) ch->sq_progress = monoSeconds();
-    ch->sq_posted++;
-    ch->st_end[ch->sq_posted % RDMA_MAX_WRS] = ch->st_in;
-    ch->zc_end[ch->sq_posted % RDMA_MAX_WRS] = ch->zc_in;
-    ch->last_send = monoSeconds();
+    sqPosted(ch, 0);
     return 0;
 }
 
@@ -986,6 +998,7 @@ typedef struct cmEvent {
     int status;
     struct rdma_cm_id *id;
     struct rdma_cm_id *listen_id;
+    void *context;                 /* id->context, read before the ack */
 } cmEvent;
 
 static int getCmEvent(struct rdma_event_channel *cmch, cmEvent *out) {
@@ -995,6 +1008,7 @@ static int getCmEvent(struct rdma_event_channel *cmch, cmEvent *out) {
     out->status = ev->status;
     out->id = ev->id;
     out->listen_id = ev->listen_id;
+    out->context = ev->id ? ev->id->context : NULL;
     rdma_ack_cm_event(ev);
     return 0;
 }
@@ -1199,7 +1213,7 @@ void rdmaListenerHandleEvents(rdmaListener *l, rdmaAcceptFn accept, void *data) 
                     }
                     continue;
                 }
-                ch = e.id->context;
+                ch = e.context;
                 if (!ch) continue;
                 if (ch->state == RDMA_CHAN_HANDSHAKE) {
                     if (e.type == RDMA_CM_EVENT_ESTABLISHED) {
@@ -1244,6 +1258,8 @@ void rdmaListenerCron(rdmaListener *l) {
     }
 }
 
+static void notifyMarked(void);
+
 void rdmaListenerClose(rdmaListener *l) {
     rdmaChan *ch;
     if (!l) return;
@@ -1255,10 +1271,13 @@ void rdmaListenerClose(rdmaListener *l) {
         for (ch = R.chans; ch; ch = ch->next) {
             if (ch->server && ch->id && ch->id->channel == l->cm_ch) {
                 struct rdma_event_channel *lib = libraryCmChannel();
-                if (!lib || rdma_migrate_id(ch->id, lib))
+                if (!lib || rdma_migrate_id(ch->id, lib)) {
                     chanMarkAsync(ch, ASYNC_DISCONNECTED);
+                    ch->notify_pending = 1;
+                }
             }
         }
+        notifyMarked();
         UNLOCK();
     }
     if (l->id) rdma_destroy_id(l->id);
@@ -1298,7 +1317,7 @@ void rdmaHandleAsyncEvents(void) {
         if (evs[i].data.ptr == NULL) {
             cmEvent e;
             while (R.cm_ch && getCmEvent(R.cm_ch, &e) == 0) {
-                rdmaChan *ch = e.id ? e.id->context : NULL;
+                rdmaChan *ch = e.context;
                 if (ch && chanHandleCmEvent(ch, &e)) ch->notify_pending = 1;
             }
             continue;
@@ -1672,12 +1691,7 @@ int rdmaChanAttachRegion(rdmaChan *ch, void *base, size_t len, char *err, size_t
         seterr(err, errlen, "the connection is not established");
         return -1;
     }
-    if (!pinnedReserve(len)) {
-        STAT_ADD(err_pinned_limit, 1);
-        seterr(err, errlen, "registering %zu KiB would pass the pinned-memory limit (%zu KiB, "
-               "%zu KiB in use)", len / 1024, rdmaEffectivePinnedLimit() / 1024, pinnedNow() / 1024);
-        return -1;
-    }
+    if (pinnedRefuse(len, err, errlen)) return -1;
     /* Access 0: the NIC may only read it, for our own sends. */
     if (!(ch->region_mr = ibv_reg_mr(ch->pd, base, len, 0))) {
         char hint[200];
@@ -1728,8 +1742,9 @@ ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, s
         size_t take = iov[i].iov_len - ioff;
         if (take == 0) { i++; ioff = 0; continue; }
         if (p < ch->region_base || p + take > ch->region_base + ch->region_len) {
+            if (n > 0) break;           /* post what came before it */
             errno = EINVAL;             /* the caller's bug, not the peer's */
-            return total ? (ssize_t)total : -1;
+            return -1;
         }
         if (take > chunk) take = chunk;
         if (take > room) take = room;
@@ -1760,20 +1775,15 @@ ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, s
      * region the NIC no longer reads. */
     wrs[n - 1].send_flags = IBV_SEND_SIGNALED;
     if (ibv_post_send(ch->id->qp, &wrs[0], &bad)) {
+        /* Those before bad were posted and may be read by the NIC until the
+         * channel is closed, which the caller must now do. */
         chanFail(ch, &R.stats.err_completion, "ibv_post_send: %s", strerror(errno));
         errno = ECONNRESET;
         return -1;
     }
-    if (ch->sq_posted == ch->sq_completed) ch->sq_progress = monoSeconds();
-    for (int k = 0; k < n; k++) {
-        ch->sq_posted++;
-        ch->zc_in += sges[k].length;
-        ch->st_end[ch->sq_posted % RDMA_MAX_WRS] = ch->st_in;
-        ch->zc_end[ch->sq_posted % RDMA_MAX_WRS] = ch->zc_in;
-    }
+    for (int k = 0; k < n; k++) sqPosted(ch, sges[k].length);
     ch->unsignaled = 0;
     ch->tx_off += total;
-    ch->last_send = monoSeconds();
     STAT_ADD(writes_posted, (unsigned long long)n);
     STAT_ADD(bytes_sent, total);
     STAT_ADD(region_bytes_sent, total);
@@ -1907,7 +1917,11 @@ int rdmaChanWaitWritable(rdmaChan *ch, long timeout_ms) {
 
 /* ------------------------------------------------------------ Close --- */
 
+/* Under the lock from start to end: the library's event handlers (perhaps
+ * in another thread) look at every channel on the list, and at the ids
+ * their events name, only while they hold it. */
 static void chanFree(rdmaChan *ch) {
+    LOCK();
     if (ch->listener) listenerRemoveHandshake(ch->listener, ch);
     if (ch->id && (ch->state == RDMA_CHAN_CONNECTED || ch->state == RDMA_CHAN_HANDSHAKE ||
                    ch->state == RDMA_CHAN_CLOSED || ch->state == RDMA_CHAN_ERROR))
@@ -1916,7 +1930,6 @@ static void chanFree(rdmaChan *ch) {
     if (ch->id) rdma_destroy_id(ch->id);
     if (ch->cm_ch) rdma_destroy_event_channel(ch->cm_ch);
     if (ch->epfd != -1 && !ch->epfd_released) close(ch->epfd);
-    LOCK();
     if (ch->prev) ch->prev->next = ch->next;
     else R.chans = ch->next;
     if (ch->next) ch->next->prev = ch->prev;

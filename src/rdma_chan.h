@@ -224,7 +224,9 @@ int rdmaChanAttachRegion(rdmaChan *ch, void *base, size_t len, char *err, size_t
  * request per at most chunk bytes (0 = no limit) of the iovecs, which must
  * lie inside the region, all linked into one ibv_post_send (one doorbell).
  * Like rdmaChanWrite it may move fewer bytes than asked (the peer's buffer
- * or the send queue is full) and returns -1 with EAGAIN when it moves none.
+ * or the send queue is full) and returns -1 with EAGAIN when it moves none;
+ * -1 with another errno means the channel failed (some requests may have
+ * been posted: the NIC may read the region until the channel is closed).
  * The bytes must stay unchanged until rdmaChanRegionInFlight() says the NIC
  * is done with them; the channel never lingers after rdmaChanClose(), so
  * once that returns the region may change too. */

@@ -22,7 +22,12 @@
 # machines and the DPU's own ARM cores). Without that, on a small machine
 # the replicas and Nic-KV preempt the master and change how many commands
 # it handles per event-loop turn, which moves its CPU per write more than
-# the fan-out itself does. --no-pin lets the scheduler place everything.
+# the fan-out itself does. Those other cores are also kept busy in every
+# mode by a SCHED_IDLE busy loop, which the replicas and Nic-KV preempt
+# whenever they have work: how busy the rest of the machine is changes the
+# master's CPU seconds per write here (measured: +26% when a loop competes
+# on core 1, the "spin" control), so it must not differ between the modes
+# compared. --no-pin lets the scheduler place everything, with no busy loop.
 # The machine is shared, so absolute numbers vary from run to run; the runs
 # alternate so that noise hits both sides alike, and medians are quoted.
 set -euo pipefail
@@ -48,6 +53,7 @@ host_cpu=() rest_cpu=()
 if [ "$pin" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
     host_cpu=(taskset -c 0) rest_cpu=(taskset -c "1-$(($(nproc) - 1))")
 fi
+idle_pids=()
 
 base=$((17000 + RANDOM % 1000 * 10))
 mport=$base nkport=$((base + 1))
@@ -61,6 +67,7 @@ field() { cli "$1" info "$2" | tr -d '\r' | sed -n "s/^$3://p"; }
 
 cleanup() {
     [ -n "$nk_pid" ] && kill "$nk_pid" 2>/dev/null || true
+    [ ${#idle_pids[@]} -gt 0 ] && kill "${idle_pids[@]}" 2>/dev/null || true
     for p in $(seq "$mport" $((mport + 20))); do cli "$p" shutdown nosave >/dev/null 2>&1 || true; done
     rm -rf "$work"
 }
@@ -95,6 +102,14 @@ measure() { # replicas mode pipeline
         -v w="$writes" -v rps="$rps" 'BEGIN {
             printf "%s %s %s %.3f %.4f %s\n", n, m, p, (c1 - c0) * 1e6 / w, (w1 - w0) / w, rps }' >> "$results"
 }
+
+# One SCHED_IDLE busy loop per core of the replicas' (see "Placement").
+if [ ${#rest_cpu[@]} -gt 0 ] && command -v chrt >/dev/null; then
+    for c in $(seq 1 $(($(nproc) - 1))); do
+        chrt -i 0 taskset -c "$c" bash -c 'while :; do :; done' &
+        idle_pids+=($!)
+    done
+fi
 
 for n in $replica_counts; do
     start_server "$mport"
@@ -144,7 +159,13 @@ for p in $pipelines; do
     awk -v p="$p" -v f="$floor" '$3 == p && $1 > 0 && !($1 == 1 && $2 == "direct") {
         printf "pipeline %-3s %d replicas %-6s: CPU per write %+.1f%% vs 1 direct replica\n", p, $1, $2, ($4 / f - 1) * 100 }' \
         "$work/medians"
+    # Through Nic-KV the master's work is the same for any N (one link):
+    # what N still changes is only what else runs on this machine.
+    nkfloor=$(awk -v p="$p" '$1 == 1 && $2 == "nickv" && $3 == p { print $4 }' "$work/medians")
+    [ -n "$nkfloor" ] && awk -v p="$p" -v f="$nkfloor" '$3 == p && $1 > 1 && $2 == "nickv" {
+        printf "pipeline %-3s %d replicas nickv : CPU per write %+.1f%% vs 1 replica behind Nic-KV\n", p, $1, ($4 / f - 1) * 100 }' \
+        "$work/medians"
 done
-if [ ${#host_cpu[@]} -gt 0 ]; then where="master and benchmark on core 0, replicas and Nic-KV on cores 1-$(($(nproc) - 1))"
+if [ ${#host_cpu[@]} -gt 0 ]; then where="master and benchmark on core 0, replicas and Nic-KV on cores 1-$(($(nproc) - 1)), kept busy by a SCHED_IDLE loop"
 else where="no pinning"; fi
 echo "($writes writes per run, $clients clients, $rounds rounds, medians; $where)"
