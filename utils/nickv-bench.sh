@@ -4,10 +4,11 @@
 #   utils/nickv-bench.sh [--replicas "0 1 3 8"] [--writes 200000] [--rounds 5]
 #                        [--clients 16] [--pipelines "1 16"] [--no-pin]
 #
-# For each replica count, starts a master and that many replicas on
-# loopback, then alternates, --rounds times: replicas directly on the
-# master, and replicas behind Nic-KV (started, then killed, so that the
-# replicas move over and back). Each run is redis-benchmark SET with
+# Each round, for each replica count, starts a master and that many
+# replicas on loopback and measures them directly on the master, then
+# behind Nic-KV (the master hands them over); --rounds rounds, medians.
+# The rounds are the outer loop, so that slow drift of a shared machine
+# hits every replica count alike. Each run is redis-benchmark SET with
 # --clients clients, random keys, with and without pipelining. It reads
 # from the master, before and after:
 #   INFO cpu      used_cpu_sys + used_cpu_user  -> CPU seconds per 1M writes
@@ -111,35 +112,38 @@ if [ ${#rest_cpu[@]} -gt 0 ] && command -v chrt >/dev/null; then
     done
 fi
 
-for n in $replica_counts; do
-    start_server "$mport"
-    for i in $(seq 1 "$n"); do start_server $((mport + 1 + i)) "$mport"; done
-    wait_for 60 '[ "$(cli $mport info replication | grep -c "^slave.*state=online")" = '"$n"' ]'
-    for round in $(seq 1 "$rounds"); do
+# Rounds outside, replica counts inside: each round brings every replica
+# count up afresh, so that slow drift of this shared machine hits all of
+# them alike (the target compares one count with another).
+for round in $(seq 1 "$rounds"); do
+    for n in $replica_counts; do
+        start_server "$mport"
+        for i in $(seq 1 "$n"); do start_server $((mport + 1 + i)) "$mport"; done
+        wait_for 60 '[ "$(cli $mport info replication | grep -c "^slave.*state=online")" = '"$n"' ]'
         # Direct: no Nic-KV, every replica on the master.
-        wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = 0 ] && [ "$(cli $mport info replication | grep -c "^slave.*state=online")" = '"$n"' ]'
         for p in $pipelines; do measure "$n" direct "$p"; done
-        [ "$n" = 0 ] && continue
-        # Control (pinned runs, one replica): direct again, with a spinning
-        # process on the replicas' cores. It shows how much of the master's
-        # CPU per write moves just because those cores are busy (as they
-        # are with Nic-KV's threads on them), with no change in fan-out.
-        if [ "$n" = 1 ] && [ ${#rest_cpu[@]} -gt 0 ]; then
-            "${rest_cpu[@]}" bash -c 'while :; do :; done' &
-            spin_pid=$!
-            for p in $pipelines; do measure "$n" spin "$p"; done
-            kill "$spin_pid"; wait "$spin_pid" 2>/dev/null || true
+        if [ "$n" != 0 ]; then
+            # Control (pinned runs, one replica): direct again, with a
+            # busy loop competing on the replicas' cores. It shows how much
+            # of the master's CPU per write moves just because those cores
+            # are busier, with no change in fan-out.
+            if [ "$n" = 1 ] && [ ${#rest_cpu[@]} -gt 0 ]; then
+                "${rest_cpu[@]}" bash -c 'while :; do :; done' &
+                spin_pid=$!
+                for p in $pipelines; do measure "$n" spin "$p"; done
+                kill "$spin_pid"; wait "$spin_pid" 2>/dev/null || true
+            fi
+            # Through Nic-KV: the master hands the replicas over.
+            "${rest_cpu[@]}" "$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" &
+            nk_pid=$!
+            wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = '"$n"' ]'
+            sleep 1
+            for p in $pipelines; do measure "$n" nickv "$p"; done
+            kill "$nk_pid"; wait "$nk_pid" 2>/dev/null || true; nk_pid=""
         fi
-        # Through Nic-KV: the master hands the replicas over.
-        "${rest_cpu[@]}" "$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" &
-        nk_pid=$!
-        wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = '"$n"' ]'
+        for p in $(seq "$mport" $((mport + 1 + n))); do cli "$p" shutdown nosave >/dev/null 2>&1 || true; done
         sleep 1
-        for p in $pipelines; do measure "$n" nickv "$p"; done
-        kill "$nk_pid"; wait "$nk_pid" 2>/dev/null || true; nk_pid=""
     done
-    for p in $(seq "$mport" $((mport + 1 + n))); do cli "$p" shutdown nosave >/dev/null 2>&1 || true; done
-    sleep 1
 done
 
 # Medians per (replicas, mode, pipeline).
