@@ -21,7 +21,7 @@
  * closes or errs, or when the master's history changes.
  *
  * RDMA replicas get the stream without any copy at all: each replica's
- * channel registers the backlog ring (read-only for the NIC), and the
+ * channel registers the backlog ring (local access only), and the
  * thread posts RDMA WRITE_WITH_IMMs whose scatter entries point into the
  * ring, every piece a replica is due in one ibv_post_send (one doorbell per
  * replica per wakeup, the off-path SmartNIC study's advice #4). Since the
@@ -78,15 +78,13 @@ typedef struct retiredBuf { char *buf; long long size; } retiredBuf;
 static long long ringIndex(long long offset, long long size) { return offset % size; }
 
 /* The ring is mmap()ed: page-aligned, as memory an RDMA NIC reads should be,
- * and given back to the system whole when it is replaced. */
+ * and given back to the system whole when it is replaced. Its pages are
+ * not touched here: a 128 MB ring costs nothing until the stream fills it,
+ * and Nic-KV listens at once (replicas redirected to a Nic-KV that is
+ * restarting must find it). */
 static char *ringAlloc(long long size) {
     void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    /* Fault every page in for writing now: a read-only registration of a
-     * page never written may pin the shared zero page on some kernels, and
-     * the NIC would go on reading zeros after we write the page. */
-    memset(p, 0, (size_t)size);
-    return p;
+    return p == MAP_FAILED ? NULL : p;
 }
 
 /* Copy the bytes of offsets [from, to] from one ring to another. */

@@ -1692,8 +1692,12 @@ int rdmaChanAttachRegion(rdmaChan *ch, void *base, size_t len, char *err, size_t
         return -1;
     }
     if (pinnedRefuse(len, err, errlen)) return -1;
-    /* Access 0: the NIC may only read it, for our own sends. */
-    if (!(ch->region_mr = ibv_reg_mr(ch->pd, base, len, 0))) {
+    /* Local access only: no peer can touch it. LOCAL_WRITE although only
+     * our own sends read it: a read-only registration of pages never
+     * written may pin the shared zero page on some kernels, and the NIC
+     * would go on reading zeros after the owner writes them; asking for
+     * write access makes the kernel pin private pages. */
+    if (!(ch->region_mr = ibv_reg_mr(ch->pd, base, len, IBV_ACCESS_LOCAL_WRITE))) {
         char hint[200];
         int e = errno;
         pinnedRelease(len);

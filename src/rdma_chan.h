@@ -215,7 +215,8 @@ int rdmaChanWritable(rdmaChan *ch);
 
 /* Zero-copy sends, for an owner that sends the same bytes to many peers
  * (Nic-KV's backlog): the region [base, base+len) of the owner's memory is
- * registered in this channel's protection domain, for the NIC to read only.
+ * registered in this channel's protection domain, with local access only
+ * (no peer can read or write it).
  * Call once the channel is connected; counted against the pinned-memory
  * cap; released when the channel closes. Returns 0, or -1 with a message. */
 int rdmaChanAttachRegion(rdmaChan *ch, void *base, size_t len, char *err, size_t errlen);
