@@ -19,6 +19,15 @@
 #
 # Extra arguments for upstream's runner can be given in SKV_RUNTEST_ARGS
 # (for example "--clients 2" or "--single unit/type/list").
+#
+# Upstream's suite has timing-dependent tests that fail now and then on a
+# small shared machine, with or without SKV's changes (seen: unit/
+# memefficiency "Active defrag", unit/scripting "SHUTDOWN NOSAVE can kill a
+# timedout script anyway"). When upstream's suite fails only by [err] lines
+# in at most 3 units, each of those units runs once more, alone: if they
+# all pass, their failures count as passed and are named under "flaky"
+# above the final count; if any fails again, the original failures stand.
+# SKV's own suites are never rerun: a flaky SKV test is an SKV bug.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +44,7 @@ ln -sfn "$top/tests" "$tree/tests/skv"
 total_pass=0 total_fail=0
 summary=()
 failed_suites=()
+flaky=()
 
 # count <log> <status>: set pass/fail from a runtest-style log.
 count_runtest() {
@@ -68,6 +78,31 @@ run_suite() { # name counter command...
     [ "$fail" = 0 ] || failed_suites+=("$name")
     total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
     summary+=("$(printf '%-9s %5d passed, %3d failed  (%ds, log %s)' "$name" "$pass" "$fail" $(( $(date +%s) - start )) "${log#$top/}")")
+}
+
+# After upstream's suite failed: rerun its failed units alone, once (see the
+# top of this file). Uses and updates pass/fail/total_*/summary of the run.
+rerun_upstream_failures() {
+    local log="$logs/upstream.log" clean units names u ok=1
+    clean=$(sed 's/\x1b\[[0-9;]*m//g' "$log")
+    # Only plain assertion failures qualify; a crash, timeout or harness
+    # exception does not.
+    grep -q -E '^\[(exception)\]: |^\[TIMEOUT\]|Server crashed|I/O error' <<<"$clean" && return
+    units=$(grep -E '^\[err\]: .* in tests/(unit|integration)/[^ ]*\.tcl$' <<<"$clean" |
+            sed -E 's|.* in tests/(.*)\.tcl$|\1|' | sort -u)
+    [ -n "$units" ] && [ "$(wc -l <<<"$units")" -le 3 ] || return
+    [ "$(grep -c -E '^\[err\]: ' <<<"$clean")" = "$fail" ] || return
+    names=$(grep -E '^\[err\]: ' <<<"$clean" | sed 's/^\[err\]: //')
+    echo "=================== upstream: rerunning alone, once: $(echo $units)"
+    for u in $units; do
+        (cd "$tree" && ./runtest --clients 1 --single "$u") 2>&1 | tee -a "$logs/upstream-rerun.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || ok=0
+    done
+    [ "$ok" = 1 ] || { echo "run-tests: upstream failures repeat when rerun alone: they stand"; return; }
+    while IFS= read -r n; do flaky+=("upstream: $n (failed, then passed alone)"); done <<<"$names"
+    total_fail=$((total_fail - fail)); total_pass=$((total_pass + fail))
+    unset 'failed_suites[${#failed_suites[@]}-1]'
+    summary[${#summary[@]}-1]="${summary[${#summary[@]}-1]}; $fail flaky, passed alone"
 }
 
 count_check() { # a one-test suite: its exit status is the result
@@ -114,7 +149,8 @@ for suite in $suites; do
     upstream)
         # shellcheck disable=SC2086
         run_suite upstream count_runtest \
-            bash -c "cd '$tree' && ./runtest --clients $clients ${SKV_RUNTEST_ARGS:-}" ;;
+            bash -c "cd '$tree' && ./runtest --clients $clients ${SKV_RUNTEST_ARGS:-}"
+        [ "$fail" = 0 ] || rerun_upstream_failures ;;
     sentinel)
         run_suite sentinel count_instances bash -c "cd '$tree' && ./runtest-sentinel" ;;
     cluster)
@@ -145,6 +181,10 @@ if [ ${#failed_suites[@]} != 0 ]; then
         echo "$name: ... the log ends with:"
         sed 's/\x1b\[[0-9;]*m//g' "$logs/$name.log" | tail -n 8 | sed "s|^|$name: |"
     done
+fi
+if [ ${#flaky[@]} != 0 ]; then
+    echo "=================== flaky (counted as passed; see utils/run-tests.sh)"
+    printf '%s\n' "${flaky[@]}"
 fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" = 0 ]
