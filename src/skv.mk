@@ -38,11 +38,11 @@ $(SKV_RDMA_TOOL_NAME): $(SKV_RDMA_TOOL_OBJ)
 	$(REDIS_LD) -o $@ $^ ../deps/hiredis/libhiredis.a $(FINAL_LIBS)
 
 # nic-kv: the Nic-KV daemon (../nic-kv) with the RDMA channel library, and upstream's event loop, sds,
-# lists and allocator compiled from this tree.
+# lists, allocator and number parsers (util.c: string2ll, memtoull) compiled from this tree.
 SKV_NICKV_SRC = $(SKV_SRC)/../nic-kv
 vpath %.c $(SKV_NICKV_SRC)
 NICKV_NAME = nic-kv
-NICKV_OBJ = nickv.o nickv_upstream.o nickv_fanout.o nickv_conn.o rdma_chan.o ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o
+NICKV_OBJ = nickv.o nickv_upstream.o nickv_fanout.o nickv_conn.o rdma_chan.o ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
 -include nickv.d nickv_upstream.d nickv_fanout.d nickv_conn.d
 all: $(NICKV_NAME)
 
