@@ -1110,7 +1110,8 @@ int nkRdmaPort(void) {
 
 /* -------------------------------------------------------------- Main --- */
 
-/* Every 100 ms: PSYNCs waiting for the stream; every second: the link. */
+/* Every 100 ms: PSYNCs waiting for the stream; every NK_HEARTBEAT_MS: the
+ * heartbeat to the master; every second: the link. */
 static int nkCron(aeEventLoop *el, long long id, void *data) {
     static int ticks = 0;
     (void)id; (void)data;
@@ -1127,6 +1128,7 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
         for (int i = 0; i < nk.rdma_count; i++) rdmaListenerCron(nk.rdma_listeners[i]);
         if (nk.rdma_count || nk.cfg.master_rdma_port) rdmaCron();
     }
+    if (ticks % (NK_HEARTBEAT_MS / 100) == 0) nkLinkHeartbeat();
     nkPsyncWaitersCheck();
     nkLinkResume();
     return 100;

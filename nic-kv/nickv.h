@@ -216,6 +216,7 @@ typedef struct nkServer {
     time_t link_lastio;
     time_t link_down_since;
     int master_is_skv;                  /* it answered REPLCONF nickv hello */
+    int link_refused;                   /* ... with -NICKV: not as its daemon */
     char master_replid[NK_RUNID_SIZE+1];
     char master_replid2[NK_RUNID_SIZE+1];
     long long second_replid_offset;
@@ -286,6 +287,9 @@ long long nkUnixTime(void);
 
 /* nickv_upstream.c */
 void nkLinkCron(void);
+/* Our ACK and backlog report to the master, every NK_HEARTBEAT_MS. */
+#define NK_HEARTBEAT_MS 200
+void nkLinkHeartbeat(void);
 /* nickv.c: the RDMA port the master may send replicas to (0: none). */
 int nkRdmaPort(void);
 /* Retry what the backlog could not take (called before sleeping). */

@@ -214,8 +214,18 @@ static void handleReply(const char *line) {
         long long off;
         if (line[0] == '+' && sscanf(line + 1, "%40s %lld", id, &off) == 2 && strlen(id) == NK_RUNID_SIZE) {
             nk.master_is_skv = 1;
+            nk.link_refused = 0;
             snprintf(nk.hello_replid, sizeof(nk.hello_replid), "%s", id);
             nk.hello_offset = off;
+        } else if (!strncmp(line, "-NICKV", 6)) {
+            /* An SKV master that will not have us as its Nic-KV (another
+             * daemon serves it, or we are not its nickv-user): retry. */
+            if (!nk.link_down_since || nk.link_state == NK_LINK_HELLO)
+                nkLog(nk.link_refused ? LL_VERBOSE : LL_WARNING, "The master refuses us as its "
+                      "Nic-KV: %s (retrying every second)", line + 1);
+            nk.link_refused = 1;
+            linkClose("refused as Nic-KV by the master");
+            return;
         } else {
             if (nk.master_is_skv || nk.link_connects == 1)
                 nkLog(LL_NOTICE, "The master does not know Nic-KV (%s): running without its "
@@ -447,15 +457,23 @@ static void linkConnect(void) {
     nkConnSetWriteHandler(nk.link, linkConnected);
 }
 
+/* Every NK_HEARTBEAT_MS while streaming: our ACK (it keeps the link alive)
+ * and what the backlog holds, which is also our heartbeat: an SKV master
+ * that hears nothing from us for a second closes our link and serves our
+ * replicas itself (src/nickv_server.c). */
+void nkLinkHeartbeat(void) {
+    long long first, last;
+    if (nk.link_state != NK_LINK_STREAMING) return;
+    nkBacklogRange(&first, &last);
+    linkCommand("REPLCONF ACK %lld", last);
+    nkLinkSend("REPLCONF nickv \"backlog %lld %lld\"", first, last);
+}
+
 void nkLinkCron(void) {
     time_t now = time(NULL);
-    long long first, last;
     if (nk.link_state == NK_LINK_NONE) {
         linkConnect();
     } else if (nk.link_state == NK_LINK_STREAMING) {
-        nkBacklogRange(&first, &last);
-        linkCommand("REPLCONF ACK %lld", last);
-        nkLinkSend("REPLCONF nickv \"backlog %lld %lld\"", first, last);
         if (now - nk.link_lastio > nk.cfg.repl_timeout) linkClose("timeout: no data from the master");
     } else if (now - state_since > nk.cfg.repl_timeout) {
         linkClose("timeout during the handshake");

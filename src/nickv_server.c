@@ -38,13 +38,28 @@
  */
 
 #include "server.h"
+#include "cluster.h"
 #include "nickv_server.h"
 #include "rdma.h"
 
 int nickvOffload = 1;
+char *nickvUser = NULL;
 
-/* A daemon is healthy while it acknowledged the stream this recently. */
-#define NICKV_HEALTHY_LAG 5
+/* Liveness. The daemon reports to us every NICKV_HEARTBEAT_MS (its
+ * "backlog" message): after NICKV_DAEMON_TIMEOUT_MS without one it is
+ * dead to us, and its link is closed. While a healthy daemon is attached
+ * and the stream is idle, we PING into the stream every NICKV_PING_MS, so
+ * that a replica behind Nic-KV hears something at least that often: after
+ * NICKV_VIA_TIMEOUT_MS of silence it leaves Nic-KV and comes to us. The
+ * daemon is declared dead before its replicas give up on it (1000 < 1500),
+ * so they are served here, not sent back to it. A PSYNC through Nic-KV may
+ * wait NK_PSYNC_WAIT_MS (2 s) for the stream: a handshake through it gets
+ * NICKV_VIA_HANDSHAKE_MS. */
+#define NICKV_HEARTBEAT_MS 200        /* nic-kv's side; here for the record */
+#define NICKV_DAEMON_TIMEOUT_MS 1000
+#define NICKV_PING_MS 500
+#define NICKV_VIA_TIMEOUT_MS 1500
+#define NICKV_VIA_HANDSHAKE_MS 3000
 /* How long a replica that advertises nickv-hold stays with the master. */
 #define NICKV_HOLD_SECONDS 30
 
@@ -63,9 +78,14 @@ static struct {
     int daemon_port, daemon_rdma_port;
     long long backlog_first, backlog_last;
     int backlog_known;         /* the daemon reported its backlog since it joined */
+    long long daemon_slots;    /* clients it can still take; -1: not reported */
     list *replicas;           /* nickvReplica */
-    long long redirects, handoffs, daemon_joins;
+    long long redirects, handoffs, daemon_joins, daemon_timeouts, daemons_refused;
     long long stream_writes;
+    mstime_t daemon_heard;     /* when the daemon last reported */
+    long long idle_offset;     /* master_repl_offset when last seen moving */
+    mstime_t idle_since;       /* ... and since when it stands still */
+    time_t refused_logged;     /* rate limit for refused hellos */
     /* Replica side. */
     int redirect_pending;
     int via;                  /* the current link goes through Nic-KV */
@@ -74,8 +94,13 @@ static struct {
     time_t redirect_time;
     time_t hold_until;        /* advertise nickv-hold until then */
     int streak;               /* redirects in a row that did not work out */
-    long long redirects_followed, bounces;
+    long long redirects_followed, bounces, via_timeouts;
+    long long via_read_off;    /* the link's read offset when last seen moving */
+    mstime_t via_heard;        /* ... when it moved, or the link started */
 } NK;
+
+int cancelReplicationHandshake(int reconnect);   /* replication.c */
+int connectWithMaster(void);                      /* replication.c */
 
 /* ------------------------------------------------------- Master side --- */
 
@@ -87,26 +112,38 @@ static void nickvDropReplicas(void) {
     }
 }
 
-/* The daemon's client, or NULL (and forget it) when its link is gone. */
+/* The daemon's client, or NULL when its link is gone or going. A getter:
+ * nickvCron() forgets a daemon that is gone. */
 static client *nickvDaemon(void) {
     client *c;
     if (!NK.daemon_id) return NULL;
     c = lookupClientByID(NK.daemon_id);
-    if (!c || (c->flags & CLIENT_CLOSE_ASAP)) {
-        serverLog(LL_NOTICE, "Nic-KV: the daemon at %s:%d is gone; its %lu replicas are "
-                  "no longer counted", NK.daemon_host, NK.daemon_port,
-                  NK.replicas ? listLength(NK.replicas) : 0UL);
-        NK.daemon_id = 0;
-        nickvDropReplicas();
-        return NULL;
-    }
+    if (!c || (c->flags & CLIENT_CLOSE_ASAP)) return NULL;
     return c;
 }
 
 static int nickvDaemonHealthy(void) {
     client *d = nickvDaemon();
     return nickvOffload && d && (d->flags & CLIENT_SLAVE) && d->replstate == SLAVE_STATE_ONLINE &&
-           server.unixtime - d->repl_ack_time <= NICKV_HEALTHY_LAG;
+           mstime() - NK.daemon_heard <= NICKV_DAEMON_TIMEOUT_MS;
+}
+
+/* Forget the daemon and the replicas it reported; close its link if it is
+ * still there (it reconnects, if alive, and reports them again). */
+static void nickvForgetDaemon(const char *why) {
+    client *c = NK.daemon_id ? lookupClientByID(NK.daemon_id) : NULL;
+    serverLog(LL_WARNING, "Nic-KV: the daemon at %s:%d %s; its %lu replicas are no longer "
+              "counted", NK.daemon_host, NK.daemon_port, why,
+              NK.replicas ? listLength(NK.replicas) : 0UL);
+    if (c && !(c->flags & CLIENT_CLOSE_ASAP)) freeClientAsync(c);
+    NK.daemon_id = 0;
+    nickvDropReplicas();
+}
+
+/* May this client speak for Nic-KV? Only the user named by nickv-user. */
+static int nickvUserOk(client *c) {
+    return nickvUser && c->user && c->authenticated && c->user->name &&
+           !strcmp(c->user->name, nickvUser);
 }
 
 int nickvIsDaemon(client *c) {
@@ -143,13 +180,33 @@ void nickvReplconf(client *c, sds message) {
             addReplyError(c, "nickv-offload is off on this master");
             goto out;
         }
-        if (NK.daemon_id && NK.daemon_id != c->id && nickvDaemon()) {
-            serverLog(LL_NOTICE, "Nic-KV: a new daemon replaces the one at %s:%d",
-                      NK.daemon_host, NK.daemon_port);
-            freeClientAsync(nickvDaemon());
+        if (!nickvUserOk(c)) {
+            NK.daemons_refused++;
+            if (server.unixtime != NK.refused_logged)
+                serverLog(LL_WARNING, "Nic-KV: refused the daemon role to %s: it is not "
+                          "authenticated as the nickv-user '%s'", replicationGetSlaveName(c),
+                          nickvUser ? nickvUser : "");
+            NK.refused_logged = server.unixtime;
+            addReplyErrorFormat(c, "-NICKV refused: only the user named by nickv-user (%s) may "
+                                "act as Nic-KV", nickvUser ? nickvUser : "none set");
+            goto out;
         }
+        if (NK.daemon_id && NK.daemon_id != c->id && nickvDaemonHealthy()) {
+            NK.daemons_refused++;
+            if (server.unixtime != NK.refused_logged)
+                serverLog(LL_WARNING, "Nic-KV: refused a second daemon (link from %s): the one "
+                          "at %s:%d is healthy", replicationGetSlaveName(c),
+                          NK.daemon_host, NK.daemon_port);
+            NK.refused_logged = server.unixtime;
+            addReplyErrorFormat(c, "-NICKV refused: another Nic-KV (%s:%d) serves this master",
+                                NK.daemon_host, NK.daemon_port);
+            goto out;
+        }
+        if (NK.daemon_id && NK.daemon_id != c->id)
+            nickvForgetDaemon("is replaced by a new daemon");
         nickvDropReplicas();
         NK.daemon_id = c->id;
+        NK.daemon_heard = mstime();
         if (!strcmp(argv[1], "?") || !strcmp(argv[1], "")) {
             if (connPeerToString(c->conn, NK.daemon_host, sizeof(NK.daemon_host), NULL) == -1)
                 NK.daemon_host[0] = '\0';
@@ -160,6 +217,7 @@ void nickvReplconf(client *c, sds message) {
         NK.daemon_rdma_port = atoi(argv[3]);
         NK.backlog_first = NK.backlog_last = 0;
         NK.backlog_known = 0;
+        NK.daemon_slots = -1;
         NK.daemon_joins++;
         if (!NK.replicas) NK.replicas = listCreate();
         /* The daemon PSYNCs from where we are now: make sure a backlog
@@ -201,11 +259,17 @@ void nickvReplconf(client *c, sds message) {
             if (b > r->ack_off) r->ack_off = b;
             r->ack_time = server.unixtime;
         }
-    } else if (!strcasecmp(argv[0], "backlog") && argc == 3 && string2ll(argv[1], sdslen(argv[1]), &a) &&
-               string2ll(argv[2], sdslen(argv[2]), &b)) {
+    } else if (!strcasecmp(argv[0], "backlog") && (argc == 3 || argc == 4) &&
+               string2ll(argv[1], sdslen(argv[1]), &a) && string2ll(argv[2], sdslen(argv[2]), &b)) {
+        /* Also the daemon's heartbeat (every NICKV_HEARTBEAT_MS), with the
+         * number of clients it can still accept (maxclients). */
+        long long slots = -1;
+        if (argc == 4 && (!string2ll(argv[3], sdslen(argv[3]), &slots) || slots < 0)) slots = -1;
         NK.backlog_first = a;
         NK.backlog_last = b;
         NK.backlog_known = 1;
+        NK.daemon_slots = slots;
+        NK.daemon_heard = mstime();
     } else {
         serverLog(LL_WARNING, "Nic-KV: unknown message from the daemon: %s", message);
     }
@@ -236,6 +300,8 @@ static int nickvHolds(client *c) {
  * replica's offset is always ahead of the end Nic-KV last reported, so
  * using that end here would refuse every hand-over. */
 static int nickvCanServe(long long offset) {
+    /* A daemon at its maxclients would refuse the replica's connection. */
+    if (NK.daemon_slots == 0) return 0;
     return NK.backlog_known && offset >= NK.backlog_first && offset <= server.master_repl_offset + 1;
 }
 
@@ -252,6 +318,7 @@ int nickvMaybeRedirect(client *c, long long psync_offset) {
     addReplyStatusFormat(c, "NICKV %s %d %d", NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
     NK.redirects++;
+    if (NK.daemon_slots > 0) NK.daemon_slots--;   /* until its next report */
     return 1;
 }
 
@@ -330,6 +397,74 @@ void nickvMasterCron(void) {
     }
 }
 
+/* Every serverCron (master side): forget a daemon that is gone or silent;
+ * PING into an idle stream while a healthy daemon carries it. */
+static void nickvMasterWatch(mstime_t now) {
+    if (NK.daemon_id) {
+        client *d = nickvDaemon();
+        if (!d) nickvForgetDaemon("is gone");
+        else if (d->replstate == SLAVE_STATE_ONLINE && now - NK.daemon_heard > NICKV_DAEMON_TIMEOUT_MS) {
+            NK.daemon_timeouts++;
+            nickvForgetDaemon("sent no heartbeat for over a second (stopped or hung?): "
+                              "closing its link");
+        }
+    }
+    if (server.masterhost || server.master_repl_offset != NK.idle_offset) {
+        NK.idle_offset = server.master_repl_offset;
+        NK.idle_since = now;
+        return;
+    }
+    if (now - NK.idle_since < NICKV_PING_MS || !nickvDaemonHealthy()) return;
+    /* As replicationCron's PING, and not during a manual failover, whose
+     * offsets must stand still. */
+    int failover = ((server.cluster_enabled && server.cluster->mf_end) || server.failover_end_time) &&
+                   checkClientPauseTimeoutAndReturnIfPaused();
+    if (failover) return;
+    robj *argv[1] = {shared.ping};
+    replicationFeedSlaves(server.slaves, server.slaveseldb, argv, 1);
+    NK.idle_offset = server.master_repl_offset;
+    NK.idle_since = now;
+}
+
+/* Every serverCron (replica side): a link through Nic-KV that stays silent
+ * for NICKV_VIA_TIMEOUT_MS (the master PINGs through Nic-KV twice as often)
+ * goes back to the master. A handshake through it gets a little longer. */
+static void nickvReplicaWatch(mstime_t now) {
+    if (!server.masterhost || !NK.via) return;
+    if (server.repl_state == REPL_STATE_CONNECTED && server.master) {
+        if (server.master->read_reploff != NK.via_read_off) {
+            NK.via_read_off = server.master->read_reploff;
+            NK.via_heard = now;
+            return;
+        }
+        if (now - NK.via_heard <= NICKV_VIA_TIMEOUT_MS) return;
+        NK.via_timeouts++;
+        serverLog(LL_WARNING, "Nic-KV: nothing from Nic-KV at %s:%d for %lld ms (the master "
+                  "pings through it every %d ms): back to the master", NK.target_host,
+                  NK.target_port, (long long)(now - NK.via_heard), NICKV_PING_MS);
+        freeClient(server.master);
+        if (server.repl_state == REPL_STATE_CONNECT) connectWithMaster();
+    } else if (now - NK.via_heard > NICKV_VIA_HANDSHAKE_MS) {
+        NK.via_timeouts++;
+        serverLog(LL_WARNING, "Nic-KV: no link through Nic-KV at %s:%d after %lld ms: back to "
+                  "the master", NK.target_host, NK.target_port, (long long)(now - NK.via_heard));
+        NK.via = 0;
+        cancelReplicationHandshake(1);
+    }
+}
+
+void nickvCron(void) {
+    static mstime_t last;
+    mstime_t now = mstime();
+    /* Blocked for a while ourselves (a slow command, a script, loading):
+     * what our peers sent meanwhile is still unread, so their silence
+     * means nothing yet. */
+    if (last && now - last > NICKV_PING_MS) NK.daemon_heard = NK.via_heard = now;
+    last = now;
+    nickvMasterWatch(now);
+    nickvReplicaWatch(now);
+}
+
 void nickvCountReplicaWrite(void) {
     NK.stream_writes++;
 }
@@ -394,6 +529,8 @@ void nickvReplicaTarget(const char **host, int *port) {
     if (NK.redirect_pending) {
         NK.redirect_pending = 0;
         NK.via = 1;
+        NK.via_heard = mstime();
+        NK.via_read_off = -1;
         *host = NK.target_host;
         *port = NK.target_port;
         return;
@@ -413,6 +550,7 @@ sds nickvInfoString(sds info) {
         "nickv_daemon:%s\r\n"
         "nickv_daemon_addr:%s:%d\r\n"
         "nickv_daemon_rdma_port:%d\r\n"
+        "nickv_daemon_free_slots:%lld\r\n"
         "nickv_backlog_first_byte_offset:%lld\r\n"
         "nickv_backlog_last_byte_offset:%lld\r\n"
         "nickv_replicas:%ld\r\n"
@@ -422,18 +560,24 @@ sds nickvInfoString(sds info) {
         "repl_stream_writes:%lld\r\n"
         "nickv_link_via:%s\r\n"
         "nickv_redirects_followed:%lld\r\n"
-        "nickv_bounces:%lld\r\n",
+        "nickv_bounces:%lld\r\n"
+        "nickv_daemon_timeouts:%lld\r\n"
+        "nickv_daemons_refused:%lld\r\n"
+        "nickv_via_timeouts:%lld\r\n",
         nickvOffload,
         d ? (nickvDaemonHealthy() ? "healthy" : "lagging") : "none",
         d ? NK.daemon_host : "", d ? NK.daemon_port : 0, d ? NK.daemon_rdma_port : 0,
+        d ? NK.daemon_slots : -1,
         NK.backlog_first, NK.backlog_last, nickvReplicaCount(),
         NK.daemon_joins, NK.redirects, NK.handoffs, NK.stream_writes,
         (server.masterhost && NK.via) ? NK.target_host : "",
-        NK.redirects_followed, NK.bounces);
+        NK.redirects_followed, NK.bounces, NK.daemon_timeouts, NK.daemons_refused,
+        NK.via_timeouts);
     return info;
 }
 
 void nickvResetStats(void) {
     NK.redirects = NK.handoffs = NK.daemon_joins = NK.stream_writes = 0;
     NK.redirects_followed = NK.bounces = 0;
+    NK.daemon_timeouts = NK.daemons_refused = NK.via_timeouts = 0;
 }

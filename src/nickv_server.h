@@ -17,6 +17,8 @@ struct client;
 /* nickv-offload: a master hands its SKV replicas to an attached Nic-KV,
  * a replica follows such a hand-off. */
 extern int nickvOffload;
+/* nickv-user: the only user whose clients may act as the Nic-KV daemon. */
+extern char *nickvUser;
 
 /* ------------------------------------------------------ Master side --- */
 
@@ -35,8 +37,11 @@ int nickvCountGoodReplicas(void);
 long nickvReplicaCount(void);
 long nickvDaemonCount(void);
 sds nickvInfoReplicas(sds info, int *slaveid);
-/* Once a second (from replicationCron). */
+/* Once a second (from replicationCron): hand-overs. */
 void nickvMasterCron(void);
+/* Every serverCron: the daemon's heartbeat, keepalive PINGs into an idle
+ * stream (master); a silent link through Nic-KV (replica). */
+void nickvCron(void);
 /* Every write of the replication stream to a replica connection. */
 void nickvCountReplicaWrite(void);
 

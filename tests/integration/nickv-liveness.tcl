@@ -1,0 +1,138 @@
+# Nic-KV liveness and the daemon's identity: a stopped Nic-KV loses its
+# replicas to the master within seconds (not after repl-timeout), an idle
+# one keeps them, and only the configured user may act as the daemon.
+
+source tests/skv/helpers.tcl
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport]
+
+    start_server {overrides {save ""}} {
+    start_server {overrides {save ""}} {
+    start_server {overrides {save ""}} {
+        set replicas [list [srv -2 client] [srv -1 client] [srv 0 client]]
+        foreach r $replicas { $r replicaof $mhost $mport }
+        foreach r $replicas { wait_for_sync $r }
+        nickv_wait_replicas $nk 3
+
+        test {Nic-KV: an idle stream through Nic-KV keeps its replicas} {
+            # Nothing is written for 4 s: the master PINGs through Nic-KV,
+            # and no replica mistakes the silence for a dead Nic-KV.
+            set joins [nickv_status $master nickv_daemon_joins]
+            after 4000
+            foreach r $replicas {
+                assert_equal 0 [nickv_status $r nickv_via_timeouts]
+                assert_equal $mhost [nickv_status $r nickv_link_via]
+            }
+            assert_equal 3 [nickv_info $nk connected_replicas]
+            assert_equal healthy [nickv_status $master nickv_daemon]
+            assert_equal $joins [nickv_status $master nickv_daemon_joins]
+            assert_equal 0 [nickv_status $master nickv_daemon_timeouts]
+        }
+
+        test {Nic-KV: stopped (SIGSTOP), its replicas stream from the master within seconds} {
+            $master set before-stop 1
+            nickv_assert_digests $master $replicas
+            set full [status $master sync_full]
+            set start [clock milliseconds]
+            exec kill -STOP [dict get $nk pid]
+            foreach r $replicas {
+                wait_for_condition 50 100 {
+                    [status $r master_link_status] eq {up} && [nickv_status $r nickv_link_via] eq {}
+                } else {
+                    exec kill -CONT [dict get $nk pid]
+                    fail "a replica still waits for the stopped Nic-KV"
+                }
+            }
+            set took [expr {[clock milliseconds] - $start}]
+            puts [format "    (replicas back with the master %.1f s after SIGSTOP)" [expr {$took / 1000.0}]]
+            # The master counts what it hears from: three direct replicas,
+            # none "via=nickv", and WAIT sees them at once.
+            assert_equal none [nickv_status $master nickv_daemon]
+            assert_equal 1 [nickv_status $master nickv_daemon_timeouts]
+            assert_no_match "*via=nickv*" [$master info replication]
+            assert_equal 3 [status $master connected_slaves]
+            $master set during-stop 1
+            assert_equal 3 [$master wait 3 5000]
+            # Partial resyncs from the master's backlog, no full sync.
+            assert_equal $full [status $master sync_full]
+            foreach r $replicas { assert_equal 1 [nickv_status $r nickv_via_timeouts] }
+            nickv_assert_digests $master $replicas
+        }
+
+        test {Nic-KV: resumed (SIGCONT), it rejoins and takes its replicas back} {
+            exec kill -CONT [dict get $nk pid]
+            wait_for_condition 100 100 {
+                [nickv_status $master nickv_daemon] eq {healthy}
+            } else {
+                fail "Nic-KV did not rejoin the master"
+            }
+            nickv_wait_replicas $nk 3
+            wait_for_condition 100 100 {
+                [nickv_status $master nickv_replicas] == 3
+            } else {
+                fail "the master does not count the replicas behind Nic-KV again"
+            }
+            $master set after-cont 1
+            assert_equal 3 [$master wait 3 5000]
+            nickv_assert_digests $master $replicas
+        }
+    }
+    }
+    }
+    nickv_stop $nk
+}
+
+# nickv-user: the daemon role belongs to one ACL user; while a daemon is
+# healthy, a second one is refused.
+start_server {tags {"nickv repl external:skip"} overrides {save "" nickv-user nk-daemon}} {
+    set master [srv 0 client]
+    set mport [srv 0 port]
+    $master acl setuser nk-daemon on >daemon-secret +@all ~*
+
+    test {Nic-KV: the daemon role is only for the nickv-user} {
+        set nk [nickv_start $mport --masteruser nk-daemon --masterauth daemon-secret]
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_daemon] eq {healthy}
+        } else {
+            fail "Nic-KV authenticated as the nickv-user did not join"
+        }
+        set joins [nickv_status $master nickv_daemon_joins]
+        # A client of the default user claims to be Nic-KV.
+        set c [redis [srv 0 host] $mport]
+        catch {$c replconf nickv "hello 10.0.0.66 6666 0"} e
+        assert_match {NICKV refused: only the user named by nickv-user (nk-daemon) may act as Nic-KV} $e
+        $c close
+        assert_equal healthy [nickv_status $master nickv_daemon]
+        assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $master nickv_daemon_addr]
+        assert_equal $joins [nickv_status $master nickv_daemon_joins]
+        assert_equal 1 [nickv_status $master nickv_daemons_refused]
+    }
+
+    test {Nic-KV: a second daemon is refused while the first is healthy, and takes over after it} {
+        set nk2 [nickv_start $mport --masteruser nk-daemon --masterauth daemon-secret]
+        wait_for_condition 100 100 {
+            [string match "*refuses us as its Nic-KV: NICKV refused: another Nic-KV*" \
+                 [exec cat [dict get $nk2 log]]]
+        } else {
+            fail "the second Nic-KV was not told why it is refused"
+        }
+        after 2000
+        # The first stays: nobody replaced anybody.
+        assert_equal $joins [nickv_status $master nickv_daemon_joins]
+        assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $master nickv_daemon_addr]
+        assert_equal down [nickv_info $nk2 master_link_status]
+        nickv_stop $nk KILL
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_daemon_addr] eq "127.0.0.1:[dict get $nk2 port]" &&
+            [nickv_status $master nickv_daemon] eq {healthy}
+        } else {
+            fail "the second Nic-KV did not take over from the dead one"
+        }
+        assert_equal up [nickv_info $nk2 master_link_status]
+        nickv_stop $nk2
+    }
+}
