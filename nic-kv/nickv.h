@@ -119,6 +119,7 @@ typedef struct nkConfig {
     char *pidfile;
 } nkConfig;
 
+
 /* ---------------------------------------------------------- Backlog --- */
 
 /* The stream from the master, as a ring. Offsets are the master's: the

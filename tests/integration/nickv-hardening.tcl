@@ -1,0 +1,79 @@
+# Nic-KV under hostile or careless clients: file descriptors run out, bad
+# configuration values, clients that never read or never authenticate. The
+# daemon keeps serving, answers what redis-server would, and its CPU and
+# memory stay bounded.
+
+source tests/skv/helpers.tcl
+
+start_server {tags {"nickv external:skip"}} {
+    set mport [srv 0 port]
+
+    test {Nic-KV: CONFIG SET parses and range-checks numbers as redis-server does} {
+        set nk [nickv_start $mport]
+        set err {ERR CONFIG SET failed (possibly related to argument}
+        assert_equal "$err 'backlog-size') - argument must be a memory value" \
+            [nickv_cmd $nk config set backlog-size 17179869185gb]
+        assert_equal "$err 'backlog-size') - argument must be a memory value" \
+            [nickv_cmd $nk config set backlog-size 99999999999999999999999999]
+        assert_equal {backlog-size 134217728} [nickv_cmd $nk config get backlog-size]
+        assert_equal "$err 'repl-timeout') - argument must be between 1 and 2147483647 inclusive" \
+            [nickv_cmd $nk config set repl-timeout 4294967297]
+        foreach bad {1.5 5abc {} -} {
+            assert_equal "$err 'repl-timeout') - argument couldn't be parsed into an integer" \
+                [nickv_cmd $nk config set repl-timeout $bad]
+        }
+        assert_equal {repl-timeout 60} [nickv_cmd $nk config get repl-timeout]
+        assert_equal "$err 'protected-mode') - argument must be 'yes' or 'no'" \
+            [nickv_cmd $nk config set protected-mode maybe]
+        assert_equal "$err 'loglevel') - argument(s) must be one of the following: debug, verbose, notice, warning" \
+            [nickv_cmd $nk config set loglevel loud]
+        assert_equal {ERR Unknown option or number of arguments for CONFIG SET - 'no-such-option'} \
+            [nickv_cmd $nk config set no-such-option 1]
+        assert_equal "$err 'port') - can't set immutable config" \
+            [nickv_cmd $nk config set port 1234]
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: CONFIG SET takes several pairs, all or nothing} {
+        set nk [nickv_start $mport]
+        assert_equal OK [nickv_cmd $nk config set loglevel warning repl-timeout 7]
+        assert_equal {loglevel warning} [nickv_cmd $nk config get loglevel]
+        assert_equal {repl-timeout 7} [nickv_cmd $nk config get repl-timeout]
+        # One bad value: nothing changes.
+        assert_equal {ERR CONFIG SET failed (possibly related to argument 'backlog-size') - argument must be a memory value} \
+            [nickv_cmd $nk config set repl-timeout 9 backlog-size lots]
+        assert_equal {repl-timeout 7} [nickv_cmd $nk config get repl-timeout]
+        assert_equal {ERR CONFIG SET failed (possibly related to argument 'repl-timeout') - duplicate parameter} \
+            [nickv_cmd $nk config set repl-timeout 9 repl-timeout 10]
+        assert_equal {ERR syntax error} [nickv_cmd $nk config set repl-timeout 9 loglevel]
+        assert_equal {repl-timeout 7} [nickv_cmd $nk config get repl-timeout]
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: INFO with several sections, as redis-server 7.0} {
+        set nk [nickv_start $mport]
+        set info [nickv_cmd $nk info server cpu]
+        assert_match "*# Server*nickv_version:*# CPU*used_cpu_user:*" $info
+        assert_no_match "*# Backlog*" $info
+        assert_match "*# Memory*used_memory:*" [nickv_cmd $nk info memory]
+        assert_match "ERR no such INFO section*" [nickv_cmd $nk info a b]
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: an unwritable logfile stops it at start, with a message} {
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        set rc [catch {exec timeout 5 src/nic-kv --port $port --master-port $mport \
+                           --logfile /nonexistent/dir/x.log 2>@1} out]
+        assert_equal 1 $rc
+        assert_equal 1 [lindex $::errorCode 2]
+        assert_match "*Can't open the log file*/nonexistent/dir/x.log*No such file or directory*" $out
+    }
+
+    test {Nic-KV: a bad value in the config file or on the command line stops it at start} {
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        catch {exec timeout 5 src/nic-kv --port $port --repl-timeout 5abc 2>@1} out
+        assert_match "*repl-timeout*argument couldn't be parsed into an integer*" $out
+        catch {exec timeout 5 src/nic-kv --port $port --no-such-option 1 2>@1} out
+        assert_match "*no-such-option*Bad directive or wrong number of arguments*" $out
+    }
+}
