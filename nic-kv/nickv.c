@@ -187,6 +187,66 @@ long long nkUnixTime(void) {
 
 /* ------------------------------------------------------- Configuration --- */
 
+/* Raise the open files limit to maxclients + NK_RESERVED_FDS if it is
+ * lower, as upstream's adjustOpenFilesLimit(); where the system refuses,
+ * lower maxclients to what the limit allows, and say so. Returns -1 when
+ * the limit leaves no room for a single client. */
+static int nkAdjustOpenFilesLimit(void) {
+    rlim_t want = (rlim_t)nk.cfg.maxclients + NK_RESERVED_FDS, best;
+    struct rlimit lim;
+    int setrlimit_error = 0;
+
+    if (getrlimit(RLIMIT_NOFILE, &lim) == -1) {
+        nkLog(LL_WARNING, "Unable to obtain the current NOFILE limit (%s), assuming 1024 and "
+              "setting maxclients accordingly", strerror(errno));
+        if (nk.cfg.maxclients > 1024 - NK_RESERVED_FDS) nk.cfg.maxclients = 1024 - NK_RESERVED_FDS;
+        return 0;
+    }
+    if (lim.rlim_cur >= want) return 0;
+    /* What we want, raising the hard limit if need be; else the hard
+     * limit; else what we have. */
+    struct rlimit l = { want, want > lim.rlim_max ? want : lim.rlim_max };
+    best = want;
+    if (setrlimit(RLIMIT_NOFILE, &l) == -1) {
+        setrlimit_error = errno;
+        best = lim.rlim_cur;
+        if (lim.rlim_max > lim.rlim_cur) {
+            l.rlim_cur = l.rlim_max = lim.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &l) != -1) best = lim.rlim_max;
+        }
+    }
+    if (best >= want) {
+        nkLog(LL_NOTICE, "Increased maximum number of open files to %llu (it was originally "
+              "set to %llu)", (unsigned long long)want, (unsigned long long)lim.rlim_cur);
+        return 0;
+    }
+    if (best <= NK_RESERVED_FDS) {
+        nkLog(LL_WARNING, "The open files limit of %llu is not enough for Nic-KV to start: "
+              "raise it to at least %llu", (unsigned long long)best, (unsigned long long)want);
+        return -1;
+    }
+    nkLog(LL_WARNING, "maxclients %d needs %llu open files, which the system refuses (%s): "
+          "the limit is %llu, so maxclients is now %d. Raise 'ulimit -n' for more clients.",
+          nk.cfg.maxclients, (unsigned long long)want, strerror(setrlimit_error),
+          (unsigned long long)best, (int)(best - NK_RESERVED_FDS));
+    nk.cfg.maxclients = (int)(best - NK_RESERVED_FDS);
+    return 0;
+}
+
+/* CONFIG SET maxclients: only as many as the open files limit allows (it
+ * is raised if it can be). */
+static int applyMaxclients(const char **err) {
+    static char msg[160];
+    int asked = nk.cfg.maxclients;
+    if (nkAdjustOpenFilesLimit() == -1 || nk.cfg.maxclients < asked) {
+        snprintf(msg, sizeof(msg), "The operating system is not able to handle the specified "
+                 "number of clients, try with %d", nk.cfg.maxclients);
+        *err = msg;
+        return 0;
+    }
+    return 1;
+}
+
 /* Every option is one row of nkConfigs[] below, in the manner of upstream's
  * static_configs[]: its name, its type, its bounds, its default, whether it
  * may change at run time, and what applies a change. The config file, the
@@ -306,6 +366,9 @@ static nkConfigOption nkConfigs[] = {
      "<addr...>", "addresses to listen on"},
     {"protected-mode", NK_CFG_BOOL, 0, &nk.cfg.protected_mode, 0, 1, 1, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "without a password, refuse non-loopback clients"},
+    {"maxclients", NK_CFG_INT, 0, &nk.cfg.maxclients, 1, INT_MAX, 10000, NULL, NULL, NULL, NULL,
+     applyMaxclients, "<n>", "clients at once, replicas included; lowered to what the\n"
+     "                        open files limit allows"},
     {"master-host", NK_CFG_STRING, IMM, &nk.cfg.master_host, 0, 0, 0, "127.0.0.1", NULL, NULL, NULL,
      NULL, "<addr>", "the SKV master"},
     {"master-port", NK_CFG_INT, IMM, &nk.cfg.master_port, 1, 65535, 6379, NULL, NULL, NULL, NULL, NULL,
@@ -794,11 +857,13 @@ static sds genInfo(int nsec, sds *secs) {
             "auth_failures:%lld\r\n"
             "protocol_errors:%lld\r\n"
             "link_pin_waits:%lld\r\n"
-            "link_pin_drops:%lld\r\n\r\n",
+            "link_pin_drops:%lld\r\n"
+            "rejected_connections:%lld\r\n\r\n",
             nk.stat_connections, nk.stat_sync_partial_ok, nk.stat_sync_partial_err,
             nk.stat_sync_full_proxied, nk.stat_sync_redirected, nk.stat_sync_waited,
             nk.stat_auth_failures,
-            nk.stat_protocol_errors, nk.stat_pin_waits, nk.stat_pin_drops);
+            nk.stat_protocol_errors, nk.stat_pin_waits, nk.stat_pin_drops,
+            nk.stat_rejected_conn);
     }
     if (infoWants(nsec, secs, "rdma", NULL)) {
         rdmaStats st;
@@ -812,6 +877,14 @@ static sds genInfo(int nsec, sds *secs) {
         for (const rdmaStatField *f = rdmaStatFields; f->name; f++)
             s = sdscatprintf(s, "rdma_%s:%llu\r\n", f->name, rdmaStatValue(&st, f));
         s = sdscat(s, "\r\n");
+    }
+    if (infoWants(nsec, secs, "clients", NULL)) {
+        s = sdscatprintf(s,
+            "# Clients\r\n"
+            "connected_clients:%lu\r\n"
+            "maxclients:%d\r\n"
+            "client_slots_free:%d\r\n\r\n",
+            listLength(nk.clients), nk.cfg.maxclients, nkClientSlotsFree());
     }
     if (infoWants(nsec, secs, "memory", NULL)) {
         s = sdscatprintf(s,
@@ -1043,6 +1116,7 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
         nk.stat_sync_full_proxied = nk.stat_sync_redirected = nk.stat_sync_waited = 0;
         nk.stat_auth_failures = nk.stat_protocol_errors = 0;
         nk.stat_pin_waits = nk.stat_pin_drops = 0;
+        nk.stat_rejected_conn = 0;
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else {
@@ -1193,6 +1267,7 @@ static void nkClientReadable(nkConn *conn, void *data) {
 /* A new client, on TCP or RDMA. */
 static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     nkClient *c = zcalloc(sizeof(*c));
+    int full = nkClientSlotsFree() == 0;
     nk.stat_connections++;
     c->id = ++nk.next_client_id;
     c->conn = conn;
@@ -1203,6 +1278,15 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     c->ctime = time(NULL);
     listAddNodeTail(nk.clients, c);
     nkConnSetData(conn, c);
+    if (full) {
+        /* As redis-server: told why, and closed. */
+        nk.stat_rejected_conn++;
+        nkLog(LL_VERBOSE, "Refusing %s:%d: max number of clients reached", ip, port);
+        nkClientReply(c, "-ERR max number of clients reached\r\n");
+        c->close_after_reply = 1;
+        nkClientFlush(c);
+        return;
+    }
     if (nk.cfg.protected_mode && !requiredPassword() && !isLoopback(ip)) {
         nkLog(LL_NOTICE, "Refusing %s:%d: protected mode, no password set", ip, port);
         nkClientReply(c, "-DENIED Nic-KV is running in protected mode: no password is set "
@@ -1215,13 +1299,66 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     nkClientMaybeGrant(c);
 }
 
+/* Clients and replicas Nic-KV holds: each is a connection. */
+static long nkClientsConnected(void) {
+    return (long)listLength(nk.clients) + (long)listLength(nk.replicas);
+}
+
+int nkClientSlotsFree(void) {
+    long n = nk.cfg.maxclients - nkClientsConnected();
+    if (nk.accept_paused_until) return 0;
+    return n > 0 ? (int)n : 0;
+}
+
+/* Log an accept error, at most once a second (with how many were not). */
+static void nkAcceptError(const char *err) {
+    long long now = nkMstime();
+    if (now - nk.accept_err_logged < 1000) {
+        nk.accept_err_unlogged++;
+        return;
+    }
+    if (nk.accept_err_unlogged)
+        nkLog(LL_WARNING, "Accepting a client: %s (and %lld more errors since the last report)",
+              err, nk.accept_err_unlogged);
+    else
+        nkLog(LL_WARNING, "Accepting a client: %s", err);
+    nk.accept_err_logged = now;
+    nk.accept_err_unlogged = 0;
+}
+
+static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask);
+
+/* Out of file descriptors: the connection waiting on a listener cannot be
+ * taken, and the listener stays readable. Stop polling the listeners for a
+ * while (nkAcceptResumeCron resumes) rather than spin. */
+static void nkAcceptPause(void) {
+    for (int i = 0; i < nk.ipcount; i++) aeDeleteFileEvent(nk.el, nk.ipfd[i], AE_READABLE);
+    nk.accept_paused_until = nkMstime() + 100;
+}
+
+static void nkAcceptResumeCron(void) {
+    if (!nk.accept_paused_until || nkMstime() < nk.accept_paused_until) return;
+    nk.accept_paused_until = 0;
+    for (int i = 0; i < nk.ipcount; i++)
+        aeCreateFileEvent(nk.el, nk.ipfd[i], AE_READABLE, nkAcceptHandler, NULL);
+}
+
 static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
     (void)el; (void)data; (void)mask;
     char ip[64], err[ANET_ERR_LEN];
     int port, fd, max = 100;
     while (max--) {
         fd = anetTcpAccept(err, lfd, ip, sizeof(ip), &port);
-        if (fd == ANET_ERR) return;
+        if (fd == ANET_ERR) {
+            int e = errno;
+            if (e == EAGAIN || e == EWOULDBLOCK) return;
+            nkAcceptError(err);
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+                nkAcceptPause();
+                return;
+            }
+            continue;
+        }
         anetNonBlock(NULL, fd);
         anetEnableTcpNoDelay(NULL, fd);
         anetKeepAlive(NULL, fd, 300);
@@ -1292,7 +1429,8 @@ int nkRdmaPort(void) {
 
 /* -------------------------------------------------------------- Main --- */
 
-/* Every 100 ms: PSYNCs waiting for the stream; every second: the link. */
+/* Every 100 ms: PSYNCs waiting for the stream, accepting again; every
+ * second: the link. */
 static int nkCron(aeEventLoop *el, long long id, void *data) {
     static int ticks = 0;
     (void)id; (void)data;
@@ -1303,6 +1441,7 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
         aeStop(el);
         return AE_NOMORE;
     }
+    nkAcceptResumeCron();
     if (ticks++ % 10 == 0) {
         nkLinkCron();
         nkLoopCron(nk.loop);
@@ -1379,6 +1518,7 @@ int main(int argc, char **argv) {
         }
         fclose(fp);
     }
+    if (nkAdjustOpenFilesLimit() == -1) return 1;
 
     if (nk.cfg.daemonize) {
         if (daemon(1, 0) == -1) {

@@ -117,8 +117,13 @@ typedef struct nkConfig {
     char *logfile;
     int verbosity;
     char *pidfile;
+    int maxclients;           /* clients at once, replicas included */
 } nkConfig;
 
+/* File descriptors kept for what is not a client (listeners, the master
+ * link, a proxied sync's link, the log), as upstream's
+ * CONFIG_MIN_RESERVED_FDS. */
+#define NK_RESERVED_FDS 32
 
 /* ---------------------------------------------------------- Backlog --- */
 
@@ -243,6 +248,12 @@ typedef struct nkServer {
     long long stat_protocol_errors;
     long long stat_pin_waits;           /* the link waited for the NIC */
     long long stat_pin_drops;           /* ... and dropped a replica */
+    long long stat_rejected_conn;       /* refused: maxclients reached */
+
+    /* Accepting clients. */
+    long long accept_paused_until;      /* ms: out of descriptors, retry then */
+    long long accept_err_logged;        /* ms, of the last accept error logged */
+    long long accept_err_unlogged;      /* ... and the errors since */
 } nkServer;
 
 extern nkServer nk;
@@ -279,6 +290,10 @@ void nkClientFree(nkClient *c);
 /* Send what is queued (may free c: do not touch it afterwards). */
 void nkClientFlushSoon(nkClient *c);
 size_t nkClientPending(nkClient *c);
+/* How many more clients Nic-KV can take now (maxclients, less the clients
+ * and replicas it has; 0 while it is out of file descriptors). The master
+ * redirects replicas here only while this is above zero. */
+int nkClientSlotsFree(void);
 
 /* ------------------------------------------------------------ Calls --- */
 

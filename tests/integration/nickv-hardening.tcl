@@ -5,8 +5,73 @@
 
 source tests/skv/helpers.tcl
 
+# Whether this process may raise its hard NOFILE limit above 128 (root with
+# CAP_SYS_RESOURCE outside a container may): Nic-KV then raises it.
+proc nickv_can_raise_nofile {} {
+    expr {[catch {exec prlimit --nofile=128:128 sh -c {ulimit -Hn 256}}] == 0}
+}
+
 start_server {tags {"nickv external:skip"}} {
     set mport [srv 0 port]
+
+    test {Nic-KV: out of file descriptors, it refuses clients past maxclients and does not spin} {
+        set extra {}
+        # Where the limit can be raised, maxclients decides alone.
+        if {[nickv_can_raise_nofile]} { set extra {--maxclients 96} }
+        set nk [nickv_start_under {prlimit --nofile=128:128} $mport {*}$extra]
+        # maxclients, lowered to what 128 descriptors allow (before it
+        # existed: fill every descriptor there is).
+        set max [lindex [nickv_cmd $nk config get maxclients] 1]
+        if {$max eq {}} { set max 100 } else { assert {$max < 128} }
+        set idle {}
+        for {set i 0} {$i < $max + 30} {incr i} {
+            set fd [nickv_raw_connect $nk]
+            puts -nonewline $fd "PING\r\n"
+            lappend idle $fd
+        }
+        # The first $max are served; the rest were told why and closed.
+        assert_equal {+PONG} [nickv_raw_line [lindex $idle 0]]
+        assert_equal {+PONG} [nickv_raw_line [lindex $idle [expr {$max - 1}]]]
+        assert_equal {-ERR max number of clients reached} [nickv_raw_line [lindex $idle end]]
+        set fd [nickv_raw_connect $nk]
+        puts -nonewline $fd "PING\r\n"
+        assert_equal {-ERR max number of clients reached} [nickv_raw_line $fd]
+        assert_equal 1 [nickv_raw_closed $fd]
+        close $fd
+        # With the limit hit, it idles.
+        set t0 [nickv_cpu_ticks [dict get $nk pid]]
+        after 2000
+        set used [expr {[nickv_cpu_ticks [dict get $nk pid]] - $t0}]
+        assert {$used < 20}
+        # Room again: it serves.
+        foreach fd [lrange $idle 0 29] { close $fd }
+        set idle [lrange $idle 30 end]
+        wait_for_condition 50 100 {
+            [nickv_cmd $nk ping] eq {PONG}
+        } else {
+            fail "Nic-KV does not answer once clients left"
+        }
+        foreach fd $idle { close $fd }
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: --maxclients, and the slots it reports free} {
+        set nk [nickv_start $mport --maxclients 5]
+        assert_equal {maxclients 5} [nickv_cmd $nk config get maxclients]
+        set idle {}
+        for {set i 0} {$i < 5} {incr i} { lappend idle [nickv_raw_connect $nk] }
+        set fd [nickv_raw_connect $nk]
+        assert_equal {-ERR max number of clients reached} [nickv_raw_line $fd]
+        close $fd
+        close [lindex $idle 0]
+        wait_for_condition 50 100 {
+            [nickv_info $nk connected_clients] == 5
+        } else {
+            fail "Nic-KV did not see a client leave"
+        }
+        foreach fd $idle { catch {close $fd} }
+        nickv_stop $nk
+    }
 
     test {Nic-KV: CONFIG SET parses and range-checks numbers as redis-server does} {
         set nk [nickv_start $mport]
