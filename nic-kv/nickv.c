@@ -309,6 +309,34 @@ static int nkParseSize(const char *s, long long *out) {
     return 1;
 }
 
+/* client-output-buffer-limit replica <hard> <soft> <soft-seconds>: what a
+ * proxied full sync may queue for a replica (see nkClientsCron()). */
+static int cfgSetObufLimit(int argc, sds *argv, const char **err) {
+    long long hard, soft, secs;
+    if (argc != 4) {
+        *err = "Wrong number of arguments in buffer limit configuration.";
+        return 0;
+    }
+    if (strcasecmp(argv[0], "replica") && strcasecmp(argv[0], "slave")) {
+        *err = "Invalid client class specified in buffer limit configuration.";
+        return 0;
+    }
+    if (!nkParseSize(argv[1], &hard) || !nkParseSize(argv[2], &soft) ||
+        !string2ll(argv[3], sdslen(argv[3]), &secs) || secs < 0 || secs > INT_MAX) {
+        *err = "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        return 0;
+    }
+    nk.cfg.obuf_hard = hard;
+    nk.cfg.obuf_soft = soft;
+    nk.cfg.obuf_soft_seconds = (int)secs;
+    return 1;
+}
+
+static sds cfgGetObufLimit(void) {
+    return sdscatprintf(sdsempty(), "replica %lld %lld %d", nk.cfg.obuf_hard, nk.cfg.obuf_soft,
+                        nk.cfg.obuf_soft_seconds);
+}
+
 /* A list of addresses (bind, rdma-bind). */
 static int cfgSetAddrs(char **addrs, int *count, int argc, sds *argv, const char **err) {
     int n = 0;
@@ -389,12 +417,20 @@ static nkConfigOption nkConfigs[] = {
     {"requirepass", NK_CFG_STRING, 0, &nk.cfg.requirepass, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
      "<pass>", "password replicas and admins must give (default:\n"
      "                        masterauth, which replicas already use for the master)"},
+    {"auth-timeout", NK_CFG_INT, 0, &nk.cfg.auth_timeout, 0, INT_MAX, 10, NULL, NULL, NULL, NULL, NULL,
+     "<secs>", "close a client that has not authenticated by then,\n"
+     "                        when a password is required (0: never)"},
     {"announce-ip", NK_CFG_STRING, 0, &nk.cfg.announce_ip, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
      "<addr>", "address the master gives replicas for Nic-KV\n"
      "                        (default: the one the master sees)"},
     {"backlog-size", NK_CFG_SIZE, 0, &nk.cfg.backlog_size, 1024*1024, LLONG_MAX, 128LL*1024*1024,
      NULL, NULL, NULL, NULL, applyBacklogSize,
      "<size>", "backlog of the stream kept for partial resyncs"},
+    {"client-output-buffer-limit", NK_CFG_SPECIAL, MULTI, NULL, 0, 0, 0, "replica 256mb 4mb 60", NULL,
+     cfgSetObufLimit, cfgGetObufLimit, NULL,
+     "replica <hard> <soft> <secs>", "\n"
+     "                        a proxied full sync's queued RDB: over <hard>, or\n"
+     "                        over <soft> for <secs>, the replica is dropped (0: none)"},
     {"thread-num", NK_CFG_INT, IMM, &nk.cfg.thread_num, 1, 64, 1, NULL, NULL, NULL, NULL, NULL,
      "<n>", "fan-out threads, never more than min(cores, replicas)"},
     {"repl-timeout", NK_CFG_INT, 0, &nk.cfg.repl_timeout, 1, INT_MAX, 60, NULL, NULL, NULL, NULL, NULL,
@@ -620,6 +656,7 @@ static int nkClientFlush(nkClient *c) {
         }
         sdsrange(c->outbuf, n, -1);
     }
+    if (c->obuf_soft_since && (long long)sdslen(c->outbuf) <= nk.cfg.obuf_soft) c->obuf_soft_since = 0;
     if (c->fs) nkProxyFullSync(c);   /* read more of the RDB if it keeps up */
     if (sdslen(c->outbuf) && !nkConnHasWriteHandler(c->conn))
         nkConnSetWriteHandler(c->conn, nkClientWritable);
@@ -858,12 +895,14 @@ static sds genInfo(int nsec, sds *secs) {
             "protocol_errors:%lld\r\n"
             "link_pin_waits:%lld\r\n"
             "link_pin_drops:%lld\r\n"
-            "rejected_connections:%lld\r\n\r\n",
+            "rejected_connections:%lld\r\n"
+            "client_output_buffer_limit_disconnections:%lld\r\n"
+            "auth_timeouts:%lld\r\n\r\n",
             nk.stat_connections, nk.stat_sync_partial_ok, nk.stat_sync_partial_err,
             nk.stat_sync_full_proxied, nk.stat_sync_redirected, nk.stat_sync_waited,
             nk.stat_auth_failures,
             nk.stat_protocol_errors, nk.stat_pin_waits, nk.stat_pin_drops,
-            nk.stat_rejected_conn);
+            nk.stat_rejected_conn, nk.stat_obuf_drops, nk.stat_auth_timeouts);
     }
     if (infoWants(nsec, secs, "rdma", NULL)) {
         rdmaStats st;
@@ -1116,7 +1155,7 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
         nk.stat_sync_full_proxied = nk.stat_sync_redirected = nk.stat_sync_waited = 0;
         nk.stat_auth_failures = nk.stat_protocol_errors = 0;
         nk.stat_pin_waits = nk.stat_pin_drops = 0;
-        nk.stat_rejected_conn = 0;
+        nk.stat_rejected_conn = nk.stat_obuf_drops = nk.stat_auth_timeouts = 0;
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else {
@@ -1148,6 +1187,30 @@ static void roleCommand(nkClient *c) {
     }
 }
 
+/* Count a failed AUTH, and log it: the first at once, then at most one line
+ * a second (nkAuthFailuresCron), with how many there were. A client
+ * guessing passwords does not fill the log. */
+static void nkAuthFailed(nkClient *c) {
+    long long now = nkMstime();
+    nk.stat_auth_failures++;
+    snprintf(nk.auth_fail_last, sizeof(nk.auth_fail_last), "%s:%d", c->ip, c->port);
+    if (now - nk.auth_fail_logged < 1000) {
+        nk.auth_fail_unlogged++;
+        return;
+    }
+    nkLog(LL_NOTICE, "Failed AUTH from %s", nk.auth_fail_last);
+    nk.auth_fail_logged = now;
+}
+
+static void nkAuthFailuresCron(void) {
+    long long now = nkMstime();
+    if (nk.auth_fail_unlogged == 0 || now - nk.auth_fail_logged < 1000) return;
+    nkLog(LL_NOTICE, "Failed AUTH: %lld more in the last %lld ms, the last from %s",
+          nk.auth_fail_unlogged, now - nk.auth_fail_logged, nk.auth_fail_last);
+    nk.auth_fail_unlogged = 0;
+    nk.auth_fail_logged = now;
+}
+
 static void execCommand(nkClient *c, int argc, sds *argv) {
     const char *cmd = argv[0];
     const char *pass = requiredPassword();
@@ -1170,8 +1233,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
             c->authenticated = 1;
             nkClientReply(c, "+OK\r\n");
         } else {
-            nk.stat_auth_failures++;
-            nkLog(LL_NOTICE, "Failed AUTH from %s:%d", c->ip, c->port);
+            nkAuthFailed(c);
             nkClientReply(c, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
         }
         return;
@@ -1276,6 +1338,7 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     c->querybuf = sdsempty();
     c->outbuf = sdsempty();
     c->ctime = time(NULL);
+    c->ctime_ms = nkMstime();
     listAddNodeTail(nk.clients, c);
     nkConnSetData(conn, c);
     if (full) {
@@ -1429,8 +1492,51 @@ int nkRdmaPort(void) {
 
 /* -------------------------------------------------------------- Main --- */
 
-/* Every 100 ms: PSYNCs waiting for the stream, accepting again; every
- * second: the link. */
+/* Close the clients that hold too much or stay too long without a
+ * password: a proxied full sync whose queued RDB is over the hard limit, or
+ * over the soft limit for soft-seconds (the replica does not read it: the
+ * sync stops reading the master above 4 MB, so the queue stays there); a
+ * client that has not authenticated within auth-timeout seconds. */
+static void nkClientsCron(void) {
+    listIter li;
+    listNode *ln;
+    long long now = nkMstime();
+    int need_auth = requiredPassword() != NULL;
+    listRewind(nk.clients, &li);
+    while ((ln = listNext(&li))) {
+        nkClient *c = listNodeValue(ln);
+        long long pending = (long long)nkClientPending(c);
+        const char *why = NULL;
+        if (c->fs) {
+            if (nk.cfg.obuf_hard && pending > nk.cfg.obuf_hard) {
+                why = "hard";
+            } else if (nk.cfg.obuf_soft && pending > nk.cfg.obuf_soft) {
+                if (!c->obuf_soft_since) c->obuf_soft_since = now;
+                else if (now - c->obuf_soft_since >= nk.cfg.obuf_soft_seconds * 1000LL) why = "soft";
+            } else {
+                c->obuf_soft_since = 0;
+            }
+            if (why) {
+                nk.stat_obuf_drops++;
+                nkLog(LL_WARNING, "Replica %s:%d (proxied full sync) closed for overcoming of "
+                      "output buffer limits (%s limit, %lld bytes queued)",
+                      c->ip, c->listening_port ? c->listening_port : c->port, why, pending);
+                nkClientFree(c);
+                continue;
+            }
+        }
+        if (need_auth && !c->authenticated && nk.cfg.auth_timeout &&
+            now - c->ctime_ms >= nk.cfg.auth_timeout * 1000LL) {
+            nk.stat_auth_timeouts++;
+            nkLog(LL_VERBOSE, "Client %s:%d did not authenticate in %d seconds: closing it",
+                  c->ip, c->port, nk.cfg.auth_timeout);
+            nkClientFree(c);
+        }
+    }
+}
+
+/* Every 100 ms: PSYNCs waiting for the stream, clients' limits, accepting
+ * again; every second: the link, the failed AUTH summary. */
 static int nkCron(aeEventLoop *el, long long id, void *data) {
     static int ticks = 0;
     (void)id; (void)data;
@@ -1442,7 +1548,9 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
         return AE_NOMORE;
     }
     nkAcceptResumeCron();
+    nkClientsCron();
     if (ticks++ % 10 == 0) {
+        nkAuthFailuresCron();
         nkLinkCron();
         nkLoopCron(nk.loop);
         for (int i = 0; i < nk.rdma_count; i++) rdmaListenerCron(nk.rdma_listeners[i]);

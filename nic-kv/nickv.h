@@ -118,6 +118,10 @@ typedef struct nkConfig {
     int verbosity;
     char *pidfile;
     int maxclients;           /* clients at once, replicas included */
+    int auth_timeout;         /* secs to authenticate, when required; 0: none */
+    long long obuf_hard;      /* a proxied full sync's queued bytes: at once */
+    long long obuf_soft;      /* ... or over this for obuf_soft_seconds */
+    int obuf_soft_seconds;
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master
@@ -249,11 +253,16 @@ typedef struct nkServer {
     long long stat_pin_waits;           /* the link waited for the NIC */
     long long stat_pin_drops;           /* ... and dropped a replica */
     long long stat_rejected_conn;       /* refused: maxclients reached */
+    long long stat_obuf_drops;          /* dropped: output buffer limits */
+    long long stat_auth_timeouts;       /* closed: did not authenticate */
 
     /* Accepting clients. */
     long long accept_paused_until;      /* ms: out of descriptors, retry then */
     long long accept_err_logged;        /* ms, of the last accept error logged */
     long long accept_err_unlogged;      /* ... and the errors since */
+    long long auth_fail_logged;         /* ms, of the last failed AUTH logged */
+    long long auth_fail_unlogged;       /* ... and the failures since */
+    char auth_fail_last[80];            /* ... the last one's peer */
 } nkServer;
 
 extern nkServer nk;
@@ -281,7 +290,9 @@ typedef struct nkClient {
     long long psync_deadline; /* ... until this time (ms) */
     char psync_replid[NK_RUNID_SIZE+1]; /* ... in this history */
     nkFullSync *fs;           /* a proxied full sync in progress */
+    long long obuf_soft_since; /* ms: its queue went over the soft limit; 0: not over */
     time_t ctime;
+    long long ctime_ms;
 } nkClient;
 
 void nkClientReply(nkClient *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -142,3 +142,74 @@ start_server {tags {"nickv external:skip"}} {
         assert_match "*no-such-option*Bad directive or wrong number of arguments*" $out
     }
 }
+
+start_server {tags {"nickv external:skip"} overrides {rdbcompression no}} {
+    set master [srv 0 client]
+    set mport [srv 0 port]
+    # An RDB far larger than what the sockets' buffers hold.
+    $master debug populate 300000 key 100
+
+    test {Nic-KV: a proxied full sync that is never read is dropped after the soft limit} {
+        set nk [nickv_start $mport --client-output-buffer-limit "replica 0 1mb 2"]
+        wait_for_condition 100 100 {
+            [nickv_info $nk master_link_status] eq {up}
+        } else {
+            fail "Nic-KV did not join its master"
+        }
+        set before [nickv_info $nk used_memory]
+        set fd [nickv_raw_connect $nk]
+        puts -nonewline $fd "PSYNC ? -1\r\n"
+        # It queues the RDB up to its pause...
+        wait_for_condition 100 100 {
+            [nickv_info $nk used_memory] > $before + 2*1024*1024
+        } else {
+            fail "Nic-KV queued no RDB for the client"
+        }
+        # ... then drops the client that does not read it, 2 s later.
+        wait_for_condition 100 100 {
+            [nickv_info $nk used_memory] < $before + 1024*1024
+        } else {
+            fail "Nic-KV keeps [nickv_info $nk used_memory] bytes for a client that never reads"
+        }
+        assert_match "*output buffer limits*" [exec cat [dict get $nk log]]
+        assert_equal 1 [nickv_raw_closed $fd 5000]
+        close $fd
+        assert_equal {client-output-buffer-limit {replica 0 1048576 2}} \
+            [nickv_cmd $nk config get client-output-buffer-limit]
+        nickv_stop $nk
+    } {} {needs:debug}
+}
+
+start_server {tags {"nickv external:skip"}} {
+    set mport [srv 0 port]
+
+    test {Nic-KV: a client that does not authenticate in time is closed} {
+        set nk [nickv_start $mport --requirepass s3cret --auth-timeout 1]
+        set fd [nickv_raw_connect $nk]
+        set authed [nickv_raw_connect $nk]
+        puts -nonewline $authed "AUTH s3cret\r\n"
+        assert_equal {+OK} [nickv_raw_line $authed]
+        assert_equal 1 [nickv_raw_closed $fd 4000]
+        close $fd
+        # An authenticated client stays.
+        puts -nonewline $authed "PING\r\n"
+        assert_equal {+PONG} [nickv_raw_line $authed]
+        close $authed
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: failed AUTHs are logged a few lines at a time, not one each} {
+        set nk [nickv_start $mport --requirepass s3cret]
+        set c [redis 127.0.0.1 [dict get $nk port]]
+        for {set i 0} {$i < 200} {incr i} {
+            catch {$c auth wrong} e
+        }
+        assert_match {WRONGPASS*} $e
+        $c close
+        assert_equal 200 [nickv_info $nk auth_failures]
+        after 1200
+        set lines [exec grep -c "AUTH" [dict get $nk log]]
+        assert {$lines >= 1 && $lines <= 4}
+        nickv_stop $nk
+    }
+}
