@@ -145,6 +145,7 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "util.h"
 #include "zmalloc.h"
 #include "skv_version.h"
 
@@ -186,208 +187,409 @@ long long nkUnixTime(void) {
 
 /* ------------------------------------------------------- Configuration --- */
 
-static long long memtoll(const char *p, int *err) {
-    char *end;
-    long long v = strtoll(p, &end, 10), mul = 1;
-    if (err) *err = 0;
-    if (!strcasecmp(end, "") || !strcasecmp(end, "b")) mul = 1;
-    else if (!strcasecmp(end, "k")) mul = 1000;
-    else if (!strcasecmp(end, "kb")) mul = 1024;
-    else if (!strcasecmp(end, "m")) mul = 1000 * 1000;
-    else if (!strcasecmp(end, "mb")) mul = 1024 * 1024;
-    else if (!strcasecmp(end, "g")) mul = 1000LL * 1000 * 1000;
-    else if (!strcasecmp(end, "gb")) mul = 1024LL * 1024 * 1024;
-    else if (err) *err = 1;
-    if (end == p && err) *err = 1;
-    return v * mul;
+/* Raise the open files limit to maxclients + NK_RESERVED_FDS if it is
+ * lower, as upstream's adjustOpenFilesLimit(); where the system refuses,
+ * lower maxclients to what the limit allows, and say so. Returns -1 when
+ * the limit leaves no room for a single client. */
+static int nkAdjustOpenFilesLimit(void) {
+    rlim_t want = (rlim_t)nk.cfg.maxclients + NK_RESERVED_FDS, best;
+    struct rlimit lim;
+    int setrlimit_error = 0;
+
+    if (getrlimit(RLIMIT_NOFILE, &lim) == -1) {
+        nkLog(LL_WARNING, "Unable to obtain the current NOFILE limit (%s), assuming 1024 and "
+              "setting maxclients accordingly", strerror(errno));
+        if (nk.cfg.maxclients > 1024 - NK_RESERVED_FDS) nk.cfg.maxclients = 1024 - NK_RESERVED_FDS;
+        return 0;
+    }
+    if (lim.rlim_cur >= want) return 0;
+    /* What we want, raising the hard limit if need be; else the hard
+     * limit; else what we have. */
+    struct rlimit l = { want, want > lim.rlim_max ? want : lim.rlim_max };
+    best = want;
+    if (setrlimit(RLIMIT_NOFILE, &l) == -1) {
+        setrlimit_error = errno;
+        best = lim.rlim_cur;
+        if (lim.rlim_max > lim.rlim_cur) {
+            l.rlim_cur = l.rlim_max = lim.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &l) != -1) best = lim.rlim_max;
+        }
+    }
+    if (best >= want) {
+        nkLog(LL_NOTICE, "Increased maximum number of open files to %llu (it was originally "
+              "set to %llu)", (unsigned long long)want, (unsigned long long)lim.rlim_cur);
+        return 0;
+    }
+    if (best <= NK_RESERVED_FDS) {
+        nkLog(LL_WARNING, "The open files limit of %llu is not enough for Nic-KV to start: "
+              "raise it to at least %llu", (unsigned long long)best, (unsigned long long)want);
+        return -1;
+    }
+    nkLog(LL_WARNING, "maxclients %d needs %llu open files, which the system refuses (%s): "
+          "the limit is %llu, so maxclients is now %d. Raise 'ulimit -n' for more clients.",
+          nk.cfg.maxclients, (unsigned long long)want, strerror(setrlimit_error),
+          (unsigned long long)best, (int)(best - NK_RESERVED_FDS));
+    nk.cfg.maxclients = (int)(best - NK_RESERVED_FDS);
+    return 0;
 }
 
-static int yesno(const char *v) {
-    if (!strcasecmp(v, "yes")) return 1;
-    if (!strcasecmp(v, "no")) return 0;
-    return -1;
+/* CONFIG SET maxclients: only as many as the open files limit allows (it
+ * is raised if it can be). */
+static int applyMaxclients(const char **err) {
+    static char msg[160];
+    int asked = nk.cfg.maxclients;
+    if (nkAdjustOpenFilesLimit() == -1 || nk.cfg.maxclients < asked) {
+        snprintf(msg, sizeof(msg), "The operating system is not able to handle the specified "
+                 "number of clients, try with %d", nk.cfg.maxclients);
+        *err = msg;
+        return 0;
+    }
+    return 1;
 }
 
-static void setStr(char **dst, const char *v) {
-    zfree(*dst);
-    *dst = (v && *v) ? zstrdup(v) : NULL;
-}
+/* Every option is one row of nkConfigs[] below, in the manner of upstream's
+ * static_configs[]: its name, its type, its bounds, its default, whether it
+ * may change at run time, and what applies a change. The config file, the
+ * --name value options, --help, CONFIG GET and CONFIG SET all read that one
+ * table. Numbers are parsed with upstream's string2ll() and memtoull(), and
+ * errors are worded as redis-server words them. */
 
-static void configDefaults(void) {
-    memset(&nk.cfg, 0, sizeof(nk.cfg));
-    nk.cfg.port = 7380;
-    nk.cfg.bind[0] = zstrdup("127.0.0.1");
-    nk.cfg.bindcount = 1;
-    nk.cfg.protected_mode = 1;
-    nk.cfg.master_host = zstrdup("127.0.0.1");
-    nk.cfg.master_port = 6379;
-    nk.cfg.backlog_size = 128LL * 1024 * 1024;
-    nk.cfg.thread_num = 1;
-    nk.cfg.repl_timeout = 60;
-    nk.cfg.verbosity = LL_NOTICE;
-    nk.cfg.rdma_rx_size = RDMA_RX_SIZE_DEFAULT;
-}
+typedef enum {
+    NK_CFG_BOOL,        /* int, yes|no */
+    NK_CFG_INT,         /* int, within min..max */
+    NK_CFG_SIZE,        /* long long, bytes ("64mb"), within min..max */
+    NK_CFG_STRING,      /* char *, NULL when empty */
+    NK_CFG_ENUM,        /* int, one of enums[] */
+    NK_CFG_SPECIAL      /* set()/get() of its own */
+} nkConfigType;
 
-/* Apply one option. Returns NULL, or what is wrong. At run time (CONFIG
- * SET), only the options marked live may change. */
-static const char *configSet(const char *name, int argc, char **argv, int live) {
-    const char *v = argc ? argv[0] : "";
+#define NK_CFG_IMMUTABLE (1<<0)   /* startup only (config file, --name) */
+#define NK_CFG_MULTI_ARG (1<<1)   /* takes several words */
+
+typedef struct nkConfigEnum {
+    const char *name;
+    int val;
+} nkConfigEnum;
+
+typedef struct nkConfigOption {
+    const char *name;
+    nkConfigType type;
+    int flags;
+    void *data;                 /* int *, long long *, char ** (not SPECIAL) */
+    long long min, max;         /* INT, SIZE */
+    long long def;              /* BOOL, INT, SIZE, ENUM */
+    const char *def_str;        /* STRING, SPECIAL (parsed by set()) */
+    const nkConfigEnum *enums;  /* ENUM */
+    /* SPECIAL: parse argv into the option (1), or say why not (0, *err). */
+    int (*set)(int argc, sds *argv, const char **err);
+    sds (*get)(void);           /* SPECIAL: the value, as CONFIG GET shows it */
+    /* A change at run time takes effect: 1, or 0 and *err. */
+    int (*apply)(const char **err);
+    const char *args, *help;    /* for --help */
+} nkConfigOption;
+
+static char cfgErr[256];        /* an error message built for the caller */
+
+/* Bytes from "<digits>[b|k|kb|m|mb|g|gb]" (upstream's memtoull()), refusing
+ * what does not fit a long long, which memtoull() lets wrap around. */
+static int nkParseSize(const char *s, long long *out) {
+    static const struct { const char *unit; long long mul; } units[] = {
+        {"", 1}, {"b", 1}, {"k", 1000}, {"kb", 1024}, {"m", 1000*1000},
+        {"mb", 1024*1024}, {"g", 1000LL*1000*1000}, {"gb", 1024LL*1024*1024}
+    };
+    size_t digits = strspn(s, "0123456789");
+    long long n, mul = 0;
     int err;
-    if (argc < 1) return "wrong number of arguments";
-    if (!strcasecmp(name, "requirepass")) { setStr(&nk.cfg.requirepass, v); return NULL; }
-    if (!strcasecmp(name, "masterauth")) { setStr(&nk.cfg.masterauth, v); return NULL; }
-    if (!strcasecmp(name, "masteruser")) { setStr(&nk.cfg.masteruser, v); return NULL; }
-    if (!strcasecmp(name, "loglevel")) {
-        if (!strcasecmp(v, "debug")) nk.cfg.verbosity = LL_DEBUG;
-        else if (!strcasecmp(v, "verbose")) nk.cfg.verbosity = LL_VERBOSE;
-        else if (!strcasecmp(v, "notice")) nk.cfg.verbosity = LL_NOTICE;
-        else if (!strcasecmp(v, "warning")) nk.cfg.verbosity = LL_WARNING;
-        else return "loglevel must be debug, verbose, notice or warning";
-        return NULL;
-    }
-    if (!strcasecmp(name, "protected-mode")) {
-        int b = yesno(v);
-        if (b < 0) return "argument must be 'yes' or 'no'";
-        nk.cfg.protected_mode = b;
-        return NULL;
-    }
-    if (!strcasecmp(name, "repl-timeout")) {
-        int t = atoi(v);
-        if (t < 1) return "repl-timeout must be at least 1";
-        nk.cfg.repl_timeout = t;
-        return NULL;
-    }
-    if (!strcasecmp(name, "backlog-size")) {
-        long long sz = memtoll(v, &err);
-        if (err || sz < 1024 * 1024) return "backlog-size must be a size of at least 1mb";
-        if (live && nkBacklogResize(sz) == -1) return "cannot allocate the new backlog";
-        nk.cfg.backlog_size = sz;
-        return NULL;
-    }
-    if (!strcasecmp(name, "announce-ip")) { setStr(&nk.cfg.announce_ip, v); return NULL; }
-    if (live) return "this option can only be set at startup (config file or command line)";
-    if (!strcasecmp(name, "port")) {
-        nk.cfg.port = atoi(v);
-        if (nk.cfg.port < 1 || nk.cfg.port > 65535) return "invalid port";
-        return NULL;
-    }
-    if (!strcasecmp(name, "bind")) {
-        if (argc < 1) return "bind needs at least one address";
-        if (argc > NK_MAX_BIND) return "too many bind addresses";
-        for (int i = 0; i < nk.cfg.bindcount; i++) zfree(nk.cfg.bind[i]);
-        for (int i = 0; i < argc; i++) nk.cfg.bind[i] = zstrdup(argv[i]);
-        nk.cfg.bindcount = argc;
-        return NULL;
-    }
-    if (!strcasecmp(name, "master-host")) { setStr(&nk.cfg.master_host, v); return NULL; }
-    if (!strcasecmp(name, "rdma-port")) {
-        nk.cfg.rdma_port = atoi(v);
-        if (nk.cfg.rdma_port < 0 || nk.cfg.rdma_port > 65535) return "invalid rdma-port";
-        return NULL;
-    }
-    if (!strcasecmp(name, "rdma-bind")) {
-        if (argc > NK_MAX_BIND) return "too many rdma-bind addresses";
-        for (int i = 0; i < nk.cfg.rdma_bindcount; i++) zfree(nk.cfg.rdma_bind[i]);
-        nk.cfg.rdma_bindcount = 0;
-        for (int i = 0; i < argc; i++)
-            if (*argv[i]) nk.cfg.rdma_bind[nk.cfg.rdma_bindcount++] = zstrdup(argv[i]);
-        return NULL;
-    }
-    if (!strcasecmp(name, "rdma-rx-size")) {
-        long long sz = memtoll(v, &err);
-        if (err || sz < RDMA_RX_SIZE_MIN || sz > RDMA_RX_SIZE_MAX)
-            return "rdma-rx-size must be a size from 64kb to 16mb";
-        nk.cfg.rdma_rx_size = sz;
-        return NULL;
-    }
-    if (!strcasecmp(name, "master-rdma-port")) {
-        nk.cfg.master_rdma_port = atoi(v);
-        if (nk.cfg.master_rdma_port < 0 || nk.cfg.master_rdma_port > 65535)
-            return "invalid master-rdma-port";
-        return NULL;
-    }
-    if (!strcasecmp(name, "master-port")) {
-        nk.cfg.master_port = atoi(v);
-        if (nk.cfg.master_port < 1 || nk.cfg.master_port > 65535) return "invalid master-port";
-        return NULL;
-    }
-    if (!strcasecmp(name, "thread-num")) {
-        nk.cfg.thread_num = atoi(v);
-        if (nk.cfg.thread_num < 1 || nk.cfg.thread_num > 64) return "thread-num must be 1 to 64";
-        return NULL;
-    }
-    if (!strcasecmp(name, "daemonize")) {
-        int b = yesno(v);
-        if (b < 0) return "argument must be 'yes' or 'no'";
-        nk.cfg.daemonize = b;
-        return NULL;
-    }
-    if (!strcasecmp(name, "logfile")) { setStr(&nk.cfg.logfile, v); return NULL; }
-    if (!strcasecmp(name, "pidfile")) { setStr(&nk.cfg.pidfile, v); return NULL; }
-    return "unknown option";
+    unsigned long long v = memtoull(s, &err);
+    if (err || digits == 0 || !string2ll(s, digits, &n)) return 0;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (!strcasecmp(s + digits, units[i].unit)) mul = units[i].mul;
+    if (mul == 0 || n > LLONG_MAX / mul || v != (unsigned long long)n * mul) return 0;
+    *out = (long long)v;
+    return 1;
 }
 
-/* The options CONFIG GET shows, and their current values. */
-static sds configGet(const char *name) {
-    if (!strcasecmp(name, "port")) return sdsfromlonglong(nk.cfg.port);
-    if (!strcasecmp(name, "bind")) {
-        sds s = sdsempty();
-        for (int i = 0; i < nk.cfg.bindcount; i++) s = sdscatfmt(s, "%s%s", i ? " " : "", nk.cfg.bind[i]);
-        return s;
+/* client-output-buffer-limit replica <hard> <soft> <soft-seconds>: what a
+ * proxied full sync may queue for a replica (see nkClientsCron()). */
+static int cfgSetObufLimit(int argc, sds *argv, const char **err) {
+    long long hard, soft, secs;
+    if (argc != 4) {
+        *err = "Wrong number of arguments in buffer limit configuration.";
+        return 0;
     }
-    if (!strcasecmp(name, "protected-mode")) return sdsnew(nk.cfg.protected_mode ? "yes" : "no");
-    if (!strcasecmp(name, "master-host")) return sdsnew(nk.cfg.master_host ? nk.cfg.master_host : "");
-    if (!strcasecmp(name, "master-port")) return sdsfromlonglong(nk.cfg.master_port);
-    if (!strcasecmp(name, "master-rdma-port")) return sdsfromlonglong(nk.cfg.master_rdma_port);
-    if (!strcasecmp(name, "rdma-port")) return sdsfromlonglong(nk.cfg.rdma_port);
-    if (!strcasecmp(name, "rdma-rx-size")) return sdsfromlonglong(nk.cfg.rdma_rx_size);
-    if (!strcasecmp(name, "rdma-bind")) {
-        sds s = sdsempty();
-        for (int i = 0; i < nk.cfg.rdma_bindcount; i++)
-            s = sdscatfmt(s, "%s%s", i ? " " : "", nk.cfg.rdma_bind[i]);
-        return s;
+    if (strcasecmp(argv[0], "replica") && strcasecmp(argv[0], "slave")) {
+        *err = "Invalid client class specified in buffer limit configuration.";
+        return 0;
     }
-    if (!strcasecmp(name, "masteruser")) return sdsnew(nk.cfg.masteruser ? nk.cfg.masteruser : "");
-    if (!strcasecmp(name, "masterauth")) return sdsnew(nk.cfg.masterauth ? nk.cfg.masterauth : "");
-    if (!strcasecmp(name, "requirepass")) return sdsnew(nk.cfg.requirepass ? nk.cfg.requirepass : "");
-    if (!strcasecmp(name, "announce-ip")) return sdsnew(nk.cfg.announce_ip ? nk.cfg.announce_ip : "");
-    if (!strcasecmp(name, "backlog-size")) return sdsfromlonglong(nk.cfg.backlog_size);
-    if (!strcasecmp(name, "thread-num")) return sdsfromlonglong(nk.cfg.thread_num);
-    if (!strcasecmp(name, "repl-timeout")) return sdsfromlonglong(nk.cfg.repl_timeout);
-    if (!strcasecmp(name, "daemonize")) return sdsnew(nk.cfg.daemonize ? "yes" : "no");
-    if (!strcasecmp(name, "logfile")) return sdsnew(nk.cfg.logfile ? nk.cfg.logfile : "");
-    if (!strcasecmp(name, "pidfile")) return sdsnew(nk.cfg.pidfile ? nk.cfg.pidfile : "");
-    if (!strcasecmp(name, "loglevel")) {
-        static const char *names[] = {"debug", "verbose", "notice", "warning"};
-        return sdsnew(names[nk.cfg.verbosity]);
+    if (!nkParseSize(argv[1], &hard) || !nkParseSize(argv[2], &soft) ||
+        !string2ll(argv[3], sdslen(argv[3]), &secs) || secs < 0 || secs > INT_MAX) {
+        *err = "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        return 0;
     }
+    nk.cfg.obuf_hard = hard;
+    nk.cfg.obuf_soft = soft;
+    nk.cfg.obuf_soft_seconds = (int)secs;
+    return 1;
+}
+
+static sds cfgGetObufLimit(void) {
+    return sdscatprintf(sdsempty(), "replica %lld %lld %d", nk.cfg.obuf_hard, nk.cfg.obuf_soft,
+                        nk.cfg.obuf_soft_seconds);
+}
+
+/* A list of addresses (bind, rdma-bind). */
+static int cfgSetAddrs(char **addrs, int *count, int argc, sds *argv, const char **err) {
+    int n = 0;
+    if (argc > NK_MAX_BIND) {
+        snprintf(cfgErr, sizeof(cfgErr), "at most %d addresses", NK_MAX_BIND);
+        *err = cfgErr;
+        return 0;
+    }
+    for (int i = 0; i < *count; i++) zfree(addrs[i]);
+    for (int i = 0; i < argc; i++)
+        if (*argv[i]) addrs[n++] = zstrdup(argv[i]);
+    *count = n;
+    return 1;
+}
+
+static sds cfgGetAddrs(char **addrs, int count) {
+    sds s = sdsempty();
+    for (int i = 0; i < count; i++) s = sdscatfmt(s, "%s%s", i ? " " : "", addrs[i]);
+    return s;
+}
+
+static int cfgSetBind(int argc, sds *argv, const char **err) {
+    if (argc == 0 || (argc == 1 && !*argv[0])) {
+        *err = "bind needs at least one address";
+        return 0;
+    }
+    return cfgSetAddrs(nk.cfg.bind, &nk.cfg.bindcount, argc, argv, err);
+}
+static sds cfgGetBind(void) { return cfgGetAddrs(nk.cfg.bind, nk.cfg.bindcount); }
+static int cfgSetRdmaBind(int argc, sds *argv, const char **err) {
+    return cfgSetAddrs(nk.cfg.rdma_bind, &nk.cfg.rdma_bindcount, argc, argv, err);
+}
+static sds cfgGetRdmaBind(void) { return cfgGetAddrs(nk.cfg.rdma_bind, nk.cfg.rdma_bindcount); }
+
+static int applyBacklogSize(const char **err) {
+    if (nk.cfg.backlog_size == nk.backlog.size) return 1;
+    if (nkBacklogResize(nk.cfg.backlog_size) == -1) {
+        *err = "cannot allocate the new backlog";
+        return 0;
+    }
+    return 1;
+}
+
+static const nkConfigEnum loglevelEnum[] = {
+    {"debug", LL_DEBUG}, {"verbose", LL_VERBOSE}, {"notice", LL_NOTICE},
+    {"warning", LL_WARNING}, {NULL, 0}
+};
+
+#define IMM NK_CFG_IMMUTABLE
+#define MULTI NK_CFG_MULTI_ARG
+static nkConfigOption nkConfigs[] = {
+    {"port", NK_CFG_INT, IMM, &nk.cfg.port, 1, 65535, 7380, NULL, NULL, NULL, NULL, NULL,
+     "<n>", "TCP port for replicas and admin clients"},
+    {"bind", NK_CFG_SPECIAL, IMM|MULTI, NULL, 0, 0, 0, "127.0.0.1", NULL, cfgSetBind, cfgGetBind, NULL,
+     "<addr...>", "addresses to listen on"},
+    {"protected-mode", NK_CFG_BOOL, 0, &nk.cfg.protected_mode, 0, 1, 1, NULL, NULL, NULL, NULL, NULL,
+     "yes|no", "without a password, refuse non-loopback clients"},
+    {"maxclients", NK_CFG_INT, 0, &nk.cfg.maxclients, 1, INT_MAX, 10000, NULL, NULL, NULL, NULL,
+     applyMaxclients, "<n>", "clients at once, replicas included; lowered to what the\n"
+     "                        open files limit allows"},
+    {"master-host", NK_CFG_STRING, IMM, &nk.cfg.master_host, 0, 0, 0, "127.0.0.1", NULL, NULL, NULL,
+     NULL, "<addr>", "the SKV master"},
+    {"master-port", NK_CFG_INT, IMM, &nk.cfg.master_port, 1, 65535, 6379, NULL, NULL, NULL, NULL, NULL,
+     "<n>", "its port"},
+    {"master-rdma-port", NK_CFG_INT, IMM, &nk.cfg.master_rdma_port, 0, 65535, 0, NULL, NULL, NULL, NULL,
+     NULL, "<n>", "stream from the master over RDMA, to its rdma-port (0: TCP)"},
+    {"rdma-port", NK_CFG_INT, IMM, &nk.cfg.rdma_port, 0, 65535, 0, NULL, NULL, NULL, NULL, NULL,
+     "<n>", "RDMA port for replicas (0: no RDMA listener)"},
+    {"rdma-bind", NK_CFG_SPECIAL, IMM|MULTI, NULL, 0, 0, 0, "", NULL, cfgSetRdmaBind, cfgGetRdmaBind,
+     NULL, "<addr...>", "RDMA addresses to listen on (default: all)"},
+    {"rdma-rx-size", NK_CFG_SIZE, IMM, &nk.cfg.rdma_rx_size, RDMA_RX_SIZE_MIN, RDMA_RX_SIZE_MAX,
+     RDMA_RX_SIZE_DEFAULT, NULL, NULL, NULL, NULL, NULL,
+     "<size>", "receive buffer of an RDMA connection, 64kb-16mb"},
+    {"masteruser", NK_CFG_STRING, 0, &nk.cfg.masteruser, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<user>", "authenticate to the master as this user"},
+    {"masterauth", NK_CFG_STRING, 0, &nk.cfg.masterauth, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<pass>", "... with this password"},
+    {"requirepass", NK_CFG_STRING, 0, &nk.cfg.requirepass, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<pass>", "password replicas and admins must give (default:\n"
+     "                        masterauth, which replicas already use for the master)"},
+    {"auth-timeout", NK_CFG_INT, 0, &nk.cfg.auth_timeout, 0, INT_MAX, 10, NULL, NULL, NULL, NULL, NULL,
+     "<secs>", "close a client that has not authenticated by then,\n"
+     "                        when a password is required (0: never)"},
+    {"announce-ip", NK_CFG_STRING, 0, &nk.cfg.announce_ip, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<addr>", "address the master gives replicas for Nic-KV\n"
+     "                        (default: the one the master sees)"},
+    {"backlog-size", NK_CFG_SIZE, 0, &nk.cfg.backlog_size, 1024*1024, LLONG_MAX, 128LL*1024*1024,
+     NULL, NULL, NULL, NULL, applyBacklogSize,
+     "<size>", "backlog of the stream kept for partial resyncs"},
+    {"client-output-buffer-limit", NK_CFG_SPECIAL, MULTI, NULL, 0, 0, 0, "replica 256mb 4mb 60", NULL,
+     cfgSetObufLimit, cfgGetObufLimit, NULL,
+     "replica <hard> <soft> <secs>", "\n"
+     "                        a proxied full sync's queued RDB: over <hard>, or\n"
+     "                        over <soft> for <secs>, the replica is dropped (0: none)"},
+    {"thread-num", NK_CFG_INT, IMM, &nk.cfg.thread_num, 1, 64, 1, NULL, NULL, NULL, NULL, NULL,
+     "<n>", "fan-out threads, never more than min(cores, replicas)"},
+    {"repl-timeout", NK_CFG_INT, 0, &nk.cfg.repl_timeout, 1, INT_MAX, 60, NULL, NULL, NULL, NULL, NULL,
+     "<secs>", "silence from the master before reconnecting"},
+    {"daemonize", NK_CFG_BOOL, IMM, &nk.cfg.daemonize, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
+     "yes|no", "run in the background"},
+    {"logfile", NK_CFG_STRING, IMM, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<path>", "log file (default: stdout)"},
+    {"loglevel", NK_CFG_ENUM, 0, &nk.cfg.verbosity, 0, 0, LL_NOTICE, NULL, loglevelEnum, NULL, NULL,
+     NULL, "<level>", "debug, verbose, notice, warning"},
+    {"pidfile", NK_CFG_STRING, IMM, &nk.cfg.pidfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<path>", "write the pid here"},
+    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+};
+#undef IMM
+#undef MULTI
+
+static nkConfigOption *configLookup(const char *name) {
+    for (nkConfigOption *o = nkConfigs; o->name; o++)
+        if (!strcasecmp(o->name, name)) return o;
     return NULL;
 }
 
-static const char *configNames[] = {
-    "port", "bind", "protected-mode", "master-host", "master-port", "master-rdma-port",
-    "rdma-port", "rdma-bind", "rdma-rx-size", "masteruser", "masterauth",
-    "requirepass", "announce-ip", "backlog-size", "thread-num", "repl-timeout", "daemonize",
-    "logfile", "pidfile", "loglevel", NULL
-};
+/* Set an option from its words (one, or several for MULTI_ARG). Returns 1,
+ * or 0 with *err saying why, the option unchanged. Applies nothing. */
+static int configSetArgs(nkConfigOption *o, int argc, sds *argv, const char **err) {
+    long long ll;
+    if (o->type == NK_CFG_SPECIAL) return o->set(argc, argv, err);
+    if (argc != 1) {
+        *err = "wrong number of arguments";
+        return 0;
+    }
+    const char *v = argv[0];
+    switch (o->type) {
+    case NK_CFG_BOOL:
+        if (!strcasecmp(v, "yes")) *(int *)o->data = 1;
+        else if (!strcasecmp(v, "no")) *(int *)o->data = 0;
+        else { *err = "argument must be 'yes' or 'no'"; return 0; }
+        return 1;
+    case NK_CFG_INT:
+    case NK_CFG_SIZE:
+        if (o->type == NK_CFG_INT && !string2ll(v, strlen(v), &ll)) {
+            *err = "argument couldn't be parsed into an integer";
+            return 0;
+        }
+        if (o->type == NK_CFG_SIZE && !nkParseSize(v, &ll)) {
+            *err = "argument must be a memory value";
+            return 0;
+        }
+        if (ll < o->min || ll > o->max) {
+            snprintf(cfgErr, sizeof(cfgErr), "argument must be between %lld and %lld inclusive",
+                     o->min, o->max);
+            *err = cfgErr;
+            return 0;
+        }
+        if (o->type == NK_CFG_INT) *(int *)o->data = (int)ll;
+        else *(long long *)o->data = ll;
+        return 1;
+    case NK_CFG_STRING: {
+        char **dst = o->data;
+        zfree(*dst);
+        *dst = *v ? zstrdup(v) : NULL;
+        return 1;
+    }
+    case NK_CFG_ENUM:
+        for (const nkConfigEnum *e = o->enums; e->name; e++) {
+            if (!strcasecmp(e->name, v)) {
+                *(int *)o->data = e->val;
+                return 1;
+            }
+        }
+        snprintf(cfgErr, sizeof(cfgErr), "argument(s) must be one of the following: ");
+        for (const nkConfigEnum *e = o->enums; e->name; e++)
+            snprintf(cfgErr + strlen(cfgErr), sizeof(cfgErr) - strlen(cfgErr), "%s%s",
+                     e != o->enums ? ", " : "", e->name);
+        *err = cfgErr;
+        return 0;
+    default:
+        *err = "unknown option type";
+        return 0;
+    }
+}
 
-/* Load "name value..." lines (# comments, quotes as in redis.conf). */
+/* Set an option from one string, as CONFIG SET gives it (a MULTI_ARG
+ * option's words separated by spaces, quotes as in the config file). */
+static int configSetString(nkConfigOption *o, const char *value, const char **err) {
+    int argc = 0, ok;
+    sds *argv;
+    if (o->flags & NK_CFG_MULTI_ARG) {
+        if (!(argv = sdssplitargs(value, &argc))) {
+            *err = "unbalanced quotes";
+            return 0;
+        }
+    } else {
+        argv = zmalloc(sizeof(sds));
+        argv[0] = sdsnew(value);
+        argc = 1;
+    }
+    ok = configSetArgs(o, argc, argv, err);
+    sdsfreesplitres(argv, argc);
+    return ok;
+}
+
+/* An option's value, as CONFIG GET shows it and configSetString() takes it
+ * back. */
+static sds configGetValue(nkConfigOption *o) {
+    switch (o->type) {
+    case NK_CFG_BOOL: return sdsnew(*(int *)o->data ? "yes" : "no");
+    case NK_CFG_INT: return sdsfromlonglong(*(int *)o->data);
+    case NK_CFG_SIZE: return sdsfromlonglong(*(long long *)o->data);
+    case NK_CFG_STRING: {
+        char *s = *(char **)o->data;
+        return sdsnew(s ? s : "");
+    }
+    case NK_CFG_ENUM:
+        for (const nkConfigEnum *e = o->enums; e->name; e++)
+            if (e->val == *(int *)o->data) return sdsnew(e->name);
+        return sdsempty();
+    default: return o->get();
+    }
+}
+
+static void configDefaults(void) {
+    const char *err;
+    memset(&nk.cfg, 0, sizeof(nk.cfg));
+    for (nkConfigOption *o = nkConfigs; o->name; o++) {
+        switch (o->type) {
+        case NK_CFG_BOOL: case NK_CFG_INT: case NK_CFG_ENUM: *(int *)o->data = (int)o->def; break;
+        case NK_CFG_SIZE: *(long long *)o->data = o->def; break;
+        default:
+            if (o->def_str && !configSetString(o, o->def_str, &err)) {
+                fprintf(stderr, "nic-kv: bad default for %s: %s\n", o->name, err);
+                exit(1);
+            }
+        }
+    }
+}
+
+/* Load "name value..." lines (# comments, quotes as in redis.conf): the
+ * config file, then the command line's options. Any error stops Nic-KV. */
 static void configLoad(const char *text, const char *origin) {
     int nlines = 0;
     sds *lines = sdssplitlen(text, strlen(text), "\n", 1, &nlines);
     for (int i = 0; i < nlines; i++) {
         int argc = 0;
         sds *argv;
-        const char *err;
+        const char *err = NULL;
+        nkConfigOption *o;
         lines[i] = sdstrim(lines[i], " \t\r\n");
         if (lines[i][0] == '#' || lines[i][0] == '\0') continue;
         argv = sdssplitargs(lines[i], &argc);
-        if (!argv) {
-            fprintf(stderr, "nic-kv: %s, line %d: unbalanced quotes\n", origin, i + 1);
-            exit(1);
-        }
-        if (argc == 0) { sdsfreesplitres(argv, argc); continue; }
-        if ((err = configSet(argv[0], argc - 1, argv + 1, 0)) != NULL) {
+        if (!argv) err = "Unbalanced quotes in configuration line";
+        else if (argc == 0) { sdsfreesplitres(argv, argc); continue; }
+        else if (!(o = configLookup(argv[0])) ||
+                 (!(o->flags & NK_CFG_MULTI_ARG) && argc != 2))
+            err = "Bad directive or wrong number of arguments";
+        else if (argc == 2) configSetString(o, argv[1], &err);   /* "a b c" as a b c */
+        else configSetArgs(o, argc - 1, argv + 1, &err);
+        if (err) {
             fprintf(stderr, "nic-kv: %s, line %d: '%s': %s\n", origin, i + 1, lines[i], err);
             exit(1);
         }
@@ -404,32 +606,22 @@ static void usage(FILE *fp) {
 "Nic-KV takes the replication fan-out off an SKV master: the master streams\n"
 "once to Nic-KV, Nic-KV streams to every replica. See NIC-KV.md.\n"
 "\n"
-"Options (in the file as 'name value', on the command line as '--name value'):\n"
-"  port <n>              TCP port for replicas and admin clients (7380)\n"
-"  bind <addr...>        addresses to listen on (127.0.0.1)\n"
-"  protected-mode yes|no without a password, refuse non-loopback clients (yes)\n"
-"  master-host <addr>    the SKV master (127.0.0.1)\n"
-"  master-port <n>       its port (6379)\n"
-"  master-rdma-port <n>  stream from the master over RDMA, to its rdma-port (0: TCP)\n"
-"  rdma-port <n>         RDMA port for replicas (0: no RDMA listener)\n"
-"  rdma-bind <addr...>   RDMA addresses to listen on (all)\n"
-"  rdma-rx-size <size>   receive buffer of an RDMA connection, 64kb-16mb (1mb)\n"
-"  masteruser <user>     authenticate to the master as this user\n"
-"  masterauth <pass>     ... with this password\n"
-"  requirepass <pass>    password replicas and admins must give (default:\n"
-"                        masterauth, which replicas already use for the master)\n"
-"  announce-ip <addr>    address the master gives replicas for Nic-KV\n"
-"                        (default: the one the master sees)\n"
-"  backlog-size <size>   backlog of the stream kept for partial resyncs (128mb)\n"
-"  thread-num <n>        fan-out threads, never more than min(cores, replicas) (1)\n"
-"  repl-timeout <secs>   silence from the master before reconnecting (60)\n"
-"  daemonize yes|no      run in the background (no)\n"
-"  logfile <path>        log file (stdout)\n"
-"  loglevel <level>      debug, verbose, notice, warning (notice)\n"
-"  pidfile <path>        write the pid here\n"
+"Options (in the file as 'name value', on the command line as '--name value';\n"
+"* = CONFIG SET changes it at run time):\n");
+    for (nkConfigOption *o = nkConfigs; o->name; o++) {
+        char head[64];
+        sds def = configGetValue(o);
+        snprintf(head, sizeof(head), "%s %s", o->name, o->args);
+        fprintf(fp, "%c %-21s %s", (o->flags & NK_CFG_IMMUTABLE) ? ' ' : '*', head, o->help);
+        if (sdslen(def)) fprintf(fp, " (%s)", def);
+        fprintf(fp, "\n");
+        sdsfree(def);
+    }
+    fprintf(fp,
 "\n"
-"Admin: redis-cli -p <port> [-a <pass>] PING | INFO [section] | ROLE |\n"
-"       CONFIG GET <pattern> | CONFIG SET <name> <value> | SHUTDOWN\n");
+"Admin: redis-cli -p <port> [-a <pass>] PING | INFO [section...] | ROLE |\n"
+"       CONFIG GET <pattern...> | CONFIG SET <name> <value> [<name> <value> ...] |\n"
+"       CONFIG RESETSTAT | SHUTDOWN\n");
 }
 
 /* ------------------------------------------------------------- Clients --- */
@@ -464,6 +656,7 @@ static int nkClientFlush(nkClient *c) {
         }
         sdsrange(c->outbuf, n, -1);
     }
+    if (c->obuf_soft_since && (long long)sdslen(c->outbuf) <= nk.cfg.obuf_soft) c->obuf_soft_since = 0;
     if (c->fs) nkProxyFullSync(c);   /* read more of the RDB if it keeps up */
     if (sdslen(c->outbuf) && !nkConnHasWriteHandler(c->conn))
         nkConnSetWriteHandler(c->conn, nkClientWritable);
@@ -600,15 +793,27 @@ static int isLoopback(const char *ip) {
     return !strcmp(ip, "127.0.0.1") || !strcmp(ip, "::1") || !strncmp(ip, "127.", 4);
 }
 
-static sds genInfo(const char *section) {
+/* Whether INFO with these section names shows section "name" (or its
+ * alias, or NULL). No names, "all", "everything" or "default": every one. */
+static int infoWants(int nsec, sds *secs, const char *name, const char *alias) {
+    if (nsec == 0) return 1;
+    for (int i = 0; i < nsec; i++) {
+        if (!strcasecmp(secs[i], "all") || !strcasecmp(secs[i], "everything") ||
+            !strcasecmp(secs[i], "default") || !strcasecmp(secs[i], name) ||
+            (alias && !strcasecmp(secs[i], alias)))
+            return 1;
+    }
+    return 0;
+}
+
+/* INFO [section ...]: the sections asked for, as upstream 7.0 takes them. */
+static sds genInfo(int nsec, sds *secs) {
     sds s = sdsempty();
-    int all = !section || !strcasecmp(section, "all") || !strcasecmp(section, "everything") ||
-              !strcasecmp(section, "default");
     long long first, last;
     struct rusage ru;
 
     nkBacklogRange(&first, &last);
-    if (all || !strcasecmp(section, "server")) {
+    if (infoWants(nsec, secs, "server", NULL)) {
         s = sdscatprintf(s,
             "# Server\r\n"
             "nickv_version:%s\r\n"
@@ -624,7 +829,7 @@ static sds genInfo(const char *section) {
             nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
             nk.cfg.config_file ? nk.cfg.config_file : "");
     }
-    if (all || !strcasecmp(section, "upstream") || !strcasecmp(section, "replication")) {
+    if (infoWants(nsec, secs, "upstream", "replication")) {
         s = sdscatprintf(s,
             "# Upstream\r\n"
             "role:nickv\r\n"
@@ -650,7 +855,7 @@ static sds genInfo(const char *section) {
             nk.link_state == NK_LINK_STREAMING ? 0 : (nk.link_down_since ? nkUnixTime() - (long long)nk.link_down_since : -1),
             nk.master_replid, last, nk.link_connects, nk.link_bytes_in, nk.link_reads);
     }
-    if (all || !strcasecmp(section, "backlog")) {
+    if (infoWants(nsec, secs, "backlog", NULL)) {
         s = sdscatprintf(s,
             "# Backlog\r\n"
             "backlog_size:%lld\r\n"
@@ -659,7 +864,7 @@ static sds genInfo(const char *section) {
             "backlog_histlen:%lld\r\n\r\n",
             nk.cfg.backlog_size, first, last, last >= first ? last - first + 1 : 0);
     }
-    if (all || !strcasecmp(section, "replicas") || !strcasecmp(section, "replication")) {
+    if (infoWants(nsec, secs, "replicas", "replication")) {
         listIter li;
         listNode *ln;
         int i = 0;
@@ -677,7 +882,7 @@ static sds genInfo(const char *section) {
         }
         s = sdscat(s, "\r\n");
     }
-    if (all || !strcasecmp(section, "stats")) {
+    if (infoWants(nsec, secs, "stats", NULL)) {
         s = sdscatprintf(s,
             "# Stats\r\n"
             "total_connections_received:%lld\r\n"
@@ -689,13 +894,17 @@ static sds genInfo(const char *section) {
             "auth_failures:%lld\r\n"
             "protocol_errors:%lld\r\n"
             "link_pin_waits:%lld\r\n"
-            "link_pin_drops:%lld\r\n\r\n",
+            "link_pin_drops:%lld\r\n"
+            "rejected_connections:%lld\r\n"
+            "client_output_buffer_limit_disconnections:%lld\r\n"
+            "auth_timeouts:%lld\r\n\r\n",
             nk.stat_connections, nk.stat_sync_partial_ok, nk.stat_sync_partial_err,
             nk.stat_sync_full_proxied, nk.stat_sync_redirected, nk.stat_sync_waited,
             nk.stat_auth_failures,
-            nk.stat_protocol_errors, nk.stat_pin_waits, nk.stat_pin_drops);
+            nk.stat_protocol_errors, nk.stat_pin_waits, nk.stat_pin_drops,
+            nk.stat_rejected_conn, nk.stat_obuf_drops, nk.stat_auth_timeouts);
     }
-    if (all || !strcasecmp(section, "rdma")) {
+    if (infoWants(nsec, secs, "rdma", NULL)) {
         rdmaStats st;
         rdmaGetStats(&st);
         s = sdscatprintf(s,
@@ -708,7 +917,22 @@ static sds genInfo(const char *section) {
             s = sdscatprintf(s, "rdma_%s:%llu\r\n", f->name, rdmaStatValue(&st, f));
         s = sdscat(s, "\r\n");
     }
-    if (all || !strcasecmp(section, "cpu")) {
+    if (infoWants(nsec, secs, "clients", NULL)) {
+        s = sdscatprintf(s,
+            "# Clients\r\n"
+            "connected_clients:%lu\r\n"
+            "maxclients:%d\r\n"
+            "client_slots_free:%d\r\n\r\n",
+            listLength(nk.clients), nk.cfg.maxclients, nkClientSlotsFree());
+    }
+    if (infoWants(nsec, secs, "memory", NULL)) {
+        s = sdscatprintf(s,
+            "# Memory\r\n"
+            "used_memory:%zu\r\n"
+            "backlog_allocated:%lld\r\n\r\n",
+            zmalloc_used_memory(), nk.backlog.size);
+    }
+    if (infoWants(nsec, secs, "cpu", NULL)) {
         getrusage(RUSAGE_SELF, &ru);
         s = sdscatprintf(s,
             "# CPU\r\n"
@@ -834,16 +1058,85 @@ void nkPsyncWaitersCheck(void) {
     }
 }
 
+/* CONFIG SET name value [name value ...], as upstream's: every name is
+ * checked first, then every value set; one that does not parse restores the
+ * ones set before it. Then the changes are applied; if one cannot be, every
+ * option gets its previous value back, applied again. */
+static void configSetCommand(nkClient *c, int argc, sds *argv) {
+    int n = (argc - 2) / 2, i, j;
+    nkConfigOption **opts;
+    sds *old;
+    const char *err = NULL, *err_name = NULL;
+
+    if (argc < 4 || (argc & 1)) {
+        nkClientReply(c, "-ERR %s\r\n", argc < 4 ?
+                      "wrong number of arguments for 'config|set' command" : "syntax error");
+        return;
+    }
+    opts = zcalloc(sizeof(*opts) * n);
+    old = zcalloc(sizeof(*old) * n);
+    for (i = 0; i < n; i++) {
+        sds name = argv[2 + i * 2];
+        if (!(opts[i] = configLookup(name))) {
+            sds a = sdscatrepr(sdsempty(), name, sdslen(name) > 64 ? 64 : sdslen(name));
+            nkClientReply(c, "-ERR Unknown option or number of arguments for CONFIG SET - '%.*s'\r\n",
+                          (int)sdslen(a) - 2, a + 1);
+            sdsfree(a);
+            goto end;
+        }
+    }
+    for (i = 0; i < n && !err; i++) {
+        if (opts[i]->flags & NK_CFG_IMMUTABLE) err = "can't set immutable config";
+        for (j = 0; j < i && !err; j++)
+            if (opts[j] == opts[i]) err = "duplicate parameter";
+        if (err) err_name = argv[2 + i * 2];
+    }
+    if (err) goto fail;
+    for (i = 0; i < n; i++) old[i] = configGetValue(opts[i]);
+    for (i = 0; i < n; i++) {
+        if (!configSetString(opts[i], argv[3 + i * 2], &err)) {
+            err_name = opts[i]->name;
+            for (j = 0; j < i; j++) configSetString(opts[j], old[j], &(const char *){NULL});
+            goto fail;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (opts[i]->apply && !opts[i]->apply(&err)) {
+            err_name = opts[i]->name;
+            nkLog(LL_WARNING, "Failed applying new configuration (%s: %s): restoring the previous "
+                  "settings", err_name, err);
+            for (j = 0; j < n; j++) {
+                const char *e2 = NULL;
+                if (!configSetString(opts[j], old[j], &e2) ||
+                    (opts[j]->apply && !opts[j]->apply(&e2)))
+                    nkLog(LL_WARNING, "Failed restoring %s to '%s': %s", opts[j]->name, old[j], e2);
+            }
+            goto fail;
+        }
+    }
+    for (i = 0; i < n; i++)
+        nkLog(LL_NOTICE, "CONFIG SET %s by %s:%d", opts[i]->name, c->ip, c->port);
+    nkClientReply(c, "+OK\r\n");
+    goto end;
+fail:
+    nkClientReply(c, "-ERR CONFIG SET failed (possibly related to argument '%s') - %s\r\n",
+                  err_name, err);
+end:
+    for (i = 0; i < n; i++) sdsfree(old[i]);
+    zfree(old);
+    zfree(opts);
+}
+
 static void configCommand(nkClient *c, int argc, sds *argv) {
     if (argc >= 3 && !strcasecmp(argv[1], "get")) {
         sds out = sdsempty();
         int n = 0;
-        for (int i = 0; configNames[i]; i++) {
+        for (nkConfigOption *o = nkConfigs; o->name; o++) {
             for (int j = 2; j < argc; j++) {
-                if (fnmatch(argv[j], configNames[i], FNM_CASEFOLD) == 0) {
-                    sds v = configGet(configNames[i]);
-                    out = sdscatprintf(out, "$%zu\r\n%s\r\n$%zu\r\n", strlen(configNames[i]),
-                                       configNames[i], sdslen(v));
+                if (fnmatch(argv[j], o->name, FNM_CASEFOLD) == 0) {
+                    sds v = configGetValue(o);
+                    out = sdscatprintf(out, "$%zu\r\n%s\r\n$%zu\r\n", strlen(o->name),
+                                       o->name, sdslen(v));
                     out = sdscatsds(out, v);
                     out = sdscat(out, "\r\n");
                     sdsfree(v);
@@ -855,18 +1148,14 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
         nkClientReply(c, "*%d\r\n", n);
         nkClientWriteRaw(c, out, sdslen(out));
         sdsfree(out);
-    } else if (argc >= 4 && !strcasecmp(argv[1], "set")) {
-        const char *err = configSet(argv[2], argc - 3, argv + 3, 1);
-        if (err) nkClientReply(c, "-ERR CONFIG SET failed for '%s': %s\r\n", argv[2], err);
-        else {
-            nkLog(LL_NOTICE, "CONFIG SET %s by %s:%d", argv[2], c->ip, c->port);
-            nkClientReply(c, "+OK\r\n");
-        }
+    } else if (argc >= 2 && !strcasecmp(argv[1], "set")) {
+        configSetCommand(c, argc, argv);
     } else if (argc == 2 && !strcasecmp(argv[1], "resetstat")) {
         nk.stat_connections = nk.stat_sync_partial_ok = nk.stat_sync_partial_err = 0;
         nk.stat_sync_full_proxied = nk.stat_sync_redirected = nk.stat_sync_waited = 0;
         nk.stat_auth_failures = nk.stat_protocol_errors = 0;
         nk.stat_pin_waits = nk.stat_pin_drops = 0;
+        nk.stat_rejected_conn = nk.stat_obuf_drops = nk.stat_auth_timeouts = 0;
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else {
@@ -898,6 +1187,30 @@ static void roleCommand(nkClient *c) {
     }
 }
 
+/* Count a failed AUTH, and log it: the first at once, then at most one line
+ * a second (nkAuthFailuresCron), with how many there were. A client
+ * guessing passwords does not fill the log. */
+static void nkAuthFailed(nkClient *c) {
+    long long now = nkMstime();
+    nk.stat_auth_failures++;
+    snprintf(nk.auth_fail_last, sizeof(nk.auth_fail_last), "%s:%d", c->ip, c->port);
+    if (now - nk.auth_fail_logged < 1000) {
+        nk.auth_fail_unlogged++;
+        return;
+    }
+    nkLog(LL_NOTICE, "Failed AUTH from %s", nk.auth_fail_last);
+    nk.auth_fail_logged = now;
+}
+
+static void nkAuthFailuresCron(void) {
+    long long now = nkMstime();
+    if (nk.auth_fail_unlogged == 0 || now - nk.auth_fail_logged < 1000) return;
+    nkLog(LL_NOTICE, "Failed AUTH: %lld more in the last %lld ms, the last from %s",
+          nk.auth_fail_unlogged, now - nk.auth_fail_logged, nk.auth_fail_last);
+    nk.auth_fail_unlogged = 0;
+    nk.auth_fail_logged = now;
+}
+
 static void execCommand(nkClient *c, int argc, sds *argv) {
     const char *cmd = argv[0];
     const char *pass = requiredPassword();
@@ -920,8 +1233,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
             c->authenticated = 1;
             nkClientReply(c, "+OK\r\n");
         } else {
-            nk.stat_auth_failures++;
-            nkLog(LL_NOTICE, "Failed AUTH from %s:%d", c->ip, c->port);
+            nkAuthFailed(c);
             nkClientReply(c, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
         }
         return;
@@ -948,8 +1260,14 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
     } else if (!strcasecmp(cmd, "sync")) {
         nkClientReply(c, "-ERR Nic-KV serves PSYNC only (replicas of Redis 2.8 and later)\r\n");
     } else if (!strcasecmp(cmd, "info")) {
-        sds info = genInfo(argc > 1 ? argv[1] : NULL);
-        replyBulk(c, info, sdslen(info));
+        sds info = genInfo(argc - 1, argv + 1);
+        if (sdslen(info) == 0) {
+            /* Not a section we have: say so rather than answer nothing. */
+            nkClientReply(c, "-ERR no such INFO section (Nic-KV has server, upstream, backlog, "
+                          "replicas, stats, rdma, clients, memory, cpu)\r\n");
+        } else {
+            replyBulk(c, info, sdslen(info));
+        }
         sdsfree(info);
     } else if (!strcasecmp(cmd, "role")) {
         roleCommand(c);
@@ -1011,6 +1329,7 @@ static void nkClientReadable(nkConn *conn, void *data) {
 /* A new client, on TCP or RDMA. */
 static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     nkClient *c = zcalloc(sizeof(*c));
+    int full = nkClientSlotsFree() == 0;
     nk.stat_connections++;
     c->id = ++nk.next_client_id;
     c->conn = conn;
@@ -1019,8 +1338,18 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     c->querybuf = sdsempty();
     c->outbuf = sdsempty();
     c->ctime = time(NULL);
+    c->ctime_ms = nkMstime();
     listAddNodeTail(nk.clients, c);
     nkConnSetData(conn, c);
+    if (full) {
+        /* As redis-server: told why, and closed. */
+        nk.stat_rejected_conn++;
+        nkLog(LL_VERBOSE, "Refusing %s:%d: max number of clients reached", ip, port);
+        nkClientReply(c, "-ERR max number of clients reached\r\n");
+        c->close_after_reply = 1;
+        nkClientFlush(c);
+        return;
+    }
     if (nk.cfg.protected_mode && !requiredPassword() && !isLoopback(ip)) {
         nkLog(LL_NOTICE, "Refusing %s:%d: protected mode, no password set", ip, port);
         nkClientReply(c, "-DENIED Nic-KV is running in protected mode: no password is set "
@@ -1033,13 +1362,66 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     nkClientMaybeGrant(c);
 }
 
+/* Clients and replicas Nic-KV holds: each is a connection. */
+static long nkClientsConnected(void) {
+    return (long)listLength(nk.clients) + (long)listLength(nk.replicas);
+}
+
+int nkClientSlotsFree(void) {
+    long n = nk.cfg.maxclients - nkClientsConnected();
+    if (nk.accept_paused_until) return 0;
+    return n > 0 ? (int)n : 0;
+}
+
+/* Log an accept error, at most once a second (with how many were not). */
+static void nkAcceptError(const char *err) {
+    long long now = nkMstime();
+    if (now - nk.accept_err_logged < 1000) {
+        nk.accept_err_unlogged++;
+        return;
+    }
+    if (nk.accept_err_unlogged)
+        nkLog(LL_WARNING, "Accepting a client: %s (and %lld more errors since the last report)",
+              err, nk.accept_err_unlogged);
+    else
+        nkLog(LL_WARNING, "Accepting a client: %s", err);
+    nk.accept_err_logged = now;
+    nk.accept_err_unlogged = 0;
+}
+
+static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask);
+
+/* Out of file descriptors: the connection waiting on a listener cannot be
+ * taken, and the listener stays readable. Stop polling the listeners for a
+ * while (nkAcceptResumeCron resumes) rather than spin. */
+static void nkAcceptPause(void) {
+    for (int i = 0; i < nk.ipcount; i++) aeDeleteFileEvent(nk.el, nk.ipfd[i], AE_READABLE);
+    nk.accept_paused_until = nkMstime() + 100;
+}
+
+static void nkAcceptResumeCron(void) {
+    if (!nk.accept_paused_until || nkMstime() < nk.accept_paused_until) return;
+    nk.accept_paused_until = 0;
+    for (int i = 0; i < nk.ipcount; i++)
+        aeCreateFileEvent(nk.el, nk.ipfd[i], AE_READABLE, nkAcceptHandler, NULL);
+}
+
 static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
     (void)el; (void)data; (void)mask;
     char ip[64], err[ANET_ERR_LEN];
     int port, fd, max = 100;
     while (max--) {
         fd = anetTcpAccept(err, lfd, ip, sizeof(ip), &port);
-        if (fd == ANET_ERR) return;
+        if (fd == ANET_ERR) {
+            int e = errno;
+            if (e == EAGAIN || e == EWOULDBLOCK) return;
+            nkAcceptError(err);
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+                nkAcceptPause();
+                return;
+            }
+            continue;
+        }
         anetNonBlock(NULL, fd);
         anetEnableTcpNoDelay(NULL, fd);
         anetKeepAlive(NULL, fd, 300);
@@ -1110,8 +1492,52 @@ int nkRdmaPort(void) {
 
 /* -------------------------------------------------------------- Main --- */
 
-/* Every 100 ms: PSYNCs waiting for the stream; every NK_HEARTBEAT_MS: the
- * heartbeat to the master; every second: the link. */
+/* Close the clients that hold too much or stay too long without a
+ * password: a proxied full sync whose queued RDB is over the hard limit, or
+ * over the soft limit for soft-seconds (the replica does not read it: the
+ * sync stops reading the master above 4 MB, so the queue stays there); a
+ * client that has not authenticated within auth-timeout seconds. */
+static void nkClientsCron(void) {
+    listIter li;
+    listNode *ln;
+    long long now = nkMstime();
+    int need_auth = requiredPassword() != NULL;
+    listRewind(nk.clients, &li);
+    while ((ln = listNext(&li))) {
+        nkClient *c = listNodeValue(ln);
+        long long pending = (long long)nkClientPending(c);
+        const char *why = NULL;
+        if (c->fs) {
+            if (nk.cfg.obuf_hard && pending > nk.cfg.obuf_hard) {
+                why = "hard";
+            } else if (nk.cfg.obuf_soft && pending > nk.cfg.obuf_soft) {
+                if (!c->obuf_soft_since) c->obuf_soft_since = now;
+                else if (now - c->obuf_soft_since >= nk.cfg.obuf_soft_seconds * 1000LL) why = "soft";
+            } else {
+                c->obuf_soft_since = 0;
+            }
+            if (why) {
+                nk.stat_obuf_drops++;
+                nkLog(LL_WARNING, "Replica %s:%d (proxied full sync) closed for overcoming of "
+                      "output buffer limits (%s limit, %lld bytes queued)",
+                      c->ip, c->listening_port ? c->listening_port : c->port, why, pending);
+                nkClientFree(c);
+                continue;
+            }
+        }
+        if (need_auth && !c->authenticated && nk.cfg.auth_timeout &&
+            now - c->ctime_ms >= nk.cfg.auth_timeout * 1000LL) {
+            nk.stat_auth_timeouts++;
+            nkLog(LL_VERBOSE, "Client %s:%d did not authenticate in %d seconds: closing it",
+                  c->ip, c->port, nk.cfg.auth_timeout);
+            nkClientFree(c);
+        }
+    }
+}
+
+/* Every 100 ms: PSYNCs waiting for the stream, clients' limits, accepting
+ * again; every NK_HEARTBEAT_MS: the heartbeat to the master; every second:
+ * the link, the failed AUTH summary. */
 static int nkCron(aeEventLoop *el, long long id, void *data) {
     static int ticks = 0;
     (void)id; (void)data;
@@ -1122,7 +1548,10 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
         aeStop(el);
         return AE_NOMORE;
     }
+    nkAcceptResumeCron();
+    nkClientsCron();
     if (ticks++ % 10 == 0) {
+        nkAuthFailuresCron();
         nkLinkCron();
         nkLoopCron(nk.loop);
         for (int i = 0; i < nk.rdma_count; i++) rdmaListenerCron(nk.rdma_listeners[i]);
@@ -1189,6 +1618,17 @@ int main(int argc, char **argv) {
     }
     configLoad(options, "the command line");
     sdsfree(options);
+    if (nk.cfg.logfile) {
+        /* As redis-server: a log that cannot be written stops us here. */
+        FILE *fp = fopen(nk.cfg.logfile, "a");
+        if (!fp) {
+            fprintf(stderr, "nic-kv: Can't open the log file %s: %s\n", nk.cfg.logfile,
+                    strerror(errno));
+            return 1;
+        }
+        fclose(fp);
+    }
+    if (nkAdjustOpenFilesLimit() == -1) return 1;
 
     if (nk.cfg.daemonize) {
         if (daemon(1, 0) == -1) {

@@ -117,7 +117,17 @@ typedef struct nkConfig {
     char *logfile;
     int verbosity;
     char *pidfile;
+    int maxclients;           /* clients at once, replicas included */
+    int auth_timeout;         /* secs to authenticate, when required; 0: none */
+    long long obuf_hard;      /* a proxied full sync's queued bytes: at once */
+    long long obuf_soft;      /* ... or over this for obuf_soft_seconds */
+    int obuf_soft_seconds;
 } nkConfig;
+
+/* File descriptors kept for what is not a client (listeners, the master
+ * link, a proxied sync's link, the log), as upstream's
+ * CONFIG_MIN_RESERVED_FDS. */
+#define NK_RESERVED_FDS 32
 
 /* ---------------------------------------------------------- Backlog --- */
 
@@ -243,6 +253,17 @@ typedef struct nkServer {
     long long stat_protocol_errors;
     long long stat_pin_waits;           /* the link waited for the NIC */
     long long stat_pin_drops;           /* ... and dropped a replica */
+    long long stat_rejected_conn;       /* refused: maxclients reached */
+    long long stat_obuf_drops;          /* dropped: output buffer limits */
+    long long stat_auth_timeouts;       /* closed: did not authenticate */
+
+    /* Accepting clients. */
+    long long accept_paused_until;      /* ms: out of descriptors, retry then */
+    long long accept_err_logged;        /* ms, of the last accept error logged */
+    long long accept_err_unlogged;      /* ... and the errors since */
+    long long auth_fail_logged;         /* ms, of the last failed AUTH logged */
+    long long auth_fail_unlogged;       /* ... and the failures since */
+    char auth_fail_last[80];            /* ... the last one's peer */
 } nkServer;
 
 extern nkServer nk;
@@ -270,7 +291,9 @@ typedef struct nkClient {
     long long psync_deadline; /* ... until this time (ms) */
     char psync_replid[NK_RUNID_SIZE+1]; /* ... in this history */
     nkFullSync *fs;           /* a proxied full sync in progress */
+    long long obuf_soft_since; /* ms: its queue went over the soft limit; 0: not over */
     time_t ctime;
+    long long ctime_ms;
 } nkClient;
 
 void nkClientReply(nkClient *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -279,6 +302,10 @@ void nkClientFree(nkClient *c);
 /* Send what is queued (may free c: do not touch it afterwards). */
 void nkClientFlushSoon(nkClient *c);
 size_t nkClientPending(nkClient *c);
+/* How many more clients Nic-KV can take now (maxclients, less the clients
+ * and replicas it has; 0 while it is out of file descriptors). The master
+ * redirects replicas here only while this is above zero. */
+int nkClientSlotsFree(void);
 
 /* ------------------------------------------------------------ Calls --- */
 

@@ -179,7 +179,7 @@ static void startStreaming(void) {
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
           nk.cfg.master_host, nk.cfg.master_port, nk.master_replid, last,
           nk.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
-    nkLinkSend("REPLCONF nickv \"backlog %lld %lld\"", first, last);
+    nkLinkSend("REPLCONF nickv \"backlog %lld %lld %d\"", first, last, nkClientSlotsFree());
     nkReplicasAnnounce();
 }
 
@@ -466,7 +466,7 @@ void nkLinkHeartbeat(void) {
     if (nk.link_state != NK_LINK_STREAMING) return;
     nkBacklogRange(&first, &last);
     linkCommand("REPLCONF ACK %lld", last);
-    nkLinkSend("REPLCONF nickv \"backlog %lld %lld\"", first, last);
+    nkLinkSend("REPLCONF nickv \"backlog %lld %lld %d\"", first, last, nkClientSlotsFree());
 }
 
 void nkLinkCron(void) {

@@ -78,10 +78,15 @@ proc rdma_info {field {level 0}} {
 # with its port, pid and log; extra arguments are nic-kv options
 # (--thread-num 2 ...).
 proc nickv_start {master_port args} {
+    nickv_start_under {} $master_port {*}$args
+}
+
+# The same, the command run under $prefix (a list: {prlimit --nofile=128:128}).
+proc nickv_start_under {prefix master_port args} {
     set port [find_available_port [expr {$::baseport + 250}] 200]
     set dir [file normalize [tmpdir nickv]]
     set log $dir/nickv.log
-    set pid [exec src/nic-kv --port $port --master-port $master_port --logfile $log {*}$args &]
+    set pid [exec {*}$prefix src/nic-kv --port $port --master-port $master_port --logfile $log {*}$args &]
     set nk [dict create port $port pid $pid log $log args $args master $master_port]
     # The password its clients give: requirepass, else masterauth.
     foreach opt {--masterauth --requirepass} {
@@ -91,7 +96,8 @@ proc nickv_start {master_port args} {
     wait_for_condition 100 50 {
         [catch {nickv_cmd $nk ping} r] == 0 && ($r eq "PONG" || [string match "*NOAUTH*" $r])
     } else {
-        fail "nic-kv did not start: [exec tail -n 20 $log]"
+        catch {exec tail -n 20 $log} tail
+        fail "nic-kv did not start: $tail"
     }
     return $nk
 }
@@ -230,4 +236,48 @@ proc nickv_check_kill_under_load {master mhost mport nk replicas} {
     $master incr counter
     nickv_assert_digests $master $replicas
     return $nk
+}
+
+# ------------------------------------------------------- Raw connections ---
+# A socket to Nic-KV that the test drives byte by byte (a client that never
+# reads, or never authenticates).
+proc nickv_raw_connect {nk} {
+    set fd [socket 127.0.0.1 [dict get $nk port]]
+    fconfigure $fd -blocking 0 -translation binary -buffering none
+    return $fd
+}
+
+# The first line Nic-KV sends on $fd (without CRLF), "EOF" if it closed the
+# connection first, "TIMEOUT" if nothing came within $ms milliseconds.
+proc nickv_raw_line {fd {ms 3000}} {
+    set deadline [expr {[clock milliseconds] + $ms}]
+    set buf ""
+    while {[clock milliseconds] < $deadline} {
+        if {[catch {read $fd} data]} { return "EOF" }
+        append buf $data
+        set nl [string first "\r\n" $buf]
+        if {$nl >= 0} { return [string range $buf 0 [expr {$nl - 1}]] }
+        if {[eof $fd]} { return "EOF" }
+        after 20
+    }
+    return "TIMEOUT"
+}
+
+# Whether Nic-KV closed $fd within $ms milliseconds (what it sent is dropped).
+proc nickv_raw_closed {fd {ms 3000}} {
+    set deadline [expr {[clock milliseconds] + $ms}]
+    while {[clock milliseconds] < $deadline} {
+        if {[catch {read $fd}] || [eof $fd]} { return 1 }
+        after 20
+    }
+    return 0
+}
+
+# CPU time of process $pid so far, in clock ticks (user + system).
+proc nickv_cpu_ticks {pid} {
+    set fd [open /proc/$pid/stat]
+    set stat [read $fd]
+    close $fd
+    set fields [split [string trim [string range $stat [expr {[string last ")" $stat] + 2}] end]]]
+    expr {[lindex $fields 11] + [lindex $fields 12]}
 }

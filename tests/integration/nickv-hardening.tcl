@@ -1,0 +1,234 @@
+# Nic-KV under hostile or careless clients: file descriptors run out, bad
+# configuration values, clients that never read or never authenticate. The
+# daemon keeps serving, answers what redis-server would, and its CPU and
+# memory stay bounded.
+
+source tests/skv/helpers.tcl
+
+# Whether this process may raise its hard NOFILE limit above 128 (root with
+# CAP_SYS_RESOURCE outside a container may): Nic-KV then raises it.
+proc nickv_can_raise_nofile {} {
+    expr {[catch {exec prlimit --nofile=128:128 sh -c {ulimit -Hn 256}}] == 0}
+}
+
+start_server {tags {"nickv external:skip"}} {
+    set mport [srv 0 port]
+
+    test {Nic-KV: out of file descriptors, it refuses clients past maxclients and does not spin} {
+        set extra {}
+        # Where the limit can be raised, maxclients decides alone.
+        if {[nickv_can_raise_nofile]} { set extra {--maxclients 96} }
+        set nk [nickv_start_under {prlimit --nofile=128:128} $mport {*}$extra]
+        # maxclients, lowered to what 128 descriptors allow (before it
+        # existed: fill every descriptor there is).
+        set max [lindex [nickv_cmd $nk config get maxclients] 1]
+        if {$max eq {}} { set max 100 } else { assert {$max < 128} }
+        set idle {}
+        for {set i 0} {$i < $max + 30} {incr i} {
+            set fd [nickv_raw_connect $nk]
+            puts -nonewline $fd "PING\r\n"
+            lappend idle $fd
+        }
+        # The first $max are served; the rest were told why and closed.
+        assert_equal {+PONG} [nickv_raw_line [lindex $idle 0]]
+        assert_equal {+PONG} [nickv_raw_line [lindex $idle [expr {$max - 1}]]]
+        assert_equal {-ERR max number of clients reached} [nickv_raw_line [lindex $idle end]]
+        set fd [nickv_raw_connect $nk]
+        puts -nonewline $fd "PING\r\n"
+        assert_equal {-ERR max number of clients reached} [nickv_raw_line $fd]
+        assert_equal 1 [nickv_raw_closed $fd]
+        close $fd
+        # With the limit hit, it idles.
+        set t0 [nickv_cpu_ticks [dict get $nk pid]]
+        after 2000
+        set used [expr {[nickv_cpu_ticks [dict get $nk pid]] - $t0}]
+        assert {$used < 20}
+        # Room again: it serves.
+        foreach fd [lrange $idle 0 29] { close $fd }
+        set idle [lrange $idle 30 end]
+        wait_for_condition 50 100 {
+            [nickv_cmd $nk ping] eq {PONG}
+        } else {
+            fail "Nic-KV does not answer once clients left"
+        }
+        foreach fd $idle { close $fd }
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: --maxclients, and the slots it reports free} {
+        set nk [nickv_start $mport --maxclients 5]
+        assert_equal {maxclients 5} [nickv_cmd $nk config get maxclients]
+        set idle {}
+        for {set i 0} {$i < 5} {incr i} { lappend idle [nickv_raw_connect $nk] }
+        set fd [nickv_raw_connect $nk]
+        assert_equal {-ERR max number of clients reached} [nickv_raw_line $fd]
+        close $fd
+        # The master hears that Nic-KV is full, and sends it no replica: a
+        # new SKV replica stays with the master.
+        set master [srv 0 client]
+        wait_for_condition 50 100 {
+            [nickv_status $master nickv_daemon_free_slots] == 0
+        } else {
+            fail "the master does not know that Nic-KV is full"
+        }
+        set redirects [nickv_status $master nickv_redirects]
+        start_server {overrides {save ""}} {
+            set r [srv 0 client]
+            $r replicaof [srv -1 host] $mport
+            wait_for_sync $r
+            after 1500
+            assert_equal {} [nickv_status $r nickv_link_via]
+            assert_equal 0 [nickv_status $r nickv_redirects_followed]
+            assert_equal $redirects [nickv_status $master nickv_redirects]
+            assert_equal 0 [nickv_status $master nickv_handoffs]
+        }
+        close [lindex $idle 0]
+        wait_for_condition 50 100 {
+            [nickv_info $nk connected_clients] == 5
+        } else {
+            fail "Nic-KV did not see a client leave"
+        }
+        foreach fd $idle { catch {close $fd} }
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: CONFIG SET parses and range-checks numbers as redis-server does} {
+        set nk [nickv_start $mport]
+        set err {ERR CONFIG SET failed (possibly related to argument}
+        assert_equal "$err 'backlog-size') - argument must be a memory value" \
+            [nickv_cmd $nk config set backlog-size 17179869185gb]
+        assert_equal "$err 'backlog-size') - argument must be a memory value" \
+            [nickv_cmd $nk config set backlog-size 99999999999999999999999999]
+        assert_equal {backlog-size 134217728} [nickv_cmd $nk config get backlog-size]
+        assert_equal "$err 'repl-timeout') - argument must be between 1 and 2147483647 inclusive" \
+            [nickv_cmd $nk config set repl-timeout 4294967297]
+        foreach bad {1.5 5abc {} -} {
+            assert_equal "$err 'repl-timeout') - argument couldn't be parsed into an integer" \
+                [nickv_cmd $nk config set repl-timeout $bad]
+        }
+        assert_equal {repl-timeout 60} [nickv_cmd $nk config get repl-timeout]
+        assert_equal "$err 'protected-mode') - argument must be 'yes' or 'no'" \
+            [nickv_cmd $nk config set protected-mode maybe]
+        assert_equal "$err 'loglevel') - argument(s) must be one of the following: debug, verbose, notice, warning" \
+            [nickv_cmd $nk config set loglevel loud]
+        assert_equal {ERR Unknown option or number of arguments for CONFIG SET - 'no-such-option'} \
+            [nickv_cmd $nk config set no-such-option 1]
+        assert_equal "$err 'port') - can't set immutable config" \
+            [nickv_cmd $nk config set port 1234]
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: CONFIG SET takes several pairs, all or nothing} {
+        set nk [nickv_start $mport]
+        assert_equal OK [nickv_cmd $nk config set loglevel warning repl-timeout 7]
+        assert_equal {loglevel warning} [nickv_cmd $nk config get loglevel]
+        assert_equal {repl-timeout 7} [nickv_cmd $nk config get repl-timeout]
+        # One bad value: nothing changes.
+        assert_equal {ERR CONFIG SET failed (possibly related to argument 'backlog-size') - argument must be a memory value} \
+            [nickv_cmd $nk config set repl-timeout 9 backlog-size lots]
+        assert_equal {repl-timeout 7} [nickv_cmd $nk config get repl-timeout]
+        assert_equal {ERR CONFIG SET failed (possibly related to argument 'repl-timeout') - duplicate parameter} \
+            [nickv_cmd $nk config set repl-timeout 9 repl-timeout 10]
+        assert_equal {ERR syntax error} [nickv_cmd $nk config set repl-timeout 9 loglevel]
+        assert_equal {repl-timeout 7} [nickv_cmd $nk config get repl-timeout]
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: INFO with several sections, as redis-server 7.0} {
+        set nk [nickv_start $mport]
+        set info [nickv_cmd $nk info server cpu]
+        assert_match "*# Server*nickv_version:*# CPU*used_cpu_user:*" $info
+        assert_no_match "*# Backlog*" $info
+        assert_match "*# Memory*used_memory:*" [nickv_cmd $nk info memory]
+        assert_match "ERR no such INFO section*" [nickv_cmd $nk info a b]
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: an unwritable logfile stops it at start, with a message} {
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        set rc [catch {exec timeout 5 src/nic-kv --port $port --master-port $mport \
+                           --logfile /nonexistent/dir/x.log 2>@1} out]
+        assert_equal 1 $rc
+        assert_equal 1 [lindex $::errorCode 2]
+        assert_match "*Can't open the log file*/nonexistent/dir/x.log*No such file or directory*" $out
+    }
+
+    test {Nic-KV: a bad value in the config file or on the command line stops it at start} {
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        catch {exec timeout 5 src/nic-kv --port $port --repl-timeout 5abc 2>@1} out
+        assert_match "*repl-timeout*argument couldn't be parsed into an integer*" $out
+        catch {exec timeout 5 src/nic-kv --port $port --no-such-option 1 2>@1} out
+        assert_match "*no-such-option*Bad directive or wrong number of arguments*" $out
+    }
+}
+
+start_server {tags {"nickv external:skip"} overrides {rdbcompression no}} {
+    set master [srv 0 client]
+    set mport [srv 0 port]
+    # An RDB far larger than what the sockets' buffers hold.
+    $master debug populate 300000 key 100
+
+    test {Nic-KV: a proxied full sync that is never read is dropped after the soft limit} {
+        set nk [nickv_start $mport --client-output-buffer-limit "replica 0 1mb 2"]
+        wait_for_condition 100 100 {
+            [nickv_info $nk master_link_status] eq {up}
+        } else {
+            fail "Nic-KV did not join its master"
+        }
+        set before [nickv_info $nk used_memory]
+        set fd [nickv_raw_connect $nk]
+        puts -nonewline $fd "PSYNC ? -1\r\n"
+        # It queues the RDB up to its pause...
+        wait_for_condition 100 100 {
+            [nickv_info $nk used_memory] > $before + 2*1024*1024
+        } else {
+            fail "Nic-KV queued no RDB for the client"
+        }
+        # ... then drops the client that does not read it, 2 s later.
+        wait_for_condition 100 100 {
+            [nickv_info $nk used_memory] < $before + 1024*1024
+        } else {
+            fail "Nic-KV keeps [nickv_info $nk used_memory] bytes for a client that never reads"
+        }
+        assert_match "*output buffer limits*" [exec cat [dict get $nk log]]
+        assert_equal 1 [nickv_raw_closed $fd 5000]
+        close $fd
+        assert_equal {client-output-buffer-limit {replica 0 1048576 2}} \
+            [nickv_cmd $nk config get client-output-buffer-limit]
+        nickv_stop $nk
+    } {} {needs:debug}
+}
+
+start_server {tags {"nickv external:skip"}} {
+    set mport [srv 0 port]
+
+    test {Nic-KV: a client that does not authenticate in time is closed} {
+        set nk [nickv_start $mport --requirepass s3cret --auth-timeout 1]
+        set fd [nickv_raw_connect $nk]
+        set authed [nickv_raw_connect $nk]
+        puts -nonewline $authed "AUTH s3cret\r\n"
+        assert_equal {+OK} [nickv_raw_line $authed]
+        assert_equal 1 [nickv_raw_closed $fd 4000]
+        close $fd
+        # An authenticated client stays.
+        puts -nonewline $authed "PING\r\n"
+        assert_equal {+PONG} [nickv_raw_line $authed]
+        close $authed
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: failed AUTHs are logged a few lines at a time, not one each} {
+        set nk [nickv_start $mport --requirepass s3cret]
+        set c [redis 127.0.0.1 [dict get $nk port]]
+        for {set i 0} {$i < 200} {incr i} {
+            catch {$c auth wrong} e
+        }
+        assert_match {WRONGPASS*} $e
+        $c close
+        assert_equal 200 [nickv_info $nk auth_failures]
+        after 1200
+        set lines [exec grep -c "AUTH" [dict get $nk log]]
+        assert {$lines >= 1 && $lines <= 4}
+        nickv_stop $nk
+    }
+}
