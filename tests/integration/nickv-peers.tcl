@@ -1,0 +1,73 @@
+# Nic-KV and its peers: what a replica or a master sends Nic-KV is checked
+# as strictly as Redis checks it, and what Nic-KV sends them is built as
+# argument vectors, whatever bytes a name or a password holds.
+
+source tests/skv/helpers.tcl
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport]
+    wait_for_condition 100 100 {
+        [nickv_info $nk master_link_status] eq {up}
+    } else {
+        fail "Nic-KV did not join the master"
+    }
+
+    test {Nic-KV: a replica's malformed or excessive ACKs do not count in WAIT} {
+        set fd [nickv_fake_replica $nk $master]
+        nickv_wait_replicas $nk 1
+        wait_for_condition 100 100 {
+            [nickv_master_replica_offset $master 1] ne {}
+        } else {
+            fail "the master does not know the hand-written replica: [$master info replication]"
+        }
+        $master set liar 1
+        set o1 [status $master master_repl_offset]
+        wait_for_condition 100 50 {
+            [nickv_replica_sent $nk 1] == $o1
+        } else {
+            fail "Nic-KV did not send the write to the hand-written replica"
+        }
+        read $fd
+        # An offset that overflows, one with trailing garbage, one far
+        # beyond the stream (but a valid number), then the truth, last:
+        # once the master has that, Nic-KV has read every lie before it.
+        puts -nonewline $fd [join [list \
+            [nickv_resp REPLCONF ACK 99999999999999999999] \
+            [nickv_resp REPLCONF ACK 12abc] \
+            [nickv_resp REPLCONF ACK [expr {$o1 + 1}]abc] \
+            [nickv_resp REPLCONF ACK 4611686018427387904] \
+            "REPLCONF ACK 99999999999999999999\r\n" \
+            [nickv_resp REPLCONF ACK $o1]] ""]
+        wait_for_condition 100 50 {
+            [nickv_master_replica_offset $master 1] >= $o1
+        } else {
+            fail "the master did not get the replica's ACK"
+        }
+        $master set liar 2
+        assert_equal 0 [$master wait 1 500]
+        assert {[nickv_master_replica_offset $master 1] <= [status $master master_repl_offset]}
+        assert {[nickv_master_replica_offset $master 1] == $o1}
+        # The liar was not worth more than ignoring; Nic-KV is fine.
+        assert_equal PONG [nickv_cmd $nk ping]
+    }
+
+    start_server {overrides {save ""}} {
+        set r [srv 0 client]
+        test {Nic-KV: a real replica still counts in WAIT next to the liar} {
+            $r replicaof $mhost $mport
+            wait_for_sync $r
+            nickv_wait_replicas $nk 2
+            $master set liar 3
+            assert_equal 1 [$master wait 1 2000]
+            assert_equal 1 [$master wait 2 500]
+            wait_for_ofs_sync $master $r
+            assert_equal 3 [$r get liar]
+            assert {[nickv_master_replica_offset $master 1] <= [status $master master_repl_offset]}
+        }
+    }
+    catch {close $fd}
+    nickv_stop $nk
+}
