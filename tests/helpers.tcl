@@ -279,3 +279,18 @@ proc nickv_replica_sent {nk port} {
     if {[regexp $re [nickv_cmd $nk info all] -> sent]} { return $sent }
     return ""
 }
+
+# The bytes a string becomes on a command line (exec converts arguments to
+# the system encoding): what a test's client must send to mean the same
+# password as a program that got it as an argument.
+proc nickv_arg_bytes {s} {
+    encoding convertto [encoding system] $s
+}
+
+proc nickv_wait_link_up {nk} {
+    wait_for_condition 100 100 {
+        [nickv_info $nk master_link_status] eq {up}
+    } else {
+        fail "Nic-KV's link to the master did not come up: [exec tail -n 5 [dict get $nk log]]"
+    }
+}

@@ -71,3 +71,111 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     catch {close $fd}
     nickv_stop $nk
 }
+
+# Passwords and user names that a command line formatted with quotes and
+# split again would mangle. (A user name cannot hold a space: ACL SETUSER
+# refuses it.)
+set nasty_passwords [list {a"b} {C:\tmp} "sp ace \"quoted\" back\\\\slash \\\" \u00e9\u4e2d\x01"]
+set nasty_password [lindex $nasty_passwords end]
+set nasty_user "nk\"us\\er\u00e9"
+
+# Every Nic-KV started below, stopped at the end even if a test failed.
+set ::peers_nks {}
+proc peers_nickv_start {args} {
+    set nk [nickv_start {*}$args]
+    lappend ::peers_nks $nk
+    return $nk
+}
+proc peers_nickv_stop_all {} {
+    foreach nk $::peers_nks { catch {nickv_stop $nk} }
+    set ::peers_nks {}
+}
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+
+    test {Nic-KV: authenticates with a masterauth holding quotes, backslashes, spaces, non-ASCII} {
+        foreach pw $nasty_passwords {
+            $master config set requirepass [nickv_arg_bytes $pw]
+            set nk [peers_nickv_start $mport --masterauth $pw]
+            dict set nk auth [nickv_arg_bytes $pw]
+            nickv_wait_link_up $nk
+            nickv_stop $nk
+        }
+    }
+
+    start_server {overrides {save ""}} {
+        set r [srv 0 client]
+        test {Nic-KV: a replica behind Nic-KV gets the data with such a masterauth} {
+            set nk [peers_nickv_start $mport --masterauth $nasty_password]
+            dict set nk auth [nickv_arg_bytes $nasty_password]
+            nickv_wait_link_up $nk
+            $r config set masterauth [nickv_arg_bytes $nasty_password]
+            $r replicaof $mhost $mport
+            wait_for_sync $r
+            nickv_wait_replicas $nk 1
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master [list $r]
+        } {} {needs:debug}
+
+        test {Nic-KV: a proxied full sync with such a masterauth} {
+            # Configured with Nic-KV as its master: its full sync goes
+            # through Nic-KV's own connection to the master, which sends
+            # AUTH <masterauth>.
+            $r replicaof no one
+            $r replicaof 127.0.0.1 [dict get $nk port]
+            wait_for_condition 200 100 {
+                [status $r master_link_status] eq {up}
+            } else {
+                fail "the replica did not sync through Nic-KV: [exec tail -n 5 [dict get $nk log]]"
+            }
+            assert_equal 1 [nickv_info $nk sync_full_proxied]
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master [list $r]
+        } {} {needs:debug}
+    }
+    peers_nickv_stop_all
+    $master config set requirepass ""
+}
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+    set user [nickv_arg_bytes $nasty_user]
+    set pass [nickv_arg_bytes $nasty_password]
+    $master acl setuser $user on >$pass +psync +replconf +ping
+
+    start_server {overrides {save ""}} {
+        set r [srv 0 client]
+        test {Nic-KV: masteruser and masterauth with quotes, backslashes, non-ASCII: link and replica} {
+            set nk [peers_nickv_start $mport --masteruser $nasty_user --masterauth $nasty_password]
+            dict set nk auth $pass
+            nickv_wait_link_up $nk
+            $r config set masteruser $user
+            $r config set masterauth $pass
+            $r replicaof $mhost $mport
+            wait_for_sync $r
+            nickv_wait_replicas $nk 1
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master [list $r]
+        } {} {needs:debug}
+
+        test {Nic-KV: a proxied full sync with such a masteruser and masterauth} {
+            # Nic-KV's own connection to the master sends AUTH <user> <pass>.
+            $r replicaof no one
+            $r replicaof 127.0.0.1 [dict get $nk port]
+            wait_for_condition 200 100 {
+                [status $r master_link_status] eq {up}
+            } else {
+                fail "the replica did not sync through Nic-KV: [exec tail -n 5 [dict get $nk log]]"
+            }
+            assert_equal 1 [nickv_info $nk sync_full_proxied]
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master [list $r]
+        } {} {needs:debug}
+    }
+    peers_nickv_stop_all
+}
