@@ -324,7 +324,9 @@ void nkLinkResume(void);
 /* Answer the PSYNCs waiting for the stream that can be answered now (the
  * stream reached them, the link went down, or they waited too long). */
 void nkPsyncWaitersCheck(void);
-void nkLinkSend(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* REPLCONF nickv <message> to an SKV master, the message formatted from fmt
+ * and sent as one argument; dropped unless streaming. */
+void nkLinkMessage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *nkLinkStateName(void);
 struct nkClient;
 int nkProxyFullSync(struct nkClient *c);

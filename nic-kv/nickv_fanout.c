@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "util.h"
 #include "zmalloc.h"
 
 #define NK_MAX_THREADS 64
@@ -428,8 +429,34 @@ static void replicaWritable(nkConn *conn, void *data) {
     replicaPush(&workers[r->thread], r);
 }
 
-/* REPLCONF ACK <offset> [FACK <offset>] from the replica; nothing else is
- * expected from a replica once it streams. */
+/* REPLCONF ACK <offset> [FACK <aof-offset>], parsed as the master parses it
+ * (replconfCommand: getLongLongFromObject, i.e. string2ll on the exact
+ * argument, and an odd number of arguments). Returns 1 and sets *off for a
+ * well-formed ACK, 0 for anything else, which the caller ignores as the
+ * master would. */
+static int replicaParseAck(int argc, sds *argv, long long *off) {
+    if (argc < 3 || (argc % 2) == 0) return 0;
+    if (strcasecmp(argv[0], "replconf") || strcasecmp(argv[1], "ack")) return 0;
+    return string2ll(argv[2], sdslen(argv[2]), off) != 0;
+}
+
+/* Record an ACK for the main thread to relay. The replica cannot have
+ * received more than we wrote to it: a larger offset, a lie or a bug, is
+ * lowered to what we sent, so that WAIT never counts bytes the replica
+ * has not got. Relayed even when the offset did not move: its time is what
+ * min-replicas-max-lag looks at on the master. [thread] */
+static void replicaAck(nkReplica *r, long long off) {
+    long long sent = atomic_load(&r->sent_off);
+    if (off > sent) off = sent;
+    if (off > r->ack_off) r->ack_off = off;
+    r->ack_time = nkUnixTime();
+    r->ack_dirty = 1;
+    wakeMain();
+}
+
+/* Nothing but REPLCONF ACKs is expected from a replica once it streams;
+ * anything else, malformed ACKs included, is ignored (a protocol error in
+ * the framing itself closes the replica's link). */
 static void replicaReadable(nkConn *conn, void *data) {
     nkReplica *r = data;
     nkWorker *w = &workers[r->thread];
@@ -445,6 +472,7 @@ static void replicaReadable(nkConn *conn, void *data) {
     for (;;) {
         int argc;
         sds *argv;
+        long long off;
         const char *err = NULL;
         int rv = nkParseCommand(&r->inbuf, &argc, &argv, &err);
         if (rv < 0) {
@@ -454,14 +482,10 @@ static void replicaReadable(nkConn *conn, void *data) {
             return;
         }
         if (rv == 0) break;
-        if (argc >= 3 && !strcasecmp(argv[0], "replconf") && !strcasecmp(argv[1], "ack")) {
-            /* Relayed even when the offset did not move: its time is what
-             * min-replicas-max-lag looks at on the master. */
-            long long off = strtoll(argv[2], NULL, 10);
-            if (off > r->ack_off) r->ack_off = off;
-            r->ack_time = nkUnixTime();
-            r->ack_dirty = 1;
-            wakeMain();
+        if (replicaParseAck(argc, argv, &off)) {
+            replicaAck(r, off);
+        } else if (argc >= 2 && !strcasecmp(argv[0], "replconf") && !strcasecmp(argv[1], "ack")) {
+            nkLog(LL_VERBOSE, "Replica %s:%d: ignoring a malformed REPLCONF ACK", r->ip, r->port);
         }
         nkFreeArgv(argc, argv);
     }
@@ -638,7 +662,7 @@ nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos)
     r->state = NK_REPLICA_ONLINE;
     listAddNodeTail(nk.replicas, r);
     w->nreplicas++;
-    nkLinkSend("REPLCONF nickv \"add %lld %s %d\"", r->id, r->ip, r->port);
+    nkLinkMessage("add %lld %s %d", r->id, r->ip, r->port);
     nkLog(LL_NOTICE, "Replica %s:%d streams from offset %lld over %s (fan-out thread %d)", ip,
           port, pos, r->rdma ? "RDMA, zero copy" : "TCP", w->index);
     listAddNodeTail(handovers, r);
@@ -683,11 +707,11 @@ void nkFanoutMainEvents(void) {
         nkReplica *r = listNodeValue(ln);
         if (r->ack_dirty) {
             r->ack_dirty = 0;
-            nkLinkSend("REPLCONF nickv \"ack %lld %lld\"", r->id, (long long)r->ack_off);
+            nkLinkMessage("ack %lld %lld", r->id, (long long)r->ack_off);
         }
         if (r->state == NK_REPLICA_GONE) {
             nkLog(LL_NOTICE, "Replica %s:%d left: %s", r->ip, r->port, r->why);
-            nkLinkSend("REPLCONF nickv \"del %lld\"", r->id);
+            nkLinkMessage("del %lld", r->id);
             listDelNode(nk.replicas, ln);
             zfree(r);
         }
@@ -703,7 +727,7 @@ void nkReplicasAnnounce(void) {
     while ((ln = listNext(&li))) {
         nkReplica *r = listNodeValue(ln);
         if (r->state != NK_REPLICA_ONLINE || r->kill) continue;
-        nkLinkSend("REPLCONF nickv \"add %lld %s %d\"", r->id, r->ip, r->port);
-        nkLinkSend("REPLCONF nickv \"ack %lld %lld\"", r->id, (long long)r->ack_off);
+        nkLinkMessage("add %lld %s %d", r->id, r->ip, r->port);
+        nkLinkMessage("ack %lld %lld", r->id, (long long)r->ack_off);
     }
 }

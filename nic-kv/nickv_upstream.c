@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "util.h"
 #include "zmalloc.h"
 
 #define NK_MASTER_GRACE 5
@@ -85,44 +86,53 @@ static void linkWritable(nkConn *conn, void *data) {
     linkFlush();
 }
 
-/* Encode an inline command line (words, quotes allowed) as RESP. */
-static sds encodeCommand(sds out, const char *line) {
-    int argc = 0;
-    sds *argv = sdssplitargs(line, &argc);
-    if (!argv) return out;
-    out = sdscatprintf(out, "*%d\r\n", argc);
-    for (int i = 0; i < argc; i++) {
-        out = sdscatprintf(out, "$%zu\r\n", sdslen(argv[i]));
-        out = sdscatsds(out, argv[i]);
-        out = sdscat(out, "\r\n");
+/* Append a command to out in Redis's protocol: *<argc>, then every argument
+ * as a bulk string holding exactly its bytes. The arguments are first, then
+ * those in ap, up to a NULL. Nothing is quoted, split or formatted, so a
+ * password with quotes, backslashes or spaces arrives as it was given. */
+static sds catCommandV(sds out, const char *first, va_list ap) {
+    va_list count;
+    const char *arg;
+    int argc = 1;
+
+    va_copy(count, ap);
+    while (va_arg(count, const char *) != NULL) argc++;
+    va_end(count);
+    out = sdscatfmt(out, "*%i\r\n", argc);
+    for (arg = first; arg != NULL; arg = va_arg(ap, const char *)) {
+        size_t len = strlen(arg);
+        out = sdscatfmt(out, "$%U\r\n", (unsigned long long)len);
+        out = sdscatlen(out, arg, len);
+        out = sdscatlen(out, "\r\n", 2);
     }
-    sdsfreesplitres(argv, argc);
     return out;
 }
 
-static void linkCommandV(const char *fmt, va_list ap) {
-    sds line = sdscatvprintf(sdsempty(), fmt, ap);
+/* Queue a command (its arguments, then NULL) for the master and send what
+ * the link takes now. */
+static void linkCommand(const char *first, ...) __attribute__((sentinel));
+static void linkCommand(const char *first, ...) {
+    va_list ap;
     if (!link_out) link_out = sdsempty();
-    link_out = encodeCommand(link_out, line);
-    sdsfree(line);
+    va_start(ap, first);
+    link_out = catCommandV(link_out, first, ap);
+    va_end(ap);
     linkFlush();
 }
 
-static void linkCommand(const char *fmt, ...) {
+/* REPLCONF nickv <message>: the message, formatted from fmt, is one
+ * argument (the master splits it into words). Sent to an SKV master once
+ * streaming; otherwise dropped: it describes replicas the master will hear
+ * about when we (re)join. */
+void nkLinkMessage(const char *fmt, ...) {
     va_list ap;
-    va_start(ap, fmt);
-    linkCommandV(fmt, ap);
-    va_end(ap);
-}
-
-/* Messages for an SKV master, once streaming (others are dropped: they
- * describe replicas the master will hear about when we (re)join). */
-void nkLinkSend(const char *fmt, ...) {
-    va_list ap;
+    sds msg;
     if (nk.link_state != NK_LINK_STREAMING || !nk.master_is_skv) return;
     va_start(ap, fmt);
-    linkCommandV(fmt, ap);
+    msg = sdscatvprintf(sdsempty(), fmt, ap);
     va_end(ap);
+    linkCommand("REPLCONF", "nickv", msg, NULL);
+    sdsfree(msg);
 }
 
 /* ------------------------------------------------------------ The link --- */
@@ -156,16 +166,19 @@ static void newHistory(const char *replid, long long next_offset) {
 
 static void sendPsync(void) {
     long long first, last;
+    char off[LONG_STR_SIZE];
     nkBacklogRange(&first, &last);
     if (try_continue && nk.master_replid[0] && last > 0) {
-        linkCommand("PSYNC %s %lld", nk.master_replid, last + 1);
+        ll2string(off, sizeof(off), last + 1);
+        linkCommand("PSYNC", nk.master_replid, off, NULL);
     } else if (nk.master_is_skv) {
         /* The hello told us where the master is: that id, from there. */
         try_continue = 0;
-        linkCommand("PSYNC %s %lld", nk.hello_replid, nk.hello_offset + 1);
+        ll2string(off, sizeof(off), nk.hello_offset + 1);
+        linkCommand("PSYNC", nk.hello_replid, off, NULL);
     } else {
         try_continue = 0;
-        linkCommand("PSYNC ? -1");
+        linkCommand("PSYNC", "?", "-1", NULL);
     }
     setState(NK_LINK_PSYNC);
 }
@@ -179,8 +192,16 @@ static void startStreaming(void) {
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
           nk.cfg.master_host, nk.cfg.master_port, nk.master_replid, last,
           nk.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
-    nkLinkSend("REPLCONF nickv \"backlog %lld %lld %d\"", first, last, nkClientSlotsFree());
+    nkLinkMessage("backlog %lld %lld %d", first, last, nkClientSlotsFree());
     nkReplicasAnnounce();
+}
+
+/* The handshake step after AUTH (or the first one, with no masterauth). */
+static void sendListeningPort(void) {
+    char port[LONG_STR_SIZE];
+    ll2string(port, sizeof(port), nk.cfg.port);
+    linkCommand("REPLCONF", "listening-port", port, NULL);
+    setState(NK_LINK_PORT);
 }
 
 /* One reply line during the handshake. */
@@ -192,8 +213,7 @@ static void handleReply(const char *line) {
             linkClose("authentication failed");
             return;
         }
-        linkCommand("REPLCONF listening-port %d", nk.cfg.port);
-        setState(NK_LINK_PORT);
+        sendListeningPort();
         break;
     case NK_LINK_PORT:
         if (!strncmp(line, "-NOAUTH", 7)) {
@@ -201,14 +221,19 @@ static void handleReply(const char *line) {
             linkClose("authentication required");
             return;
         }
-        linkCommand("REPLCONF capa eof capa psync2");
+        linkCommand("REPLCONF", "capa", "eof", "capa", "psync2", NULL);
         setState(NK_LINK_CAPA);
         break;
-    case NK_LINK_CAPA:
-        linkCommand("REPLCONF nickv \"hello %s %d %d\"",
-                    nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, nkRdmaPort());
+    case NK_LINK_CAPA: {
+        /* Not nkLinkMessage(): this one goes out before we stream. */
+        sds hello = sdscatprintf(sdsempty(), "hello %s %d %d",
+                                 nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port,
+                                 nkRdmaPort());
+        linkCommand("REPLCONF", "nickv", hello, NULL);
+        sdsfree(hello);
         setState(NK_LINK_HELLO);
         break;
+    }
     case NK_LINK_HELLO: {
         char id[NK_RUNID_SIZE + 1];
         long long off;
@@ -431,12 +456,11 @@ static void linkConnected(nkConn *conn, void *data) {
     nkConnSetReadHandler(conn, linkReadable);
     nk.link_lastio = time(NULL);
     if (nk.cfg.masterauth) {
-        if (nk.cfg.masteruser) linkCommand("AUTH \"%s\" \"%s\"", nk.cfg.masteruser, nk.cfg.masterauth);
-        else linkCommand("AUTH \"%s\"", nk.cfg.masterauth);
+        if (nk.cfg.masteruser) linkCommand("AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL);
+        else linkCommand("AUTH", nk.cfg.masterauth, NULL);
         setState(NK_LINK_AUTH);
     } else {
-        linkCommand("REPLCONF listening-port %d", nk.cfg.port);
-        setState(NK_LINK_PORT);
+        sendListeningPort();
     }
 }
 
@@ -463,10 +487,12 @@ static void linkConnect(void) {
  * replicas itself (src/nickv_server.c). */
 void nkLinkHeartbeat(void) {
     long long first, last;
+    char off[LONG_STR_SIZE];
     if (nk.link_state != NK_LINK_STREAMING) return;
     nkBacklogRange(&first, &last);
-    linkCommand("REPLCONF ACK %lld", last);
-    nkLinkSend("REPLCONF nickv \"backlog %lld %lld %d\"", first, last, nkClientSlotsFree());
+    ll2string(off, sizeof(off), last);
+    linkCommand("REPLCONF", "ACK", off, NULL);
+    nkLinkMessage("backlog %lld %lld %d", first, last, nkClientSlotsFree());
 }
 
 void nkLinkCron(void) {
@@ -526,8 +552,15 @@ static void fsEnd(nkClient *c, const char *error) {
     zfree(fs);
 }
 
-static void fsSend(nkFullSync *fs, const char *line) {
-    sds out = encodeCommand(sdsempty(), line);
+/* Send a command (its arguments, then NULL) on the full sync's connection.
+ * A handshake command is far smaller than the socket's buffer; a failed
+ * write shows as the master's silence or EOF, which end the sync. */
+static void fsSend(nkFullSync *fs, const char *first, ...) __attribute__((sentinel));
+static void fsSend(nkFullSync *fs, const char *first, ...) {
+    va_list ap;
+    va_start(ap, first);
+    sds out = catCommandV(sdsempty(), first, ap);
+    va_end(ap);
     if (write(fs->fd, out, sdslen(out)) != (ssize_t)sdslen(out)) { /* the reply will tell */ }
     sdsfree(out);
 }
@@ -588,22 +621,23 @@ static size_t fsForward(nkClient *c, const char *p, size_t len, int *done) {
 
 static void fsHandleLine(nkClient *c, const char *line) {
     nkFullSync *fs = c->fs;
-    char cmd[256];
+    char port[LONG_STR_SIZE];
     switch (fs->state) {
     case FS_AUTH:
         if (line[0] != '+') { fsEnd(c, "the master refused our AUTH"); return; }
         /* fall through */
     case FS_CONNECTING:
-        snprintf(cmd, sizeof(cmd), "REPLCONF listening-port %d", c->listening_port);
-        fsSend(fs, cmd);
+        ll2string(port, sizeof(port), c->listening_port);
+        fsSend(fs, "REPLCONF", "listening-port", port, NULL);
         fs->state = FS_PORT;
         break;
     case FS_PORT:
-        fsSend(fs, c->capa_eof ? "REPLCONF capa eof capa psync2" : "REPLCONF capa psync2");
+        if (c->capa_eof) fsSend(fs, "REPLCONF", "capa", "eof", "capa", "psync2", NULL);
+        else fsSend(fs, "REPLCONF", "capa", "psync2", NULL);
         fs->state = FS_CAPA;
         break;
     case FS_CAPA:
-        fsSend(fs, "PSYNC ? -1");
+        fsSend(fs, "PSYNC", "?", "-1", NULL);
         fs->state = FS_PSYNC;
         break;
     case FS_PSYNC: {
@@ -699,10 +733,8 @@ static void fsConnected(aeEventLoop *el, int fd, void *data, int mask) {
     }
     aeCreateFileEvent(nk.el, fd, AE_READABLE, fsReadable, c);
     if (nk.cfg.masterauth) {
-        char cmd[512];
-        if (nk.cfg.masteruser) snprintf(cmd, sizeof(cmd), "AUTH \"%s\" \"%s\"", nk.cfg.masteruser, nk.cfg.masterauth);
-        else snprintf(cmd, sizeof(cmd), "AUTH \"%s\"", nk.cfg.masterauth);
-        fsSend(c->fs, cmd);
+        if (nk.cfg.masteruser) fsSend(c->fs, "AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL);
+        else fsSend(c->fs, "AUTH", nk.cfg.masterauth, NULL);
         c->fs->state = FS_AUTH;
     } else {
         fsHandleLine(c, "+OK");      /* as if authenticated */

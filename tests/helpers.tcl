@@ -281,3 +281,66 @@ proc nickv_cpu_ticks {pid} {
     set fields [split [string trim [string range $stat [expr {[string last ")" $stat] + 2}] end]]]
     expr {[lindex $fields 11] + [lindex $fields 12]}
 }
+
+# ------------------------------------------------- Hand-written replicas ---
+
+# A command as RESP (an argv: *N, then $len and the bytes of each argument).
+proc nickv_resp {args} {
+    set out "*[llength $args]\r\n"
+    foreach a $args { append out "\$[string length $a]\r\n$a\r\n" }
+    return $out
+}
+
+# A replica written by hand: a raw socket to Nic-KV that joins the stream at
+# the master's current offset (REPLCONF listening-port and capa, PSYNC,
+# +CONTINUE) and then sends only what the test makes it send. Its listening
+# port (it listens on none) names it in INFO. Returns the socket (binary,
+# non-blocking reads: the test drains the stream with [read $fd]).
+proc nickv_fake_replica {nk master {listening_port 1}} {
+    set fd [socket 127.0.0.1 [dict get $nk port]]
+    fconfigure $fd -translation binary -buffering none
+    if {[dict exists $nk auth]} {
+        puts -nonewline $fd [nickv_resp AUTH [dict get $nk auth]]
+        assert_match {+OK*} [gets $fd]
+    }
+    puts -nonewline $fd [nickv_resp REPLCONF listening-port $listening_port]
+    assert_match {+OK*} [gets $fd]
+    puts -nonewline $fd [nickv_resp REPLCONF capa eof capa psync2]
+    assert_match {+OK*} [gets $fd]
+    set replid [status $master master_replid]
+    set offset [expr {[status $master master_repl_offset] + 1}]
+    puts -nonewline $fd [nickv_resp PSYNC $replid $offset]
+    assert_match "+CONTINUE $replid*" [gets $fd]
+    fconfigure $fd -blocking 0
+    return $fd
+}
+
+# The offset the master holds for a replica behind Nic-KV, by its listening
+# port; "" if it has none.
+proc nickv_master_replica_offset {master port} {
+    set re "slave\\d+:ip=\[^,\]*,port=$port,state=\[a-z\]+,offset=(-?\\d+),\[^\r\n\]*via=nickv"
+    if {[regexp $re [$master info replication] -> off]} { return $off }
+    return ""
+}
+
+# What Nic-KV has sent the replica with this listening port ("" if none).
+proc nickv_replica_sent {nk port} {
+    set re "replica\\d+:id=\\d+,ip=\[^,\]*,port=$port,\[^\r\n\]*,sent=(-?\\d+)"
+    if {[regexp $re [nickv_cmd $nk info all] -> sent]} { return $sent }
+    return ""
+}
+
+# The bytes a string becomes on a command line (exec converts arguments to
+# the system encoding): what a test's client must send to mean the same
+# password as a program that got it as an argument.
+proc nickv_arg_bytes {s} {
+    encoding convertto [encoding system] $s
+}
+
+proc nickv_wait_link_up {nk} {
+    wait_for_condition 100 100 {
+        [nickv_info $nk master_link_status] eq {up}
+    } else {
+        fail "Nic-KV's link to the master did not come up: [exec tail -n 5 [dict get $nk log]]"
+    }
+}

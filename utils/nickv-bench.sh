@@ -35,6 +35,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin="$top/build/redis/src"
+. "$top/utils/lib.sh"
 replica_counts="0 1 3 8" writes=200000 rounds=5 clients=16 pipelines="1 16" pin=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -63,9 +64,6 @@ results="$work/results"
 : > "$results"
 nk_pid=""
 
-cli() { "$bin/redis-cli" -p "$1" "${@:2}"; }
-field() { cli "$1" info "$2" | tr -d '\r' | sed -n "s/^$3://p"; }
-
 cleanup() {
     [ -n "$nk_pid" ] && kill "$nk_pid" 2>/dev/null || true
     [ ${#idle_pids[@]} -gt 0 ] && kill "${idle_pids[@]}" 2>/dev/null || true
@@ -73,13 +71,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-
-wait_for() { # seconds condition...
-    local t=$1; shift
-    for _ in $(seq $((t * 10))); do eval "$@" && return 0; sleep 0.1; done
-    echo "nickv-bench: timed out waiting for: $*" >&2
-    return 1
-}
 
 start_server() { # port [replicaof-port]
     local args=(--port "$1" --bind 127.0.0.1 --save '' --appendonly no --dir "$work"
@@ -91,13 +82,11 @@ start_server() { # port [replicaof-port]
     wait_for 10 'cli '"$1"' ping >/dev/null 2>&1'
 }
 
-cpu() { cli "$mport" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.6f", s }'; }
-
 measure() { # replicas mode pipeline
     local c0 c1 w0 w1 out rps
-    c0=$(cpu); w0=$(field "$mport" nickv repl_stream_writes)
+    c0=$(cpu "$mport"); w0=$(field "$mport" nickv repl_stream_writes)
     out=$("${host_cpu[@]}" "$bin/redis-benchmark" -p "$mport" -t set -n "$writes" -c "$clients" -P "$3" -r 100000 --csv 2>/dev/null)
-    c1=$(cpu); w1=$(field "$mport" nickv repl_stream_writes)
+    c1=$(cpu "$mport"); w1=$(field "$mport" nickv repl_stream_writes)
     rps=$(echo "$out" | tr -d '"' | awk -F, 'NR == 2 { print $2 }')
     awk -v n="$1" -v m="$2" -v p="$3" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" \
         -v w="$writes" -v rps="$rps" 'BEGIN {
@@ -147,7 +136,6 @@ for round in $(seq 1 "$rounds"); do
 done
 
 # Medians per (replicas, mode, pipeline).
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '%-9s %-7s %-9s %18s %13s %12s\n' replicas mode pipeline "cpu-s/1M writes" "sends/write" "ops/s"
 sort -k1,1n -k3,3n -k2,2 "$results" | awk '{ print $1, $2, $3 }' | uniq | while read -r n m p; do
     c=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $4 }' "$results" | median)

@@ -16,6 +16,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin="$top/build/redis/src"
+. "$top/utils/lib.sh"
 keys=1000000 value=100 rounds=3
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -32,9 +33,6 @@ base=$((19000 + RANDOM % 500 * 2))
 mport=$base nkport=$((base + 1)) rport=$((base + 2))
 work=$(mktemp -d)
 nk_pid=""
-cli() { "$bin/redis-cli" -p "$1" "${@:2}"; }
-field() { cli "$1" info "$2" 2>/dev/null | tr -d '\r' | sed -n "s/^$3://p"; }
-cpu() { cli "$1" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.3f", s }'; }
 now() { date +%s.%N; }
 cleanup() {
     set +e
@@ -46,19 +44,15 @@ cleanup() {
     return 0
 }
 trap cleanup EXIT
-wait_for() {
-    for _ in $(seq 6000); do eval "$1" && return 0; sleep 0.05; done
-    echo "nickv-fullsync-bench: timed out waiting for: $1" >&2; return 1
-}
 
 "$bin/redis-server" --port "$mport" --save '' --appendonly no --dir "$work" --daemonize yes \
     --logfile "$work/master.log" --repl-diskless-sync no --repl-backlog-size 256mb \
     --enable-debug-command yes
-wait_for '[ "$(cli $mport ping 2>/dev/null)" = PONG ]'
+wait_for 300 '[ "$(cli $mport ping 2>/dev/null)" = PONG ]'
 cli "$mport" debug populate "$keys" key "$value" >/dev/null
 "$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" &
 nk_pid=$!
-wait_for '[ "$(field $nkport upstream master_link_status)" = up ]'
+wait_for 300 '[ "$(field $nkport upstream master_link_status)" = up ]'
 
 results="$work/results"
 : > "$results"
@@ -66,23 +60,22 @@ sync_once() { # label target-port
     rm -rf "$work/replica" && mkdir -p "$work/replica"
     "$bin/redis-server" --port "$rport" --save '' --appendonly no --dir "$work/replica" \
         --daemonize yes --logfile "$work/replica.log" --nickv-offload no
-    wait_for '[ "$(cli $rport ping 2>/dev/null)" = PONG ]'
+    wait_for 300 '[ "$(cli $rport ping 2>/dev/null)" = PONG ]'
     local m0 n0 t0 m1 n1 t1
-    m0=$(cpu "$mport"); n0=$(cpu "$nkport"); t0=$(now)
+    m0=$(cpu "$mport" 3); n0=$(cpu "$nkport" 3); t0=$(now)
     cli "$rport" replicaof 127.0.0.1 "$2" >/dev/null
-    wait_for '[ "$(field $rport replication master_link_status)" = up ]'
-    t1=$(now); m1=$(cpu "$mport"); n1=$(cpu "$nkport")
+    wait_for 300 '[ "$(field $rport replication master_link_status)" = up ]'
+    t1=$(now); m1=$(cpu "$mport" 3); n1=$(cpu "$nkport" 3)
     [ "$(cli "$rport" dbsize)" = "$(cli "$mport" dbsize)" ] || { echo "replica incomplete" >&2; exit 1; }
     echo "$1 $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') $(awk -v a="$m0" -v b="$m1" 'BEGIN { printf "%.3f", b - a }') $(awk -v a="$n0" -v b="$n1" 'BEGIN { printf "%.3f", b - a }')" >> "$results"
     cli "$rport" shutdown nosave >/dev/null 2>&1 || true
-    wait_for '! cli $rport ping >/dev/null 2>&1'
+    wait_for 300 '! cli $rport ping >/dev/null 2>&1'
 }
 for _ in $(seq "$rounds"); do
     sync_once through-nickv "$nkport"
     sync_once from-master "$mport"
 done
 rdb=$(ls -l "$work/dump.rdb" 2>/dev/null | awk '{ print $5 }')
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '%-14s %10s %10s %16s %18s %22s\n' path "rdb MB" seconds "master cpu-s" "Nic-KV cpu-s" "Nic-KV cpu-s per GB"
 for p in through-nickv from-master; do
     s=$(awk -v p="$p" '$1 == p { print $2 }' "$results" | median)

@@ -27,8 +27,8 @@ replicas="$((mport + 2)) $((mport + 3)) $((mport + 4))"
 
 [ -x "$bin/redis-server" ] && [ -x "$bin/nic-kv" ] || { echo "run-skv: build SKV first: make" >&2; exit 1; }
 mkdir -p "$run"
-cli() { "$bin/redis-cli" -p "$1" "${@:2}" 2>/dev/null; }
-field() { cli "$1" info "$2" | tr -d '\r' | sed -n "s/^$3://p"; }
+cli_quiet=1     # ports are probed before anything listens on them
+. "$top/utils/lib.sh"
 
 pids=()
 stopping=0

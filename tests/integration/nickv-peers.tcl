@@ -1,0 +1,181 @@
+# Nic-KV and its peers: what a replica or a master sends Nic-KV is checked
+# as strictly as Redis checks it, and what Nic-KV sends them is built as
+# argument vectors, whatever bytes a name or a password holds.
+
+source tests/skv/helpers.tcl
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport]
+    wait_for_condition 100 100 {
+        [nickv_info $nk master_link_status] eq {up}
+    } else {
+        fail "Nic-KV did not join the master"
+    }
+
+    test {Nic-KV: a replica's malformed or excessive ACKs do not count in WAIT} {
+        set fd [nickv_fake_replica $nk $master]
+        nickv_wait_replicas $nk 1
+        wait_for_condition 100 100 {
+            [nickv_master_replica_offset $master 1] ne {}
+        } else {
+            fail "the master does not know the hand-written replica: [$master info replication]"
+        }
+        $master set liar 1
+        set o1 [status $master master_repl_offset]
+        wait_for_condition 100 50 {
+            [nickv_replica_sent $nk 1] == $o1
+        } else {
+            fail "Nic-KV did not send the write to the hand-written replica"
+        }
+        read $fd
+        # An offset that overflows, one with trailing garbage, one far
+        # beyond the stream (but a valid number), then the truth, last:
+        # once the master has that, Nic-KV has read every lie before it.
+        puts -nonewline $fd [join [list \
+            [nickv_resp REPLCONF ACK 99999999999999999999] \
+            [nickv_resp REPLCONF ACK 12abc] \
+            [nickv_resp REPLCONF ACK [expr {$o1 + 1}]abc] \
+            [nickv_resp REPLCONF ACK 4611686018427387904] \
+            "REPLCONF ACK 99999999999999999999\r\n" \
+            [nickv_resp REPLCONF ACK $o1]] ""]
+        wait_for_condition 100 50 {
+            [nickv_master_replica_offset $master 1] >= $o1
+        } else {
+            fail "the master did not get the replica's ACK"
+        }
+        $master set liar 2
+        assert_equal 0 [$master wait 1 500]
+        assert {[nickv_master_replica_offset $master 1] <= [status $master master_repl_offset]}
+        assert {[nickv_master_replica_offset $master 1] == $o1}
+        # The liar was not worth more than ignoring; Nic-KV is fine.
+        assert_equal PONG [nickv_cmd $nk ping]
+    }
+
+    start_server {overrides {save ""}} {
+        set r [srv 0 client]
+        test {Nic-KV: a real replica still counts in WAIT next to the liar} {
+            $r replicaof $mhost $mport
+            wait_for_sync $r
+            nickv_wait_replicas $nk 2
+            $master set liar 3
+            assert_equal 1 [$master wait 1 2000]
+            assert_equal 1 [$master wait 2 500]
+            wait_for_ofs_sync $master $r
+            assert_equal 3 [$r get liar]
+            assert {[nickv_master_replica_offset $master 1] <= [status $master master_repl_offset]}
+        }
+    }
+    catch {close $fd}
+    nickv_stop $nk
+}
+
+# Passwords and user names that a command line formatted with quotes and
+# split again would mangle. (A user name cannot hold a space: ACL SETUSER
+# refuses it.)
+set nasty_passwords [list {a"b} {C:\tmp} "sp ace \"quoted\" back\\\\slash \\\" \u00e9\u4e2d\x01"]
+set nasty_password [lindex $nasty_passwords end]
+set nasty_user "nk\"us\\er\u00e9"
+
+# Every Nic-KV started below, stopped at the end even if a test failed.
+set ::peers_nks {}
+proc peers_nickv_start {args} {
+    set nk [nickv_start {*}$args]
+    lappend ::peers_nks $nk
+    return $nk
+}
+proc peers_nickv_stop_all {} {
+    foreach nk $::peers_nks { catch {nickv_stop $nk} }
+    set ::peers_nks {}
+}
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+
+    test {Nic-KV: authenticates with a masterauth holding quotes, backslashes, spaces, non-ASCII} {
+        foreach pw $nasty_passwords {
+            $master config set requirepass [nickv_arg_bytes $pw]
+            set nk [peers_nickv_start $mport --masterauth $pw]
+            dict set nk auth [nickv_arg_bytes $pw]
+            nickv_wait_link_up $nk
+            nickv_stop $nk
+        }
+    }
+
+    start_server {overrides {save ""}} {
+        set r [srv 0 client]
+        test {Nic-KV: a replica behind Nic-KV gets the data with such a masterauth} {
+            set nk [peers_nickv_start $mport --masterauth $nasty_password]
+            dict set nk auth [nickv_arg_bytes $nasty_password]
+            nickv_wait_link_up $nk
+            $r config set masterauth [nickv_arg_bytes $nasty_password]
+            $r replicaof $mhost $mport
+            wait_for_sync $r
+            nickv_wait_replicas $nk 1
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master [list $r]
+        } {} {needs:debug}
+
+        test {Nic-KV: a proxied full sync with such a masterauth} {
+            # Configured with Nic-KV as its master: its full sync goes
+            # through Nic-KV's own connection to the master, which sends
+            # AUTH <masterauth>.
+            $r replicaof no one
+            $r replicaof 127.0.0.1 [dict get $nk port]
+            wait_for_condition 200 100 {
+                [status $r master_link_status] eq {up}
+            } else {
+                fail "the replica did not sync through Nic-KV: [exec tail -n 5 [dict get $nk log]]"
+            }
+            assert_equal 1 [nickv_info $nk sync_full_proxied]
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master [list $r]
+        } {} {needs:debug}
+    }
+    peers_nickv_stop_all
+    $master config set requirepass ""
+}
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+    set user [nickv_arg_bytes $nasty_user]
+    set pass [nickv_arg_bytes $nasty_password]
+    $master acl setuser $user on >$pass +psync +replconf +ping
+
+    start_server {overrides {save ""}} {
+        set r [srv 0 client]
+        test {Nic-KV: masteruser and masterauth with quotes, backslashes, non-ASCII: link and replica} {
+            set nk [peers_nickv_start $mport --masteruser $nasty_user --masterauth $nasty_password]
+            dict set nk auth $pass
+            nickv_wait_link_up $nk
+            $r config set masteruser $user
+            $r config set masterauth $pass
+            $r replicaof $mhost $mport
+            wait_for_sync $r
+            nickv_wait_replicas $nk 1
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master [list $r]
+        } {} {needs:debug}
+
+        test {Nic-KV: a proxied full sync with such a masteruser and masterauth} {
+            # Nic-KV's own connection to the master sends AUTH <user> <pass>.
+            $r replicaof no one
+            $r replicaof 127.0.0.1 [dict get $nk port]
+            wait_for_condition 200 100 {
+                [status $r master_link_status] eq {up}
+            } else {
+                fail "the replica did not sync through Nic-KV: [exec tail -n 5 [dict get $nk log]]"
+            }
+            assert_equal 1 [nickv_info $nk sync_full_proxied]
+            nickv_mixed_load $master 50
+            nickv_assert_digests $master [list $r]
+        } {} {needs:debug}
+    }
+    peers_nickv_stop_all
+}
