@@ -147,6 +147,8 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     set user [nickv_arg_bytes $nasty_user]
     set pass [nickv_arg_bytes $nasty_password]
     $master acl setuser $user on >$pass +psync +replconf +ping
+    # That user is Nic-KV's: the master gives the daemon role to it alone.
+    $master config set nickv-user $user
 
     start_server {overrides {save ""}} {
         set r [srv 0 client]
