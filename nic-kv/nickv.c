@@ -22,6 +22,9 @@
  *                         REPLCONF capa eof capa psync2
  *                         REPLCONF nickv "hello <announce-ip|?> <port> <rdma-port>"
  *      master -> Nic-KV   +<replid> <master_repl_offset>
+ *                         (or -NICKV refused: <why>: we are not its
+ *                         nickv-user, or another daemon is healthy; Nic-KV
+ *                         closes and retries a second later)
  *      Nic-KV -> master   PSYNC <replid> <offset+1>
  *      master -> Nic-KV   +CONTINUE <replid>, then the stream
  *
@@ -32,16 +35,18 @@
  *    the RDB, and still serves replicas pointed at it, without the
  *    master knowing about them.
  *
- *    While streaming, Nic-KV sends every second
+ *    While streaming, Nic-KV sends every NICKV_HEARTBEAT_MS (200 ms)
  *      REPLCONF ACK <last offset>                   (keeps its link alive)
- *      REPLCONF nickv "backlog <first> <last>"      (what it can serve)
+ *      REPLCONF nickv "backlog <first> <last> <free-client-slots>"
+ *                              (what it can serve; also its heartbeat)
  *    and, for the replicas it serves,
  *      REPLCONF nickv "add <id> <ip> <listening-port>"   when one starts
  *      REPLCONF nickv "ack <id> <offset>"                each ACK it sends us
  *      REPLCONF nickv "del <id>"                         when one goes
  *    so that WAIT, min-replicas-to-write and INFO on the master count real
  *    replicas with their real acknowledgements. The daemon's own link
- *    counts as no replica.
+ *    counts as no replica. Every word, reply prefix and timer of this
+ *    protocol is defined once, in src/nickv_proto.h, for both sides.
  *
  * 2. A replica finds Nic-KV through the master. An SKV replica configured
  *    with "replicaof <master>" advertises REPLCONF capa nickv. When the
@@ -65,7 +70,7 @@
  *                         the backlog, or just past its end; an offset
  *                         further ahead, which the master produced but
  *                         whose bytes are still on their way to us, waits
- *                         up to NK_PSYNC_WAIT_MS for the stream)
+ *                         up to NICKV_PSYNC_WAIT_MS for the stream)
  *                         -NICKV <why>     (a redirected SKV replica, which
  *                         says "REPLCONF capa nickv-via", that it cannot
  *                         serve: it goes back to the master, which serves
@@ -100,9 +105,15 @@
  *    still read (nickv_fanout.c). Proxied full syncs always read the RDB
  *    from the master over TCP (master-port); the replica may be on either.
  *
- * 5. Failure. If Nic-KV dies or stops, its replicas lose their link and
- *    reconnect to their configured master, which no longer redirects them
- *    (Nic-KV is not healthy): a partial resync from the master's backlog.
+ * 5. Failure. If Nic-KV dies, its replicas lose their link and reconnect
+ *    to their configured master, which no longer redirects them (Nic-KV is
+ *    not healthy): a partial resync from the master's backlog. If it hangs
+ *    (SIGSTOP), its heartbeat stops: after NICKV_DAEMON_TIMEOUT_MS the
+ *    master closes its link and forgets its replicas; the master PINGs an
+ *    idle stream every NICKV_PING_MS while a healthy daemon carries it, so
+ *    an SKV replica behind Nic-KV that hears nothing for
+ *    NICKV_VIA_TIMEOUT_MS knows Nic-KV is hung (not idle) and goes back to
+ *    the master, which by then serves it directly (src/nickv_server.c).
  *    When Nic-KV returns, the master hands them over again. If Nic-KV
  *    loses the master for longer than a few seconds it closes its
  *    replicas' links, so that they fall back too.
@@ -116,7 +127,7 @@
  *             fan-out thread (nkReplicaStart), "add" sent to the master
  *   CONNECTED --PSYNC ahead of the backlog (master's replid)--> WAITING
  *   WAITING --the stream reaches the offset--> ONLINE, as above
- *   WAITING --NK_PSYNC_WAIT_MS passed--> as "not in backlog" below
+ *   WAITING --NICKV_PSYNC_WAIT_MS passed--> as "not in backlog" below
  *   WAITING --master link lost--> -NOMASTERLINK, closed
  *   CONNECTED --PSYNC not in backlog, capa nickv-via--> -NICKV, closed
  *   CONNECTED --PSYNC not in backlog, plain--> FULLSYNC (nkProxyFullSync):
@@ -969,7 +980,7 @@ static void psyncRefuse(nkClient *c, const char *replid, long long offset, const
         nk.stat_sync_redirected++;
         nkLog(LL_NOTICE, "Replica %s:%d: offset %lld of %s %s (backlog %lld..%lld): "
               "back to the master", c->ip, c->listening_port, offset, replid, why, first, last);
-        nkClientReply(c, "-NICKV cannot serve offset %lld (backlog %lld..%lld): sync with the master\r\n",
+        nkClientReply(c, NICKV_REPLY_BACK " cannot serve offset %lld (backlog %lld..%lld): sync with the master\r\n",
                       offset, first, last);
         c->close_after_reply = 1;
         return;
@@ -987,7 +998,7 @@ static void psyncRefuse(nkClient *c, const char *replid, long long offset, const
  * may be a little ahead of our backlog: those bytes are on their way from
  * the master (it redirects only offsets it has produced, and we are its
  * replica). Such a PSYNC, with the master's current replication id, waits
- * up to NK_PSYNC_WAIT_MS for the stream to reach it; an offset that is
+ * up to NICKV_PSYNC_WAIT_MS for the stream to reach it; an offset that is
  * never reached (a lying peer, or a master that moved on) is refused when
  * the time is up. Without this wait, under a steady write load the
  * replica's offset is always ahead of the backlog range we last reported,
@@ -1021,7 +1032,7 @@ static void psyncCommand(nkClient *c, int argc, sds *argv) {
         nk.stat_sync_waited++;
         nk.psync_waiters++;
         c->psync_wait = offset;
-        c->psync_deadline = nkMstime() + NK_PSYNC_WAIT_MS;
+        c->psync_deadline = nkMstime() + NICKV_PSYNC_WAIT_MS;
         snprintf(c->psync_replid, sizeof(c->psync_replid), "%s", nk.master_replid);
         return;
     }
@@ -1251,7 +1262,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
             else if (!strcasecmp(argv[i], "capa")) {
                 if (!strcasecmp(argv[i + 1], "eof")) c->capa_eof = 1;
                 else if (!strcasecmp(argv[i + 1], "psync2")) c->capa_psync2 = 1;
-                else if (!strcasecmp(argv[i + 1], "nickv-via")) c->capa_nickv = 1;
+                else if (!strcasecmp(argv[i + 1], NICKV_CAPA_VIA)) c->capa_nickv = 1;
             }
         }
         nkClientReply(c, "+OK\r\n");
@@ -1536,7 +1547,7 @@ static void nkClientsCron(void) {
 }
 
 /* Every 100 ms: PSYNCs waiting for the stream, clients' limits, accepting
- * again; every NK_HEARTBEAT_MS: the heartbeat to the master; every second:
+ * again; every NICKV_HEARTBEAT_MS: the heartbeat to the master; every second:
  * the link, the failed AUTH summary. */
 static int nkCron(aeEventLoop *el, long long id, void *data) {
     static int ticks = 0;
@@ -1557,7 +1568,7 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
         for (int i = 0; i < nk.rdma_count; i++) rdmaListenerCron(nk.rdma_listeners[i]);
         if (nk.rdma_count || nk.cfg.master_rdma_port) rdmaCron();
     }
-    if (ticks % (NK_HEARTBEAT_MS / 100) == 0) nkLinkHeartbeat();
+    if (ticks % (NICKV_HEARTBEAT_MS / 100) == 0) nkLinkHeartbeat();
     nkPsyncWaitersCheck();
     nkLinkResume();
     return 100;

@@ -37,9 +37,9 @@
 #define NK_RUNID_SIZE 40
 #define NK_QUERYBUF_MAX (1024*1024)   /* a command to Nic-KV is small */
 #define NK_OUTBUF_MAX (8*1024*1024)    /* replies and proxied RDB not yet sent */
-/* A PSYNC for an offset the master has produced but whose bytes are still
- * on their way to us waits this long for them (see psyncCommand()). */
-#define NK_PSYNC_WAIT_MS 2000
+/* The protocol's words and timers, shared with the master's side:
+ * NICKV_PSYNC_WAIT_MS (see psyncCommand()), NICKV_HEARTBEAT_MS, ... */
+#include "nickv_proto.h"
 
 /* Largest RDMA work request the fan-out posts: a replica's share of the
  * stream goes out in pieces of this size, all in one doorbell, so that the
@@ -314,8 +314,7 @@ long long nkUnixTime(void);
 
 /* nickv_upstream.c */
 void nkLinkCron(void);
-/* Our ACK and backlog report to the master, every NK_HEARTBEAT_MS. */
-#define NK_HEARTBEAT_MS 200
+/* Our ACK and backlog report to the master, every NICKV_HEARTBEAT_MS. */
 void nkLinkHeartbeat(void);
 /* nickv.c: the RDMA port the master may send replicas to (0: none). */
 int nkRdmaPort(void);

@@ -662,7 +662,7 @@ nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos)
     r->state = NK_REPLICA_ONLINE;
     listAddNodeTail(nk.replicas, r);
     w->nreplicas++;
-    nkLinkMessage("add %lld %s %d", r->id, r->ip, r->port);
+    nkLinkMessage(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
     nkLog(LL_NOTICE, "Replica %s:%d streams from offset %lld over %s (fan-out thread %d)", ip,
           port, pos, r->rdma ? "RDMA, zero copy" : "TCP", w->index);
     listAddNodeTail(handovers, r);
@@ -707,11 +707,11 @@ void nkFanoutMainEvents(void) {
         nkReplica *r = listNodeValue(ln);
         if (r->ack_dirty) {
             r->ack_dirty = 0;
-            nkLinkMessage("ack %lld %lld", r->id, (long long)r->ack_off);
+            nkLinkMessage(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
         }
         if (r->state == NK_REPLICA_GONE) {
             nkLog(LL_NOTICE, "Replica %s:%d left: %s", r->ip, r->port, r->why);
-            nkLinkMessage("del %lld", r->id);
+            nkLinkMessage(NICKV_MSG_DEL " %lld", r->id);
             listDelNode(nk.replicas, ln);
             zfree(r);
         }
@@ -727,7 +727,7 @@ void nkReplicasAnnounce(void) {
     while ((ln = listNext(&li))) {
         nkReplica *r = listNodeValue(ln);
         if (r->state != NK_REPLICA_ONLINE || r->kill) continue;
-        nkLinkMessage("add %lld %s %d", r->id, r->ip, r->port);
-        nkLinkMessage("ack %lld %lld", r->id, (long long)r->ack_off);
+        nkLinkMessage(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
+        nkLinkMessage(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
     }
 }

@@ -131,7 +131,7 @@ void nkLinkMessage(const char *fmt, ...) {
     va_start(ap, fmt);
     msg = sdscatvprintf(sdsempty(), fmt, ap);
     va_end(ap);
-    linkCommand("REPLCONF", "nickv", msg, NULL);
+    linkCommand("REPLCONF", NICKV_REPLCONF, msg, NULL);
     sdsfree(msg);
 }
 
@@ -192,7 +192,7 @@ static void startStreaming(void) {
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
           nk.cfg.master_host, nk.cfg.master_port, nk.master_replid, last,
           nk.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
-    nkLinkMessage("backlog %lld %lld %d", first, last, nkClientSlotsFree());
+    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, nkClientSlotsFree());
     nkReplicasAnnounce();
 }
 
@@ -226,10 +226,10 @@ static void handleReply(const char *line) {
         break;
     case NK_LINK_CAPA: {
         /* Not nkLinkMessage(): this one goes out before we stream. */
-        sds hello = sdscatprintf(sdsempty(), "hello %s %d %d",
+        sds hello = sdscatprintf(sdsempty(), NICKV_MSG_HELLO " %s %d %d",
                                  nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port,
                                  nkRdmaPort());
-        linkCommand("REPLCONF", "nickv", hello, NULL);
+        linkCommand("REPLCONF", NICKV_REPLCONF, hello, NULL);
         sdsfree(hello);
         setState(NK_LINK_HELLO);
         break;
@@ -242,7 +242,7 @@ static void handleReply(const char *line) {
             nk.link_refused = 0;
             snprintf(nk.hello_replid, sizeof(nk.hello_replid), "%s", id);
             nk.hello_offset = off;
-        } else if (!strncmp(line, "-NICKV", 6)) {
+        } else if (!strncmp(line, NICKV_REPLY_BACK, strlen(NICKV_REPLY_BACK))) {
             /* An SKV master that will not have us as its Nic-KV (another
              * daemon serves it, or we are not its nickv-user): retry. */
             if (!nk.link_down_since || nk.link_state == NK_LINK_HELLO)
@@ -481,7 +481,7 @@ static void linkConnect(void) {
     nkConnSetWriteHandler(nk.link, linkConnected);
 }
 
-/* Every NK_HEARTBEAT_MS while streaming: our ACK (it keeps the link alive)
+/* Every NICKV_HEARTBEAT_MS while streaming: our ACK (it keeps the link alive)
  * and what the backlog holds, which is also our heartbeat: an SKV master
  * that hears nothing from us for a second closes our link and serves our
  * replicas itself (src/nickv_server.c). */
@@ -492,7 +492,7 @@ void nkLinkHeartbeat(void) {
     nkBacklogRange(&first, &last);
     ll2string(off, sizeof(off), last);
     linkCommand("REPLCONF", "ACK", off, NULL);
-    nkLinkMessage("backlog %lld %lld %d", first, last, nkClientSlotsFree());
+    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, nkClientSlotsFree());
 }
 
 void nkLinkCron(void) {

@@ -40,26 +40,19 @@
 #include "server.h"
 #include "cluster.h"
 #include "nickv_server.h"
+#include "nickv_proto.h"
 #include "rdma.h"
 
 int nickvOffload = 1;
 char *nickvUser = NULL;
 
-/* Liveness. The daemon reports to us every NICKV_HEARTBEAT_MS (its
- * "backlog" message): after NICKV_DAEMON_TIMEOUT_MS without one it is
+/* Liveness (timers in nickv_proto.h). The daemon reports to us every
+ * NICKV_HEARTBEAT_MS: after NICKV_DAEMON_TIMEOUT_MS without a report it is
  * dead to us, and its link is closed. While a healthy daemon is attached
- * and the stream is idle, we PING into the stream every NICKV_PING_MS, so
- * that a replica behind Nic-KV hears something at least that often: after
- * NICKV_VIA_TIMEOUT_MS of silence it leaves Nic-KV and comes to us. The
- * daemon is declared dead before its replicas give up on it (1000 < 1500),
- * so they are served here, not sent back to it. A PSYNC through Nic-KV may
- * wait NK_PSYNC_WAIT_MS (2 s) for the stream: a handshake through it gets
- * NICKV_VIA_HANDSHAKE_MS. */
-#define NICKV_HEARTBEAT_MS 200        /* nic-kv's side; here for the record */
-#define NICKV_DAEMON_TIMEOUT_MS 1000
-#define NICKV_PING_MS 500
-#define NICKV_VIA_TIMEOUT_MS 1500
-#define NICKV_VIA_HANDSHAKE_MS 3000
+ * and the stream is idle, we PING into it every NICKV_PING_MS, so that a
+ * replica behind Nic-KV hears something at least that often: after
+ * NICKV_VIA_TIMEOUT_MS of silence it leaves Nic-KV and comes to us, and a
+ * handshake through Nic-KV gets NICKV_VIA_HANDSHAKE_MS. */
 /* How long a replica that advertises nickv-hold stays with the master. */
 #define NICKV_HOLD_SECONDS 30
 
@@ -175,7 +168,7 @@ void nickvReplconf(client *c, sds message) {
         addReplyError(c, "empty REPLCONF nickv message");
         goto out;
     }
-    if (!strcasecmp(argv[0], "hello") && argc == 4) {
+    if (!strcasecmp(argv[0], NICKV_MSG_HELLO) && argc == NICKV_MSG_HELLO_ARGC) {
         if (!nickvOffload) {
             addReplyError(c, "nickv-offload is off on this master");
             goto out;
@@ -187,7 +180,7 @@ void nickvReplconf(client *c, sds message) {
                           "authenticated as the nickv-user '%s'", replicationGetSlaveName(c),
                           nickvUser ? nickvUser : "");
             NK.refused_logged = server.unixtime;
-            addReplyErrorFormat(c, "-NICKV refused: only the user named by nickv-user (%s) may "
+            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user (%s) may "
                                 "act as Nic-KV", nickvUser ? nickvUser : "none set");
             goto out;
         }
@@ -198,7 +191,7 @@ void nickvReplconf(client *c, sds message) {
                           "at %s:%d is healthy", replicationGetSlaveName(c),
                           NK.daemon_host, NK.daemon_port);
             NK.refused_logged = server.unixtime;
-            addReplyErrorFormat(c, "-NICKV refused: another Nic-KV (%s:%d) serves this master",
+            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " another Nic-KV (%s:%d) serves this master",
                                 NK.daemon_host, NK.daemon_port);
             goto out;
         }
@@ -233,7 +226,7 @@ void nickvReplconf(client *c, sds message) {
         goto out;
     }
     /* From here on the daemon is an online replica: no replies. */
-    if (!strcasecmp(argv[0], "add") && argc == 4 && string2ll(argv[1], sdslen(argv[1]), &a)) {
+    if (!strcasecmp(argv[0], NICKV_MSG_ADD) && argc == NICKV_MSG_ADD_ARGC && string2ll(argv[1], sdslen(argv[1]), &a)) {
         nickvReplica *r = nickvFindReplica(a, NULL);
         if (!r) {
             r = zcalloc(sizeof(*r));
@@ -244,7 +237,7 @@ void nickvReplconf(client *c, sds message) {
         r->port = atoi(argv[3]);
         r->ack_time = server.unixtime;
         serverLog(LL_NOTICE, "Nic-KV: replica %s:%d is now served by Nic-KV", r->ip, r->port);
-    } else if (!strcasecmp(argv[0], "del") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &a)) {
+    } else if (!strcasecmp(argv[0], NICKV_MSG_DEL) && argc == NICKV_MSG_DEL_ARGC && string2ll(argv[1], sdslen(argv[1]), &a)) {
         listNode *ln;
         nickvReplica *r = nickvFindReplica(a, &ln);
         if (r) {
@@ -252,19 +245,19 @@ void nickvReplconf(client *c, sds message) {
             zfree(r);
             listDelNode(NK.replicas, ln);
         }
-    } else if (!strcasecmp(argv[0], "ack") && argc == 3 && string2ll(argv[1], sdslen(argv[1]), &a) &&
+    } else if (!strcasecmp(argv[0], NICKV_MSG_ACK) && argc == NICKV_MSG_ACK_ARGC && string2ll(argv[1], sdslen(argv[1]), &a) &&
                string2ll(argv[2], sdslen(argv[2]), &b)) {
         nickvReplica *r = nickvFindReplica(a, NULL);
         if (r) {
             if (b > r->ack_off) r->ack_off = b;
             r->ack_time = server.unixtime;
         }
-    } else if (!strcasecmp(argv[0], "backlog") && (argc == 3 || argc == 4) &&
+    } else if (!strcasecmp(argv[0], NICKV_MSG_BACKLOG) && (argc == NICKV_MSG_BACKLOG_ARGC - 1 || argc == NICKV_MSG_BACKLOG_ARGC) &&
                string2ll(argv[1], sdslen(argv[1]), &a) && string2ll(argv[2], sdslen(argv[2]), &b)) {
         /* Also the daemon's heartbeat (every NICKV_HEARTBEAT_MS), with the
          * number of clients it can still accept (maxclients). */
         long long slots = -1;
-        if (argc == 4 && (!string2ll(argv[3], sdslen(argv[3]), &slots) || slots < 0)) slots = -1;
+        if (argc == NICKV_MSG_BACKLOG_ARGC && (!string2ll(argv[3], sdslen(argv[3]), &slots) || slots < 0)) slots = -1;
         NK.backlog_first = a;
         NK.backlog_last = b;
         NK.backlog_known = 1;
@@ -278,8 +271,8 @@ out:
 }
 
 void nickvCapa(client *c, const char *value) {
-    if (!strcasecmp(value, "nickv")) c->slave_capa |= SLAVE_CAPA_NICKV;
-    else if (!strcasecmp(value, "nickv-hold")) c->slave_capa |= SLAVE_CAPA_NICKV | SLAVE_CAPA_NICKV_HOLD;
+    if (!strcasecmp(value, NICKV_CAPA)) c->slave_capa |= SLAVE_CAPA_NICKV;
+    else if (!strcasecmp(value, NICKV_CAPA_HOLD)) c->slave_capa |= SLAVE_CAPA_NICKV | SLAVE_CAPA_NICKV_HOLD;
 }
 
 /* A replica on RDMA can only go to a Nic-KV that listens on RDMA. */
@@ -315,7 +308,7 @@ int nickvMaybeRedirect(client *c, long long psync_offset) {
     if (strcasecmp(c->argv[1]->ptr, server.replid) || !nickvCanServe(psync_offset)) return 0;
     serverLog(LL_NOTICE, "Nic-KV: redirecting replica %s to Nic-KV at %s:%d (offset %lld)",
               replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, psync_offset);
-    addReplyStatusFormat(c, "NICKV %s %d %d", NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
+    addReplyStatusFormat(c, "%s%s %d %d", NICKV_REPLY_REDIRECT + 1, NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
     NK.redirects++;
     if (NK.daemon_slots > 0) NK.daemon_slots--;   /* until its next report */
@@ -478,7 +471,7 @@ const char *nickvReplicaCapa(void) {
      * master is Nic-KV itself says nothing of the kind, and gets what an
      * upstream replica gets there (a full sync through Nic-KV if need be):
      * "back to the master" would bring it straight back to Nic-KV. */
-    if (NK.via) return "nickv-via";
+    if (NK.via) return NICKV_CAPA_VIA;
     /* A link through Nic-KV came up after the last redirect (it went down
      * later than that): redirects work. Three redirects in a row without
      * one mean Nic-KV is unreachable from here: stay with the master for a
@@ -491,13 +484,13 @@ const char *nickvReplicaCapa(void) {
         NK.hold_until = server.unixtime + NICKV_HOLD_SECONDS;
         NK.streak = 0;
     }
-    return server.unixtime < NK.hold_until ? "nickv-hold" : "nickv";
+    return server.unixtime < NK.hold_until ? NICKV_CAPA_HOLD : NICKV_CAPA;
 }
 
 int nickvReplicaPsyncReply(const char *reply) {
-    if (!strncmp(reply, "+NICKV ", 7)) {
+    if (!strncmp(reply, NICKV_REPLY_REDIRECT, strlen(NICKV_REPLY_REDIRECT))) {
         int argc = 0, tcp, rdma;
-        sds *argv = sdssplitargs(reply + 7, &argc);
+        sds *argv = sdssplitargs(reply + strlen(NICKV_REPLY_REDIRECT), &argc);
         if (!argv || argc < 3) {
             if (argv) sdsfreesplitres(argv, argc);
             serverLog(LL_WARNING, "Nic-KV: malformed redirect from the master: %s", reply);
@@ -516,7 +509,7 @@ int nickvReplicaPsyncReply(const char *reply) {
                   NK.target_host, NK.target_port);
         return 1;
     }
-    if (!strncmp(reply, "-NICKV", 6)) {
+    if (!strncmp(reply, NICKV_REPLY_BACK, strlen(NICKV_REPLY_BACK))) {
         NK.bounces++;
         NK.hold_until = server.unixtime + NICKV_HOLD_SECONDS;
         serverLog(LL_NOTICE, "Nic-KV cannot serve us (%s): back to the master", reply);

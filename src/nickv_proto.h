@@ -1,0 +1,77 @@
+/* nickv_proto.h -- the Nic-KV protocol's words and timers, for both sides.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * The master's and replicas' side (src/nickv_server.c) and the daemon
+ * (nic-kv/) include this one file: every REPLCONF extension, capa, reply
+ * prefix and timer of the protocol is defined here and nowhere else. The
+ * message sequence is written down at the top of nic-kv/nickv.c.
+ */
+#ifndef SKV_NICKV_PROTO_H
+#define SKV_NICKV_PROTO_H
+
+/* ---------------------------------------------------- REPLCONF capa --- */
+
+/* replica -> master: it follows a redirect to Nic-KV. */
+#define NICKV_CAPA "nickv"
+/* replica -> master: ... but not now (a redirect just failed it). */
+#define NICKV_CAPA_HOLD "nickv-hold"
+/* replica -> Nic-KV: it came by a redirect; send it back if need be. */
+#define NICKV_CAPA_VIA "nickv-via"
+
+/* ------------------------------------------- REPLCONF nickv "<msg>" --- */
+
+/* daemon -> master, as the one argument after REPLCONF nickv. Each verb's
+ * words after it, and their count (the verb included). */
+#define NICKV_REPLCONF "nickv"
+#define NICKV_MSG_HELLO "hello"       /* hello <host|?> <port> <rdma-port> */
+#define NICKV_MSG_HELLO_ARGC 4
+#define NICKV_MSG_ADD "add"           /* add <id> <ip> <listening-port> */
+#define NICKV_MSG_ADD_ARGC 4
+#define NICKV_MSG_DEL "del"           /* del <id> */
+#define NICKV_MSG_DEL_ARGC 2
+#define NICKV_MSG_ACK "ack"           /* ack <id> <offset> */
+#define NICKV_MSG_ACK_ARGC 3
+/* backlog <first> <last> [<free-client-slots>]: what the daemon can serve,
+ * sent every NICKV_HEARTBEAT_MS: also its heartbeat. */
+#define NICKV_MSG_BACKLOG "backlog"
+#define NICKV_MSG_BACKLOG_ARGC 4
+
+/* ------------------------------------------------------------ Replies --- */
+
+/* master -> replica, to its PSYNC: +NICKV <host> <port> <rdma-port>. */
+#define NICKV_REPLY_REDIRECT "+NICKV "
+/* Nic-KV -> redirected replica, to its PSYNC: go back to the master. */
+#define NICKV_REPLY_BACK "-NICKV"
+/* master -> daemon, to its hello: not as its daemon (an error whose text
+ * starts with this; the daemon retries later). */
+#define NICKV_REPLY_REFUSED "NICKV refused:"
+
+/* ------------------------------------------------------------- Timers --- */
+
+/* The daemon reports (NICKV_MSG_BACKLOG) this often. */
+#define NICKV_HEARTBEAT_MS 200
+/* A master that heard nothing from its daemon this long closes its link. */
+#define NICKV_DAEMON_TIMEOUT_MS 1000
+/* While a healthy daemon carries an idle stream, the master PINGs into it
+ * this often, so that a replica behind Nic-KV always hears something. */
+#define NICKV_PING_MS 500
+/* A replica behind Nic-KV that hears nothing this long goes back to the
+ * master. */
+#define NICKV_VIA_TIMEOUT_MS 1500
+/* A PSYNC at Nic-KV for bytes still on their way waits this long. */
+#define NICKV_PSYNC_WAIT_MS 2000
+/* A replica's handshake through Nic-KV (which may include that wait). */
+#define NICKV_VIA_HANDSHAKE_MS 3000
+
+/* What the timers must keep true: a healthy daemon is never declared
+ * dead for a missed heartbeat or two; the master declares a daemon dead
+ * before its replicas give up on it (so that they are served, not sent
+ * back to it); an idle stream carries a PING at least twice per replica
+ * timeout; a handshake outlasts a PSYNC's wait for the stream. */
+_Static_assert(NICKV_HEARTBEAT_MS * 3 <= NICKV_DAEMON_TIMEOUT_MS, "heartbeat vs daemon timeout");
+_Static_assert(NICKV_DAEMON_TIMEOUT_MS < NICKV_VIA_TIMEOUT_MS, "daemon timeout vs replica timeout");
+_Static_assert(NICKV_PING_MS * 2 <= NICKV_VIA_TIMEOUT_MS, "ping vs replica timeout");
+_Static_assert(NICKV_PSYNC_WAIT_MS < NICKV_VIA_HANDSHAKE_MS, "PSYNC wait vs handshake");
+
+#endif
