@@ -1,0 +1,96 @@
+# fake-nickv.tcl -- a stand-in Nic-KV daemon for tests that need one that
+# misbehaves in a precise way. Run as its own process:
+#
+#   tclsh tests/fake-nickv.tcl <master-port> <listen-port> bounce
+#
+# It joins the master as a daemon would (REPLCONF nickv hello, PSYNC at the
+# master's offset), reads and drops the stream, reports a backlog covering
+# every offset every 200 ms (the heartbeat), and listens on <listen-port>:
+# every replica that comes there gets +OK to its handshake and
+# "-NICKV cannot serve ..." to its PSYNC, as a real Nic-KV says when its
+# backlog does not hold the offset.
+
+lassign $argv mport lport mode
+
+proc resp {args} {
+    set out "*[llength $args]\r\n"
+    foreach a $args { append out "\$[string length $a]\r\n$a\r\n" }
+    return $out
+}
+
+proc send_cmd {fd args} {
+    puts -nonewline $fd [resp {*}$args]
+    flush $fd
+}
+
+proc read_line {fd} {
+    fconfigure $fd -blocking 1
+    set line [string trimright [gets $fd] "\r"]
+    fconfigure $fd -blocking 0
+    return $line
+}
+
+set m [socket 127.0.0.1 $mport]
+fconfigure $m -translation binary -buffering none
+send_cmd $m REPLCONF listening-port $lport
+read_line $m
+send_cmd $m REPLCONF capa eof capa psync2
+read_line $m
+send_cmd $m REPLCONF nickv "hello 127.0.0.1 $lport 0"
+set hello [read_line $m]
+if {![regexp {^\+([0-9a-f]{40}) ([0-9]+)$} $hello -> replid offset]} {
+    puts stderr "fake-nickv: the master refused the hello: $hello"
+    exit 1
+}
+send_cmd $m PSYNC $replid [expr {$offset + 1}]
+set cont [read_line $m]
+if {![string match "+CONTINUE*" $cont]} {
+    puts stderr "fake-nickv: the master refused PSYNC: $cont"
+    exit 1
+}
+puts "fake-nickv: streaming from the master at offset $offset"
+flush stdout
+
+# The stream: read and dropped.
+proc drain {fd} {
+    if {[catch {read $fd}] || [eof $fd]} { exit 0 }
+}
+fileevent $m readable [list drain $m]
+
+# The heartbeat: a backlog that holds everything.
+proc heartbeat {} {
+    global m offset
+    send_cmd $m REPLCONF ACK $offset
+    send_cmd $m REPLCONF nickv "backlog 1 [expr {$offset + 1000000000}] 100"
+    after 200 heartbeat
+}
+heartbeat
+
+# Replicas: +OK to each command of their handshake (several may come in
+# one read: a replica pipelines AUTH and its REPLCONFs), -NICKV to their
+# PSYNC.
+proc replica_readable {fd} {
+    if {[catch {read $fd} data] || [eof $fd]} { catch {close $fd}; return }
+    if {$data eq ""} return
+    set cmds [regexp -all {(?:^|\n)\*[0-9]+\r\n} $data]
+    # The PSYNC command (not "capa psync2").
+    set psync [regexp -nocase {\$5\r\nPSYNC\r\n} $data]
+    for {set i [expr {$psync ? 1 : 0}]} {$i < $cmds} {incr i} {
+        puts -nonewline $fd "+OK\r\n"
+    }
+    if {$psync} {
+        puts -nonewline $fd "-NICKV cannot serve this offset (fake Nic-KV): sync with the master\r\n"
+        flush $fd
+        close $fd
+        return
+    }
+    flush $fd
+}
+
+proc accept {fd addr port} {
+    fconfigure $fd -translation binary -buffering none -blocking 0
+    fileevent $fd readable [list replica_readable $fd]
+}
+socket -server accept -myaddr 127.0.0.1 $lport
+
+vwait forever

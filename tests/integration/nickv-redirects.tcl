@@ -1,0 +1,91 @@
+# Nic-KV redirects that do not work out: a replica that Nic-KV sends back
+# (-NICKV) and a replica that cannot reach the Nic-KV it is sent to both
+# end up served by the master, and stay there for a while (nickv-hold)
+# instead of bouncing between the two.
+
+source tests/skv/helpers.tcl
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+
+    test {Nic-KV: a replica sent back with -NICKV stays with the master (nickv-hold)} {
+        # A stand-in daemon that reports a backlog holding everything, and
+        # answers every replica's PSYNC with -NICKV.
+        set fport [find_available_port [expr {$::baseport + 480}] 20]
+        set fake [exec tclsh tests/skv/fake-nickv.tcl $mport $fport bounce \
+                      > [file normalize [tmpdir fake-nickv]]/out 2>@1 &]
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_daemon] eq {healthy}
+        } else {
+            catch {exec kill $fake}
+            fail "the stand-in daemon did not join"
+        }
+        start_server {overrides {save ""}} {
+            set r [srv 0 client]
+            $r replicaof $mhost $mport
+            # A full sync from the master (a new replica has no replid to
+            # redirect; repl-diskless-sync-delay is 5 s), then the
+            # hand-over, the redirect and the bounce.
+            wait_for_condition 300 100 {
+                [nickv_status $r nickv_bounces] == 1 && [status $r master_link_status] eq {up}
+            } else {
+                catch {exec kill $fake}
+                fail "the replica was not sent back, or did not come back to the master"
+            }
+            assert_equal 1 [nickv_status $master nickv_handoffs]
+            assert_equal 1 [nickv_status $master nickv_redirects]
+            assert_equal 1 [nickv_status $r nickv_redirects_followed]
+            assert_equal {} [nickv_status $r nickv_link_via]
+            # Held: the master neither hands it over nor redirects it again.
+            after 3000
+            assert_equal 1 [nickv_status $master nickv_handoffs]
+            assert_equal 1 [nickv_status $master nickv_redirects]
+            assert_equal 1 [nickv_status $r nickv_bounces]
+            assert_equal up [status $r master_link_status]
+            $master set held 1
+            wait_for_ofs_sync $master $r
+            assert_equal 1 [$r get held]
+        }
+        catch {exec kill $fake}
+        wait_for_condition 50 100 {
+            [nickv_status $master nickv_daemon] eq {none}
+        } else {
+            fail "the master did not notice the stand-in daemon leave"
+        }
+    }
+
+    test {Nic-KV: three redirects that give no link, then the replica stays with the master} {
+        # Nic-KV announces an address where nothing listens (it binds
+        # 127.0.0.1 only): every redirect there fails to connect.
+        set nk [nickv_start $mport --announce-ip 127.0.0.2]
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_daemon] eq {healthy}
+        } else {
+            fail "Nic-KV did not join"
+        }
+        set redirects [nickv_status $master nickv_redirects]
+        start_server {overrides {save ""}} {
+            set r [srv 0 client]
+            $r replicaof $mhost $mport
+            wait_for_condition 300 100 {
+                [nickv_status $r nickv_redirects_followed] >= 3 &&
+                [status $r master_link_status] eq {up}
+            } else {
+                fail "the replica did not give up on the unreachable Nic-KV"
+            }
+            after 3000
+            # Three tries, then held with the master (30 s).
+            assert_equal 3 [nickv_status $r nickv_redirects_followed]
+            assert_equal 3 [expr {[nickv_status $master nickv_redirects] - $redirects}]
+            assert_equal up [status $r master_link_status]
+            assert_equal {} [nickv_status $r nickv_link_via]
+            assert_equal 0 [nickv_info $nk connected_replicas]
+            $master set held-too 1
+            wait_for_ofs_sync $master $r
+            assert_equal 1 [$r get held-too]
+        }
+        nickv_stop $nk
+    }
+}
