@@ -122,17 +122,31 @@
  * A replica's state in Nic-KV
  * ========================================================================
  *
- *   CONNECTED --AUTH/REPLCONF--> CONNECTED (main thread, nickv.c)
- *   CONNECTED --PSYNC in backlog--> ONLINE: +CONTINUE, socket handed to a
- *             fan-out thread (nkReplicaStart), "add" sent to the master
+ * Until its stream starts, a replica is an nkClient of the main thread,
+ * whose state (nkClientState) only nkClientSetState() changes, checking the
+ * move against this table (clientMoves[]); then an nkReplica of a fan-out
+ * thread (nickv_fanout.c).
+ *
+ *   CONNECTED --AUTH/REPLCONF/admin--> CONNECTED
+ *   CONNECTED --PSYNC in backlog--> HANDOVER: +CONTINUE queued
+ *             (psyncContinue)
  *   CONNECTED --PSYNC ahead of the backlog (master's replid)--> WAITING
- *   WAITING --the stream reaches the offset--> ONLINE, as above
+ *             (psyncCommand; nkPsyncWaitersCheck() looks at it every 100 ms
+ *             and whenever the stream grows)
+ *   WAITING --the stream reaches the offset--> HANDOVER, as above
  *   WAITING --NICKV_PSYNC_WAIT_MS passed--> as "not in backlog" below
- *   WAITING --master link lost--> -NOMASTERLINK, closed
- *   CONNECTED --PSYNC not in backlog, capa nickv-via--> -NICKV, closed
- *   CONNECTED --PSYNC not in backlog, plain--> FULLSYNC (nkProxyFullSync):
- *             the RDB passes through; at its end --> ONLINE at its offset
- *   ONLINE --ACK--> ONLINE (ack relayed)
+ *   WAITING --master link lost--> CLOSING (-NOMASTERLINK)
+ *   CONNECTED|WAITING --not in backlog, capa nickv-via--> CLOSING (-NICKV)
+ *   CONNECTED|WAITING --not in backlog, plain--> FULLSYNC (psyncRefuse,
+ *             nkProxyFullSync): the RDB passes through
+ *   FULLSYNC --the RDB's end--> HANDOVER at the RDB's offset
+ *   FULLSYNC --master or replica fails, output limit--> CLOSING
+ *   CONNECTED --QUIT, protocol error, refused--> CLOSING
+ *   HANDOVER --queue sent--> the client is freed, its connection becomes
+ *             an nkReplica, ONLINE, of a fan-out thread (nkReplicaStart);
+ *             "add" goes to the master
+ *   CLOSING --queue sent--> freed
+ *   ONLINE --ACK--> ONLINE (ack relayed, never beyond what was sent)
  *   ONLINE --EOF, error, fell out of the backlog, master history changed-->
  *             GONE (its thread closes it; the main thread sends "del" and
  *             frees it)
@@ -642,9 +656,43 @@ static void nkClientReadable(nkConn *conn, void *data);
 
 size_t nkClientPending(nkClient *c) { return sdslen(c->outbuf); }
 
+static const char *clientStateNames[NK_CLIENT_STATES] = {
+    "connected", "waiting", "fullsync", "handover", "closing"
+};
+
+/* The moves of the diagram at the top of this file ("A replica's state in
+ * Nic-KV"): allowed[from] has a bit for each state it may go to. HANDOVER
+ * and CLOSING go nowhere: the client is freed from them. */
+static const unsigned clientMoves[NK_CLIENT_STATES] = {
+    [NK_CLIENT_CONNECTED] = 1u << NK_CLIENT_WAITING | 1u << NK_CLIENT_FULLSYNC |
+                            1u << NK_CLIENT_HANDOVER | 1u << NK_CLIENT_CLOSING,
+    [NK_CLIENT_WAITING]   = 1u << NK_CLIENT_FULLSYNC | 1u << NK_CLIENT_HANDOVER |
+                            1u << NK_CLIENT_CLOSING,
+    [NK_CLIENT_FULLSYNC]  = 1u << NK_CLIENT_HANDOVER | 1u << NK_CLIENT_CLOSING,
+    [NK_CLIENT_HANDOVER]  = 0,
+    [NK_CLIENT_CLOSING]   = 0,
+};
+
+/* Every change of a client's state goes through here. */
+void nkClientSetState(nkClient *c, nkClientState to) {
+    nkClientState from = c->state;
+    if (from == to) return;
+    if (!(clientMoves[from] & (1u << to))) {
+        nkBug("client %s:%d: no move from %s to %s", c->ip, c->port,
+              clientStateNames[from], clientStateNames[to]);
+        if (to != NK_CLIENT_CLOSING) return;     /* closing is always safe */
+    }
+    if (from == NK_CLIENT_WAITING) {
+        nk.psync_waiters--;
+        c->psync_wait = 0;
+    }
+    if (to == NK_CLIENT_WAITING) nk.psync_waiters++;
+    c->state = to;
+}
+
 void nkClientFree(nkClient *c) {
     listNode *ln = listSearchKey(nk.clients, c);
-    if (c->psync_wait) nk.psync_waiters--;
+    if (c->state == NK_CLIENT_WAITING) nk.psync_waiters--;
     if (ln) listDelNode(nk.clients, ln);
     if (c->conn) {
         nkConnClose(c->conn);
@@ -674,11 +722,11 @@ static int nkClientFlush(nkClient *c) {
     else if (!sdslen(c->outbuf) && nkConnHasWriteHandler(c->conn))
         nkConnSetWriteHandler(c->conn, NULL);
     if (!sdslen(c->outbuf)) {
-        if (c->close_after_reply) {
+        if (c->state == NK_CLIENT_CLOSING) {
             nkClientFree(c);
             return -1;
         }
-        if (c->stream_from > 0) {
+        if (c->state == NK_CLIENT_HANDOVER) {
             /* The +CONTINUE (or the RDB) is out: the stream starts. */
             nkConn *conn = c->conn;
             char ip[64];
@@ -725,7 +773,7 @@ static void protocolError(nkClient *c, const char *what) {
     nk.stat_protocol_errors++;
     nkLog(LL_VERBOSE, "Protocol error (%s) from client %s:%d: closing it", what, c->ip, c->port);
     nkClientReply(c, "-ERR Protocol error: %s\r\n", what);
-    c->close_after_reply = 1;
+    nkClientSetState(c, NK_CLIENT_CLOSING);
 }
 
 int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err) {
@@ -968,6 +1016,7 @@ static void psyncContinue(nkClient *c, long long offset) {
           c->listening_port, offset);
     nkClientReply(c, "+CONTINUE %s\r\n", nk.master_replid);
     c->stream_from = offset;
+    nkClientSetState(c, NK_CLIENT_HANDOVER);
 }
 
 /* Nic-KV cannot serve this PSYNC: an SKV replica goes back to the master,
@@ -982,13 +1031,15 @@ static void psyncRefuse(nkClient *c, const char *replid, long long offset, const
               "back to the master", c->ip, c->listening_port, offset, replid, why, first, last);
         nkClientReply(c, NICKV_REPLY_BACK " cannot serve offset %lld (backlog %lld..%lld): sync with the master\r\n",
                       offset, first, last);
-        c->close_after_reply = 1;
+        nkClientSetState(c, NK_CLIENT_CLOSING);
         return;
     }
     /* An upstream replica: the RDB comes through us. */
     if (nkProxyFullSync(c) == -1) {
         nkClientReply(c, "-NOMASTERLINK cannot start a full sync with the master now\r\n");
-        c->close_after_reply = 1;
+        nkClientSetState(c, NK_CLIENT_CLOSING);
+    } else {
+        nkClientSetState(c, NK_CLIENT_FULLSYNC);
     }
 }
 
@@ -1005,7 +1056,6 @@ static void psyncRefuse(nkClient *c, const char *replid, long long offset, const
  * and hand-overs would never complete. */
 static void psyncCommand(nkClient *c, int argc, sds *argv) {
     long long first, last, offset;
-    char *end;
     if (argc != 3) {
         nkClientReply(c, "-ERR wrong number of arguments for 'psync' command\r\n");
         return;
@@ -1014,9 +1064,8 @@ static void psyncCommand(nkClient *c, int argc, sds *argv) {
         nkClientReply(c, "-NOMASTERLINK Nic-KV is not connected to its master\r\n");
         return;
     }
-    offset = strtoll(argv[2], &end, 10);
-    if (*end != '\0' || argv[2][0] == '\0') {
-        nkClientReply(c, "-ERR PSYNC offset is not an integer\r\n");
+    if (!string2ll(argv[2], sdslen(argv[2]), &offset)) {
+        nkClientReply(c, "-ERR value is not an integer or out of range\r\n");
         return;
     }
     nkBacklogRange(&first, &last);
@@ -1030,7 +1079,7 @@ static void psyncCommand(nkClient *c, int argc, sds *argv) {
         nkLog(LL_VERBOSE, "Replica %s:%d: offset %lld is ahead of the backlog (%lld..%lld): "
               "waiting for the stream", c->ip, c->listening_port, offset, first, last);
         nk.stat_sync_waited++;
-        nk.psync_waiters++;
+        nkClientSetState(c, NK_CLIENT_WAITING);
         c->psync_wait = offset;
         c->psync_deadline = nkMstime() + NICKV_PSYNC_WAIT_MS;
         snprintf(c->psync_replid, sizeof(c->psync_replid), "%s", nk.master_replid);
@@ -1050,21 +1099,19 @@ void nkPsyncWaitersCheck(void) {
     while ((ln = listNext(&li))) {
         nkClient *c = listNodeValue(ln);
         long long offset = c->psync_wait;
-        if (offset <= 0) continue;
+        if (c->state != NK_CLIENT_WAITING) continue;
         int same_history = !strcmp(c->psync_replid, nk.master_replid);
         if (same_history && nk.link_state == NK_LINK_STREAMING && offset <= last + 1 && offset >= first) {
             psyncContinue(c, offset);
         } else if (nk.link_state != NK_LINK_STREAMING) {
             nkClientReply(c, "-NOMASTERLINK Nic-KV lost its master link\r\n");
-            c->close_after_reply = 1;
+            nkClientSetState(c, NK_CLIENT_CLOSING);
         } else if (!same_history || now >= c->psync_deadline || offset < first) {
             psyncRefuse(c, c->psync_replid, offset, same_history ?
                         "was not reached by the stream in time" : "belongs to a history the master left");
         } else {
             continue;
         }
-        c->psync_wait = 0;
-        nk.psync_waiters--;
         nkClientFlushSoon(c);   /* may free c */
     }
 }
@@ -1228,7 +1275,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
 
     if (!strcasecmp(cmd, "quit")) {
         nkClientReply(c, "+OK\r\n");
-        c->close_after_reply = 1;
+        nkClientSetState(c, NK_CLIENT_CLOSING);
         return;
     }
     if (!strcasecmp(cmd, "auth")) {
@@ -1315,12 +1362,12 @@ static void nkClientReadable(nkConn *conn, void *data) {
     }
     if (n < 0) return;
     /* Not listening any more (or, waiting for the stream, not yet). */
-    if (c->fs || c->stream_from > 0 || c->close_after_reply || c->psync_wait) return;
+    if (c->state != NK_CLIENT_CONNECTED) return;
     c->querybuf = sdscatlen(c->querybuf, buf, n);
     for (;;) {
         int argc, r;
         sds *argv;
-        if (c->close_after_reply || c->fs || c->stream_from > 0 || c->psync_wait) break;
+        if (c->state != NK_CLIENT_CONNECTED) break;
         if (sdslen(c->outbuf) > NK_OUTBUF_MAX) {
             nkLog(LL_NOTICE, "Client %s:%d does not read its replies: closing it", c->ip, c->port);
             nkClientFree(c);
@@ -1357,7 +1404,7 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
         nk.stat_rejected_conn++;
         nkLog(LL_VERBOSE, "Refusing %s:%d: max number of clients reached", ip, port);
         nkClientReply(c, "-ERR max number of clients reached\r\n");
-        c->close_after_reply = 1;
+        nkClientSetState(c, NK_CLIENT_CLOSING);
         nkClientFlush(c);
         return;
     }
@@ -1365,7 +1412,7 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
         nkLog(LL_NOTICE, "Refusing %s:%d: protected mode, no password set", ip, port);
         nkClientReply(c, "-DENIED Nic-KV is running in protected mode: no password is set "
                       "(requirepass or masterauth), so only loopback clients are served.\r\n");
-        c->close_after_reply = 1;
+        nkClientSetState(c, NK_CLIENT_CLOSING);
         nkClientFlush(c);
         return;
     }
@@ -1518,7 +1565,7 @@ static void nkClientsCron(void) {
         nkClient *c = listNodeValue(ln);
         long long pending = (long long)nkClientPending(c);
         const char *why = NULL;
-        if (c->fs) {
+        if (c->state == NK_CLIENT_FULLSYNC) {
             if (nk.cfg.obuf_hard && pending > nk.cfg.obuf_hard) {
                 why = "hard";
             } else if (nk.cfg.obuf_soft && pending > nk.cfg.obuf_soft) {

@@ -248,7 +248,7 @@ typedef struct nkServer {
     long long stat_sync_full_proxied;
     long long stat_sync_redirected;
     long long stat_sync_waited;         /* PSYNCs that waited for the stream */
-    int psync_waiters;                  /* clients with psync_wait > 0 */
+    int psync_waiters;                  /* clients WAITING */
     long long stat_auth_failures;
     long long stat_protocol_errors;
     long long stat_pin_waits;           /* the link waited for the NIC */
@@ -272,7 +272,28 @@ extern nkServer nk;
 
 /* A connection to Nic-KV on its port, in the main thread: an admin
  * (redis-cli), or a replica until its PSYNC succeeds, when its socket goes
- * to a fan-out thread and the client is freed. */
+ * to a fan-out thread and the client is freed. Its state is one of these,
+ * changed only by nkClientSetState(), which checks every move against the
+ * diagram at the top of nickv.c ("A replica's state in Nic-KV"). */
+typedef enum {
+    NK_CLIENT_CONNECTED = 0,  /* reading commands (AUTH, REPLCONF, PSYNC, admin) */
+    NK_CLIENT_WAITING,        /* PSYNC ahead of the backlog: waits for the stream */
+    NK_CLIENT_FULLSYNC,       /* a proxied full sync: the RDB passes through (fs) */
+    NK_CLIENT_HANDOVER,       /* +CONTINUE or the RDB queued: to a fan-out thread
+                               * at stream_from once it is sent */
+    NK_CLIENT_CLOSING,        /* a last reply queued, then closed */
+    NK_CLIENT_STATES
+} nkClientState;
+
+/* A broken invariant of our own (never something a peer sent): abort in a
+ * debug build (make ... CFLAGS=-DNK_DEBUG), else log "BUG: ..." and go on;
+ * the tests fail on any such line in a Nic-KV log. */
+#ifdef NK_DEBUG
+#define nkBug(...) do { nkLog(LL_WARNING, "BUG: " __VA_ARGS__); abort(); } while (0)
+#else
+#define nkBug(...) nkLog(LL_WARNING, "BUG: " __VA_ARGS__)
+#endif
+
 typedef struct nkFullSync nkFullSync;
 typedef struct nkClient {
     long long id;
@@ -282,12 +303,12 @@ typedef struct nkClient {
     sds querybuf;
     sds outbuf;
     int authenticated;
-    int close_after_reply;
+    nkClientState state;
     int rx_granted;           /* RDMA: full receive buffer granted */
     int listening_port;       /* REPLCONF listening-port */
     int capa_eof, capa_psync2, capa_nickv;
-    long long stream_from;    /* > 0: hand over to fan-out once outbuf drains */
-    long long psync_wait;     /* > 0: PSYNC for this offset waits for the stream */
+    long long stream_from;    /* HANDOVER: the offset the stream starts at */
+    long long psync_wait;     /* WAITING: the offset the PSYNC waits for */
     long long psync_deadline; /* ... until this time (ms) */
     char psync_replid[NK_RUNID_SIZE+1]; /* ... in this history */
     nkFullSync *fs;           /* a proxied full sync in progress */
@@ -299,6 +320,7 @@ typedef struct nkClient {
 void nkClientReply(nkClient *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void nkClientWriteRaw(nkClient *c, const char *buf, size_t len);
 void nkClientFree(nkClient *c);
+void nkClientSetState(nkClient *c, nkClientState to);
 /* Send what is queued (may free c: do not touch it afterwards). */
 void nkClientFlushSoon(nkClient *c);
 size_t nkClientPending(nkClient *c);

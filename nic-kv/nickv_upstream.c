@@ -547,7 +547,7 @@ static void fsEnd(nkClient *c, const char *error) {
     if (error) {
         nkLog(LL_WARNING, "Full sync of replica %s:%d through Nic-KV failed: %s", c->ip,
               c->listening_port, error);
-        if (c->conn) c->close_after_reply = 1;
+        if (c->conn) nkClientSetState(c, NK_CLIENT_CLOSING);
     }
     zfree(fs);
 }
@@ -702,6 +702,7 @@ static void fsReadable(aeEventLoop *el, int fd, void *data, int mask) {
                     nk.stat_sync_full_proxied++;
                     fsEnd(c, NULL);
                     c->stream_from = from;    /* once the RDB is out */
+                    nkClientSetState(c, NK_CLIENT_HANDOVER);
                 }
                 break;
             }

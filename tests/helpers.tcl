@@ -123,6 +123,15 @@ proc nickv_stop {nk {signal TERM}} {
     } else {
         fail "nic-kv did not stop"
     }
+    nickv_assert_no_bug $nk
+}
+
+# Nic-KV logs "BUG: ..." when one of its own invariants breaks (a client
+# state move not in its table, ...): no test may leave one in its log.
+proc nickv_assert_no_bug {nk} {
+    if {[catch {exec grep "BUG:" [dict get $nk log]} bugs] == 0} {
+        fail "Nic-KV broke an invariant: $bugs"
+    }
 }
 
 # A command to Nic-KV (a fresh connection each time); the reply.
