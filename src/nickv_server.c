@@ -64,6 +64,14 @@ typedef struct nickvReplica {
     time_t ack_time;
 } nickvReplica;
 
+/* Where a replica's link goes: see "Replica side" below. */
+typedef enum {
+    NICKV_PATH_MASTER = 0,    /* to the master, which may redirect it */
+    NICKV_PATH_HELD,          /* to the master, which must keep it (nickv-hold) */
+    NICKV_PATH_REDIRECTED,    /* the next connect goes to Nic-KV */
+    NICKV_PATH_VIA            /* the link goes through Nic-KV */
+} nickvPath;
+
 static struct {
     /* Master side. */
     uint64_t daemon_id;       /* client id of the daemon's link, 0 = none */
@@ -80,11 +88,9 @@ static struct {
     mstime_t idle_since;       /* ... and since when it stands still */
     time_t refused_logged;     /* rate limit for refused hellos */
     /* Replica side. */
-    int redirect_pending;
-    int via;                  /* the current link goes through Nic-KV */
+    nickvPath path;           /* where the link goes: see "Replica side" */
     char target_host[NET_HOST_STR_LEN];
     int target_port;
-    time_t redirect_time;
     time_t hold_until;        /* advertise nickv-hold until then */
     int streak;               /* redirects in a row that did not work out */
     long long redirects_followed, bounces, via_timeouts;
@@ -423,8 +429,9 @@ static void nickvMasterWatch(mstime_t now) {
  * for NICKV_VIA_TIMEOUT_MS (the master PINGs through Nic-KV twice as often)
  * goes back to the master. A handshake through it gets a little longer. */
 static void nickvReplicaWatch(mstime_t now) {
-    if (!server.masterhost || !NK.via) return;
+    if (!server.masterhost || NK.path != NICKV_PATH_VIA) return;
     if (server.repl_state == REPL_STATE_CONNECTED && server.master) {
+        NK.streak = 0;                     /* a link through Nic-KV: redirects work */
         if (server.master->read_reploff != NK.via_read_off) {
             NK.via_read_off = server.master->read_reploff;
             NK.via_heard = now;
@@ -441,8 +448,7 @@ static void nickvReplicaWatch(mstime_t now) {
         NK.via_timeouts++;
         serverLog(LL_WARNING, "Nic-KV: no link through Nic-KV at %s:%d after %lld ms: back to "
                   "the master", NK.target_host, NK.target_port, (long long)(now - NK.via_heard));
-        NK.via = 0;
-        cancelReplicationHandshake(1);
+        cancelReplicationHandshake(1);     /* connects to the master at once */
     }
 }
 
@@ -464,71 +470,117 @@ void nickvCountReplicaWrite(void) {
 
 /* ------------------------------------------------------ Replica side --- */
 
+/* Where a replica's link goes, and why (NK.path). Only nickvPathSet()
+ * changes it, checking the move against this diagram:
+ *
+ *   MASTER --+NICKV in the master's PSYNC reply--> REDIRECTED
+ *             (streak++: redirects in a row that gave no link)
+ *   REDIRECTED --next connect (nickvReplicaTarget)--> VIA: to Nic-KV,
+ *             advertising capa nickv-via
+ *   VIA --its link came up (nickvCron)--> VIA, streak = 0
+ *   VIA --"-NICKV" from Nic-KV--> HELD (it cannot serve us)
+ *   VIA --the link ends, silent for NICKV_VIA_TIMEOUT_MS, handshake
+ *             longer than NICKV_VIA_HANDSHAKE_MS--> MASTER at the next
+ *             connect (which the master may redirect again)
+ *   MASTER --at a connect, 3 redirects in a row gave no link--> HELD
+ *   HELD --at a connect, NICKV_HOLD_SECONDS passed--> MASTER
+ *
+ * With the master (MASTER, HELD) the replica advertises capa nickv or
+ * nickv-hold (the master keeps a holding replica). server.masterhost never
+ * changes: ROLE and INFO keep naming the real master. A replica whose
+ * configured master is Nic-KV itself never leaves MASTER: "back to the
+ * master" would mean back to Nic-KV, so it says nothing of nickv-via and
+ * gets what an upstream replica gets there. */
+static const char *pathNames[] = {"master", "held", "redirected", "via"};
+static const unsigned pathMoves[] = {
+    [NICKV_PATH_MASTER]     = 1u << NICKV_PATH_REDIRECTED | 1u << NICKV_PATH_HELD,
+    [NICKV_PATH_HELD]       = 1u << NICKV_PATH_MASTER,
+    [NICKV_PATH_REDIRECTED] = 1u << NICKV_PATH_VIA,
+    [NICKV_PATH_VIA]        = 1u << NICKV_PATH_MASTER | 1u << NICKV_PATH_HELD,
+};
+
+static void nickvPathSet(nickvPath to) {
+    nickvPath from = NK.path;
+    if (from == to) return;
+    /* A move not in the diagram is our bug, never a peer's doing: say so
+     * (the tests look for it) and make the move, which every state allows
+     * the replication code to recover from. */
+    if (!(pathMoves[from] & (1u << to)))
+        serverLog(LL_WARNING, "BUG: Nic-KV: no replica path move from %s to %s",
+                  pathNames[from], pathNames[to]);
+    if (to == NICKV_PATH_HELD) NK.hold_until = server.unixtime + NICKV_HOLD_SECONDS;
+    if (to == NICKV_PATH_VIA) {
+        NK.via_heard = mstime();
+        NK.via_read_off = -1;
+    }
+    serverLog(LL_VERBOSE, "Nic-KV: replica path %s -> %s", pathNames[from], pathNames[to]);
+    NK.path = to;
+}
+
+/* A getter: what the replica advertises to whom it connects to. */
 const char *nickvReplicaCapa(void) {
     if (!nickvOffload) return "none";
-    /* Following a redirect: tell Nic-KV, which may send us back to the
-     * master (-NICKV) if it cannot serve us. A replica whose configured
-     * master is Nic-KV itself says nothing of the kind, and gets what an
-     * upstream replica gets there (a full sync through Nic-KV if need be):
-     * "back to the master" would bring it straight back to Nic-KV. */
-    if (NK.via) return NICKV_CAPA_VIA;
-    /* A link through Nic-KV came up after the last redirect (it went down
-     * later than that): redirects work. Three redirects in a row without
-     * one mean Nic-KV is unreachable from here: stay with the master for a
-     * while instead of bouncing between the two. */
-    if (server.repl_down_since > NK.redirect_time) NK.streak = 0;
-    if (NK.streak >= 3) {
-        serverLog(LL_WARNING, "Nic-KV: three redirects to %s:%d did not give us a link: "
-                  "staying with the master for %d seconds", NK.target_host, NK.target_port,
-                  NICKV_HOLD_SECONDS);
-        NK.hold_until = server.unixtime + NICKV_HOLD_SECONDS;
-        NK.streak = 0;
-    }
-    return server.unixtime < NK.hold_until ? NICKV_CAPA_HOLD : NICKV_CAPA;
+    if (NK.path == NICKV_PATH_VIA) return NICKV_CAPA_VIA;
+    return NK.path == NICKV_PATH_HELD ? NICKV_CAPA_HOLD : NICKV_CAPA;
 }
 
 int nickvReplicaPsyncReply(const char *reply) {
     if (!strncmp(reply, NICKV_REPLY_REDIRECT, strlen(NICKV_REPLY_REDIRECT))) {
-        int argc = 0, tcp, rdma;
+        int argc = 0;
+        long tcp, rdma;
         sds *argv = sdssplitargs(reply + strlen(NICKV_REPLY_REDIRECT), &argc);
-        if (!argv || argc < 3) {
+        if (!argv || argc != 3 || NK.path != NICKV_PATH_MASTER ||
+            !string2l(argv[1], sdslen(argv[1]), &tcp) || tcp < 1 || tcp > 65535 ||
+            !string2l(argv[2], sdslen(argv[2]), &rdma) || rdma < 0 || rdma > 65535 ||
+            sdslen(argv[0]) == 0 || sdslen(argv[0]) >= sizeof(NK.target_host)) {
             if (argv) sdsfreesplitres(argv, argc);
-            serverLog(LL_WARNING, "Nic-KV: malformed redirect from the master: %s", reply);
+            serverLog(LL_WARNING, "Nic-KV: ignoring a malformed or unexpected redirect: %s", reply);
             return 1;
         }
-        tcp = atoi(argv[1]);
-        rdma = atoi(argv[2]);
         snprintf(NK.target_host, sizeof(NK.target_host), "%s", argv[0]);
-        NK.target_port = (server.masterhost && rdmaConf.replication && rdma) ? rdma : tcp;
+        NK.target_port = (server.masterhost && rdmaConf.replication && rdma) ? (int)rdma : (int)tcp;
         sdsfreesplitres(argv, argc);
-        NK.redirect_pending = 1;
-        NK.redirect_time = server.unixtime;
         NK.redirects_followed++;
         NK.streak++;
+        nickvPathSet(NICKV_PATH_REDIRECTED);
         serverLog(LL_NOTICE, "Nic-KV: the master redirects us to Nic-KV at %s:%d",
                   NK.target_host, NK.target_port);
         return 1;
     }
     if (!strncmp(reply, NICKV_REPLY_BACK, strlen(NICKV_REPLY_BACK))) {
+        if (NK.path != NICKV_PATH_VIA) {
+            /* Not from a Nic-KV we were sent to: try again later. */
+            serverLog(LL_WARNING, "Nic-KV: unexpected reply to PSYNC: %s", reply);
+            return 1;
+        }
         NK.bounces++;
-        NK.hold_until = server.unixtime + NICKV_HOLD_SECONDS;
-        serverLog(LL_NOTICE, "Nic-KV cannot serve us (%s): back to the master", reply);
+        nickvPathSet(NICKV_PATH_HELD);
+        serverLog(LL_NOTICE, "Nic-KV cannot serve us (%s): back to the master for %d seconds",
+                  reply, NICKV_HOLD_SECONDS);
         return 1;
     }
     return 0;
 }
 
+/* Where connectWithMaster() connects: the moves made at a connect. */
 void nickvReplicaTarget(const char **host, int *port) {
-    if (NK.redirect_pending) {
-        NK.redirect_pending = 0;
-        NK.via = 1;
-        NK.via_heard = mstime();
-        NK.via_read_off = -1;
+    if (NK.path == NICKV_PATH_REDIRECTED) {
+        nickvPathSet(NICKV_PATH_VIA);
         *host = NK.target_host;
         *port = NK.target_port;
         return;
     }
-    NK.via = 0;
+    if (NK.path == NICKV_PATH_VIA) nickvPathSet(NICKV_PATH_MASTER);
+    if (NK.path == NICKV_PATH_HELD && server.unixtime >= NK.hold_until) nickvPathSet(NICKV_PATH_MASTER);
+    if (NK.path == NICKV_PATH_MASTER && NK.streak >= 3) {
+        /* Nic-KV is unreachable from here: stay with the master for a
+         * while instead of bouncing between the two. */
+        serverLog(LL_WARNING, "Nic-KV: three redirects to %s:%d did not give us a link: "
+                  "staying with the master for %d seconds", NK.target_host, NK.target_port,
+                  NICKV_HOLD_SECONDS);
+        NK.streak = 0;
+        nickvPathSet(NICKV_PATH_HELD);
+    }
     *host = server.masterhost;
     *port = server.masterport;
 }
@@ -552,6 +604,7 @@ sds nickvInfoString(sds info) {
         "nickv_handoffs:%lld\r\n"
         "repl_stream_writes:%lld\r\n"
         "nickv_link_via:%s\r\n"
+        "nickv_replica_path:%s\r\n"
         "nickv_redirects_followed:%lld\r\n"
         "nickv_bounces:%lld\r\n"
         "nickv_daemon_timeouts:%lld\r\n"
@@ -563,7 +616,8 @@ sds nickvInfoString(sds info) {
         d ? NK.daemon_slots : -1,
         NK.backlog_first, NK.backlog_last, nickvReplicaCount(),
         NK.daemon_joins, NK.redirects, NK.handoffs, NK.stream_writes,
-        (server.masterhost && NK.via) ? NK.target_host : "",
+        (server.masterhost && NK.path == NICKV_PATH_VIA) ? NK.target_host : "",
+        server.masterhost ? pathNames[NK.path] : "",
         NK.redirects_followed, NK.bounces, NK.daemon_timeouts, NK.daemons_refused,
         NK.via_timeouts);
     return info;

@@ -353,3 +353,12 @@ proc nickv_wait_link_up {nk} {
         fail "Nic-KV's link to the master did not come up: [exec tail -n 5 [dict get $nk log]]"
     }
 }
+
+# SKV's server side of Nic-KV logs "BUG: ..." when one of its own
+# invariants breaks (a replica path move not in its diagram): none may
+# appear in the log of server level $level.
+proc nickv_assert_no_server_bug {level} {
+    if {[catch {exec grep "BUG:" [srv $level stdout]} bugs] == 0} {
+        fail "the server at level $level broke an invariant: $bugs"
+    }
+}

@@ -79,6 +79,8 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             $master set after-cont 1
             assert_equal 3 [$master wait 3 5000]
             nickv_assert_digests $master $replicas
+            foreach r $replicas { assert_equal via [nickv_status $r nickv_replica_path] }
+            foreach level {-2 -1 0} { nickv_assert_no_server_bug $level }
         }
     }
     }

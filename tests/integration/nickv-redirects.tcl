@@ -47,6 +47,8 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             $master set held 1
             wait_for_ofs_sync $master $r
             assert_equal 1 [$r get held]
+            assert_equal held [nickv_status $r nickv_replica_path]
+            nickv_assert_no_server_bug 0
         }
         catch {exec kill $fake}
         wait_for_condition 50 100 {
@@ -85,6 +87,8 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             $master set held-too 1
             wait_for_ofs_sync $master $r
             assert_equal 1 [$r get held-too]
+            assert_equal held [nickv_status $r nickv_replica_path]
+            nickv_assert_no_server_bug 0
         }
         nickv_stop $nk
     }
