@@ -445,7 +445,7 @@ static nkConfigOption nkConfigs[] = {
     {"auth-timeout", NK_CFG_INT, 0, &nk.cfg.auth_timeout, 0, INT_MAX, 10, NULL, NULL, NULL, NULL, NULL,
      "<secs>", "close a client that has not authenticated by then,\n"
      "                        when a password is required (0: never)"},
-    {"announce-ip", NK_CFG_STRING, 0, &nk.cfg.announce_ip, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+    {"announce-ip", NK_CFG_STRING, IMM, &nk.cfg.announce_ip, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
      "<addr>", "address the master gives replicas for Nic-KV\n"
      "                        (default: the one the master sees)"},
     {"backlog-size", NK_CFG_SIZE, 0, &nk.cfg.backlog_size, 1024*1024, LLONG_MAX, 128LL*1024*1024,

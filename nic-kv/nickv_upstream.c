@@ -273,6 +273,13 @@ static void handleReply(const char *line) {
                     memcpy(nk.master_replid2, nk.master_replid, sizeof(nk.master_replid2));
                     nk.second_replid_offset = last + 1;
                     memcpy(nk.master_replid, id, sizeof(nk.master_replid));
+                    /* As a Redis replica does with its own replicas: they
+                     * must learn the new id now, or their offsets run
+                     * past where the old one is valid and the master can
+                     * only give them a full sync later. They PSYNC again
+                     * at once (old id, our replid2 covers it). */
+                    if (listLength(nk.replicas))
+                        nkReplicasDropAll("the master's replication id changed");
                 }
             } else {
                 newHistory(nk.hello_replid, nk.hello_offset + 1);

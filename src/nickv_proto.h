@@ -58,7 +58,15 @@
 #define NICKV_PING_MS 500
 /* A replica behind Nic-KV that hears nothing this long goes back to the
  * master. */
-#define NICKV_VIA_TIMEOUT_MS 1500
+#define NICKV_VIA_TIMEOUT_MS 2000
+/* A daemon that said hello must be streaming within this time. */
+#define NICKV_DAEMON_JOIN_MS 5000
+/* A redirect not followed within this time (or given by another master
+ * than the one now configured) is dropped. */
+#define NICKV_REDIRECT_TTL_MS 5000
+/* serverCron's period at the default hz (10): both sides check the timers
+ * at that granularity. */
+#define NICKV_CRON_MS 100
 /* A PSYNC at Nic-KV for bytes still on their way waits this long. */
 #define NICKV_PSYNC_WAIT_MS 2000
 /* A replica's handshake through Nic-KV (which may include that wait). */
@@ -70,7 +78,11 @@
  * back to it); an idle stream carries a PING at least twice per replica
  * timeout; a handshake outlasts a PSYNC's wait for the stream. */
 _Static_assert(NICKV_HEARTBEAT_MS * 3 <= NICKV_DAEMON_TIMEOUT_MS, "heartbeat vs daemon timeout");
-_Static_assert(NICKV_DAEMON_TIMEOUT_MS < NICKV_VIA_TIMEOUT_MS, "daemon timeout vs replica timeout");
+/* The replica's silence starts at the last PING it got, which may be up to
+ * NICKV_PING_MS and a cron older than the daemon's last heartbeat; both
+ * sides look at cron ticks. */
+_Static_assert(NICKV_DAEMON_TIMEOUT_MS + NICKV_PING_MS + 2 * NICKV_CRON_MS <= NICKV_VIA_TIMEOUT_MS,
+               "daemon timeout vs replica timeout");
 _Static_assert(NICKV_PING_MS * 2 <= NICKV_VIA_TIMEOUT_MS, "ping vs replica timeout");
 _Static_assert(NICKV_PSYNC_WAIT_MS < NICKV_VIA_HANDSHAKE_MS, "PSYNC wait vs handshake");
 

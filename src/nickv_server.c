@@ -84,11 +84,17 @@ static struct {
     long long redirects, handoffs, daemon_joins, daemon_timeouts, daemons_refused;
     long long stream_writes;
     mstime_t daemon_heard;     /* when the daemon last reported */
+    mstime_t daemon_hello;     /* when it said hello */
+    list *retired;            /* client ids of daemons forgotten whose links
+                               * are not freed yet: still no replicas */
     long long idle_offset;     /* master_repl_offset when last seen moving */
     mstime_t idle_since;       /* ... and since when it stands still */
     time_t refused_logged;     /* rate limit for refused hellos */
     /* Replica side. */
     nickvPath path;           /* where the link goes: see "Replica side" */
+    char redirect_from[NET_HOST_STR_LEN];   /* the master that redirected us */
+    int redirect_from_port;
+    mstime_t redirect_ms;     /* ... and when */
     char target_host[NET_HOST_STR_LEN];
     int target_port;
     time_t hold_until;        /* advertise nickv-hold until then */
@@ -121,20 +127,33 @@ static client *nickvDaemon(void) {
     return c;
 }
 
-static int nickvDaemonHealthy(void) {
+/* The daemon streams and reported recently: its replicas count. */
+static int nickvDaemonAlive(void) {
     client *d = nickvDaemon();
-    return nickvOffload && d && (d->flags & CLIENT_SLAVE) && d->replstate == SLAVE_STATE_ONLINE &&
+    return d && (d->flags & CLIENT_SLAVE) && d->replstate == SLAVE_STATE_ONLINE &&
            mstime() - NK.daemon_heard <= NICKV_DAEMON_TIMEOUT_MS;
 }
 
+/* ... and we may send replicas to it. */
+static int nickvDaemonHealthy(void) {
+    return nickvOffload && nickvDaemonAlive();
+}
+
 /* Forget the daemon and the replicas it reported; close its link if it is
- * still there (it reconnects, if alive, and reports them again). */
+ * still there (it reconnects, if alive, and reports them again). Until the
+ * link is freed (freeClientAsync: after this event loop turn's WAIT and
+ * INFO), it stays a daemon's link, never a replica: the ACKs on it only
+ * say that the stream reached Nic-KV. */
 static void nickvForgetDaemon(const char *why) {
     client *c = NK.daemon_id ? lookupClientByID(NK.daemon_id) : NULL;
     serverLog(LL_WARNING, "Nic-KV: the daemon at %s:%d %s; its %lu replicas are no longer "
               "counted", NK.daemon_host, NK.daemon_port, why,
               NK.replicas ? listLength(NK.replicas) : 0UL);
-    if (c && !(c->flags & CLIENT_CLOSE_ASAP)) freeClientAsync(c);
+    if (c) {
+        if (!NK.retired) NK.retired = listCreate();
+        listAddNodeTail(NK.retired, (void *)(uintptr_t)c->id);
+        if (!(c->flags & CLIENT_CLOSE_ASAP)) freeClientAsync(c);
+    }
     NK.daemon_id = 0;
     nickvDropReplicas();
 }
@@ -146,7 +165,14 @@ static int nickvUserOk(client *c) {
 }
 
 int nickvIsDaemon(client *c) {
-    return NK.daemon_id && c->id == NK.daemon_id;
+    listIter li;
+    listNode *ln;
+    if (NK.daemon_id && c->id == NK.daemon_id) return 1;
+    if (!NK.retired || !listLength(NK.retired)) return 0;
+    listRewind(NK.retired, &li);
+    while ((ln = listNext(&li)))
+        if ((uintptr_t)listNodeValue(ln) == c->id) return 1;
+    return 0;
 }
 
 static nickvReplica *nickvFindReplica(long long id, listNode **node) {
@@ -205,7 +231,7 @@ void nickvReplconf(client *c, sds message) {
             nickvForgetDaemon("is replaced by a new daemon");
         nickvDropReplicas();
         NK.daemon_id = c->id;
-        NK.daemon_heard = mstime();
+        NK.daemon_heard = NK.daemon_hello = mstime();
         if (!strcmp(argv[1], "?") || !strcmp(argv[1], "")) {
             if (connPeerToString(c->conn, NK.daemon_host, sizeof(NK.daemon_host), NULL) == -1)
                 NK.daemon_host[0] = '\0';
@@ -338,7 +364,7 @@ int nickvCountGoodReplicas(void) {
     listIter li;
     listNode *ln;
     int good = 0;
-    if (!nickvDaemonHealthy() || !NK.replicas) return 0;
+    if (!nickvDaemonAlive() || !NK.replicas) return 0;
     listRewind(NK.replicas, &li);
     while ((ln = listNext(&li))) {
         nickvReplica *r = listNodeValue(ln);
@@ -351,8 +377,17 @@ long nickvReplicaCount(void) {
     return (nickvDaemon() && NK.replicas) ? (long)listLength(NK.replicas) : 0;
 }
 
+/* Daemons' links in server.slaves (the current one, and forgotten ones
+ * not freed yet): connected_slaves leaves them out. */
 long nickvDaemonCount(void) {
-    return nickvDaemon() ? 1 : 0;
+    listIter li;
+    listNode *ln;
+    long n = 0;
+    if (!NK.daemon_id && (!NK.retired || !listLength(NK.retired))) return 0;
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li)))
+        if (nickvIsDaemon(listNodeValue(ln))) n++;
+    return n;
 }
 
 sds nickvInfoReplicas(sds info, int *slaveid) {
@@ -388,10 +423,11 @@ void nickvMasterCron(void) {
         client *s = listNodeValue(ln);
         if (nickvIsDaemon(s) || !nickvReplicaMayMove(s)) continue;
         if (s->replstate != SLAVE_STATE_ONLINE || (s->flags & CLIENT_CLOSE_ASAP)) continue;
-        if (!nickvCanServe(s->repl_ack_off + 1)) continue;
+        if (!nickvCanServe(s->repl_ack_off + 1)) continue;   /* also: no free slot */
         serverLog(LL_NOTICE, "Nic-KV: handing replica %s over to Nic-KV at %s:%d",
                   replicationGetSlaveName(s), NK.daemon_host, NK.daemon_port);
         NK.handoffs++;
+        if (NK.daemon_slots > 0) NK.daemon_slots--;   /* until its next report */
         freeClientAsync(s);
     }
 }
@@ -399,10 +435,26 @@ void nickvMasterCron(void) {
 /* Every serverCron (master side): forget a daemon that is gone or silent;
  * PING into an idle stream while a healthy daemon carries it. */
 static void nickvMasterWatch(mstime_t now) {
+    if (NK.retired && listLength(NK.retired)) {
+        listIter li;
+        listNode *ln;
+        listRewind(NK.retired, &li);
+        while ((ln = listNext(&li)))
+            if (!lookupClientByID((uintptr_t)listNodeValue(ln))) listDelNode(NK.retired, ln);
+    }
     if (NK.daemon_id) {
         client *d = nickvDaemon();
-        if (!d) nickvForgetDaemon("is gone");
-        else if (d->replstate == SLAVE_STATE_ONLINE && now - NK.daemon_heard > NICKV_DAEMON_TIMEOUT_MS) {
+        if (!d) {
+            nickvForgetDaemon("is gone");
+        } else if (!nickvUserOk(d)) {
+            nickvForgetDaemon("is no longer authenticated as the nickv-user: closing its link");
+        } else if (d->replstate != SLAVE_STATE_ONLINE) {
+            /* Between its hello and its stream: no heartbeat yet. */
+            if (now - NK.daemon_hello > NICKV_DAEMON_JOIN_MS)
+                nickvForgetDaemon("said hello but did not start streaming in time: closing its link");
+            else
+                NK.daemon_heard = now;
+        } else if (now - NK.daemon_heard > NICKV_DAEMON_TIMEOUT_MS) {
             NK.daemon_timeouts++;
             nickvForgetDaemon("sent no heartbeat for over a second (stopped or hung?): "
                               "closing its link");
@@ -458,7 +510,7 @@ void nickvCron(void) {
     /* Blocked for a while ourselves (a slow command, a script, loading):
      * what our peers sent meanwhile is still unread, so their silence
      * means nothing yet. */
-    if (last && now - last > NICKV_PING_MS) NK.daemon_heard = NK.via_heard = now;
+    if (last && now - last > 1000 / server.hz + NICKV_PING_MS) NK.daemon_heard = NK.via_heard = now;
     last = now;
     nickvMasterWatch(now);
     nickvReplicaWatch(now);
@@ -477,6 +529,8 @@ void nickvCountReplicaWrite(void) {
  *             (streak++: redirects in a row that gave no link)
  *   REDIRECTED --next connect (nickvReplicaTarget)--> VIA: to Nic-KV,
  *             advertising capa nickv-via
+ *   REDIRECTED --next connect, but another master configured since, or
+ *             NICKV_REDIRECT_TTL_MS passed--> MASTER
  *   VIA --its link came up (nickvCron)--> VIA, streak = 0
  *   VIA --"-NICKV" from Nic-KV--> HELD (it cannot serve us)
  *   VIA --the link ends, silent for NICKV_VIA_TIMEOUT_MS, handshake
@@ -495,7 +549,7 @@ static const char *pathNames[] = {"master", "held", "redirected", "via"};
 static const unsigned pathMoves[] = {
     [NICKV_PATH_MASTER]     = 1u << NICKV_PATH_REDIRECTED | 1u << NICKV_PATH_HELD,
     [NICKV_PATH_HELD]       = 1u << NICKV_PATH_MASTER,
-    [NICKV_PATH_REDIRECTED] = 1u << NICKV_PATH_VIA,
+    [NICKV_PATH_REDIRECTED] = 1u << NICKV_PATH_VIA | 1u << NICKV_PATH_MASTER,
     [NICKV_PATH_VIA]        = 1u << NICKV_PATH_MASTER | 1u << NICKV_PATH_HELD,
 };
 
@@ -539,6 +593,10 @@ int nickvReplicaPsyncReply(const char *reply) {
         }
         snprintf(NK.target_host, sizeof(NK.target_host), "%s", argv[0]);
         NK.target_port = (server.masterhost && rdmaConf.replication && rdma) ? (int)rdma : (int)tcp;
+        snprintf(NK.redirect_from, sizeof(NK.redirect_from), "%s",
+                 server.masterhost ? server.masterhost : "");
+        NK.redirect_from_port = server.masterport;
+        NK.redirect_ms = mstime();
         sdsfreesplitres(argv, argc);
         NK.redirects_followed++;
         NK.streak++;
@@ -564,6 +622,18 @@ int nickvReplicaPsyncReply(const char *reply) {
 
 /* Where connectWithMaster() connects: the moves made at a connect. */
 void nickvReplicaTarget(const char **host, int *port) {
+    /* A redirect from another master than ours now (REPLICAOF since), or
+     * too old, is not followed. */
+    if (NK.path == NICKV_PATH_REDIRECTED &&
+        (!server.masterhost || strcmp(server.masterhost, NK.redirect_from) ||
+         server.masterport != NK.redirect_from_port ||
+         mstime() - NK.redirect_ms > NICKV_REDIRECT_TTL_MS)) {
+        serverLog(LL_NOTICE, "Nic-KV: dropping the redirect to %s:%d that %s:%d gave us: "
+                  "our master is now %s:%d", NK.target_host, NK.target_port, NK.redirect_from,
+                  NK.redirect_from_port, server.masterhost ? server.masterhost : "none",
+                  server.masterport);
+        nickvPathSet(NICKV_PATH_MASTER);
+    }
     if (NK.path == NICKV_PATH_REDIRECTED) {
         nickvPathSet(NICKV_PATH_VIA);
         *host = NK.target_host;

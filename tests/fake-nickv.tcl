@@ -1,7 +1,7 @@
 # fake-nickv.tcl -- a stand-in Nic-KV daemon for tests that need one that
 # misbehaves in a precise way. Run as its own process:
 #
-#   tclsh tests/fake-nickv.tcl <master-port> <listen-port> bounce
+#   tclsh tests/fake-nickv.tcl <master-port> <listen-port> bounce|hang
 #
 # It joins the master as a daemon would (REPLCONF nickv hello, PSYNC at the
 # master's offset), reads and drops the stream, reports a backlog covering
@@ -9,6 +9,10 @@
 # every replica that comes there gets +OK to its handshake and
 # "-NICKV cannot serve ..." to its PSYNC, as a real Nic-KV says when its
 # backlog does not hold the offset.
+#
+# hang: once the stream carries the key "hang-now", it acknowledges what it
+# read (REPLCONF ACK, as the daemon does) and then sends nothing more, its
+# connection open: a daemon that hung right after the stream reached it.
 
 lassign $argv mport lport mode
 
@@ -51,15 +55,25 @@ if {![string match "+CONTINUE*" $cont]} {
 puts "fake-nickv: streaming from the master at offset $offset"
 flush stdout
 
-# The stream: read and dropped.
+# The stream: read and dropped (counted: our offset).
+set hung 0
 proc drain {fd} {
-    if {[catch {read $fd}] || [eof $fd]} { exit 0 }
+    global offset hung mode
+    if {[catch {read $fd} data] || [eof $fd]} { exit 0 }
+    incr offset [string length $data]
+    if {$mode eq "hang" && !$hung && [string first "hang-now" $data] >= 0} {
+        send_cmd $fd REPLCONF ACK $offset
+        set hung 1
+        puts "fake-nickv: hung at offset $offset"
+        flush stdout
+    }
 }
 fileevent $m readable [list drain $m]
 
 # The heartbeat: a backlog that holds everything.
 proc heartbeat {} {
-    global m offset
+    global m offset hung
+    if {$hung} return
     send_cmd $m REPLCONF ACK $offset
     send_cmd $m REPLCONF nickv "backlog 1 [expr {$offset + 1000000000}] 100"
     after 200 heartbeat

@@ -138,3 +138,33 @@ start_server {tags {"nickv repl external:skip"} overrides {save "" nickv-user nk
         nickv_stop $nk2
     }
 }
+
+# The master's cron runs once a second (hz 1): it must not take every one
+# of its own ticks for a block that excuses the daemon's silence.
+start_server {tags {"nickv repl external:skip"} overrides {save "" hz 1}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport]
+    start_server {overrides {save ""}} {
+        set r [srv 0 client]
+        $r replicaof $mhost $mport
+        wait_for_sync $r
+        nickv_wait_replicas $nk 1
+
+        test {Nic-KV: with the master at hz 1, a stopped Nic-KV still loses its replica to it} {
+            exec kill -STOP [dict get $nk pid]
+            wait_for_condition 80 100 {
+                [status $r master_link_status] eq {up} && [nickv_status $r nickv_link_via] eq {}
+            } else {
+                exec kill -CONT [dict get $nk pid]
+                fail "the replica still waits for the stopped Nic-KV"
+            }
+            assert_equal none [nickv_status $master nickv_daemon]
+            exec kill -CONT [dict get $nk pid]
+            $master set hz1 1
+            assert_equal 1 [$master wait 1 5000]
+        }
+    }
+    nickv_stop $nk
+}

@@ -1,0 +1,145 @@
+# The Nic-KV daemon's place on the master, and a replica's redirects: what
+# a review of the liveness change found (a dead daemon's link counted by
+# WAIT, a stale redirect followed after REPLICAOF, FAILOVER choosing the
+# daemon, a hello without a stream, a daemon that is no longer the
+# nickv-user), each kept from coming back.
+
+source tests/skv/helpers.tcl
+
+# A stand-in daemon (tests/fake-nickv.tcl) in $mode; returns its pid.
+proc fake_nickv_start {mport mode} {
+    set fport [find_available_port [expr {$::baseport + 480}] 20]
+    set out [file normalize [tmpdir fake-nickv]]/out
+    set pid [exec tclsh tests/skv/fake-nickv.tcl $mport $fport $mode > $out 2>@1 &]
+    return $pid
+}
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+
+    test {Nic-KV: WAIT never counts the link of a daemon that went silent} {
+        # The stand-in acknowledges the write (the stream reached it), then
+        # hangs. The master drops it a second later; its link, freed after
+        # that, must never count as a replica: no replica has the write.
+        set fake [fake_nickv_start $mport hang]
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_daemon] eq {healthy}
+        } else {
+            catch {exec kill $fake}
+            fail "the stand-in daemon did not join"
+        }
+        set timeouts [nickv_status $master nickv_daemon_timeouts]
+        set rd [redis_deferring_client]
+        $rd set hang-now 1
+        $rd read
+        $rd wait 1 2500
+        assert_equal 0 [$rd read]
+        $rd close
+        assert_equal [expr {$timeouts + 1}] [nickv_status $master nickv_daemon_timeouts]
+        assert_equal 0 [status $master connected_slaves]
+        catch {exec kill $fake}
+    }
+
+    test {Nic-KV: a hello with no stream after it is forgotten, and counts as no replica} {
+        set c [redis $mhost $mport]
+        set reply [$c replconf nickv "hello 10.0.0.66 6666 0"]
+        assert_match {[0-9a-f]* [0-9]*} $reply
+        # Not in server.slaves (no PSYNC): connected_slaves stays 0.
+        assert_equal 0 [status $master connected_slaves]
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_daemon] eq {none}
+        } else {
+            fail "a daemon that never streamed is still attached"
+        }
+        assert_equal 0 [status $master connected_slaves]
+        assert_error "*I/O error*" {$c ping}
+        catch {$c close}
+    }
+
+    set nk [nickv_start $mport]
+    start_server {overrides {save ""}} {
+        set r [srv 0 client]
+        $r replicaof $mhost $mport
+        wait_for_sync $r
+        nickv_wait_replicas $nk 1
+
+        test {Nic-KV: FAILOVER never picks the daemon's link} {
+            set replid [status $master master_replid]
+            # The only replica is behind Nic-KV, which FAILOVER cannot reach.
+            assert_error "*FAILOVER requires connected replicas*" {$master failover}
+            assert_error "*FAILOVER requires connected replicas*" {$master failover to 127.0.0.1 [dict get $nk port]}
+            after 1000
+            assert_equal $replid [status $master master_replid]
+            assert_equal no-failover [status $master master_failover_state]
+            assert_equal master [status $master role]
+            assert_equal 1 [nickv_info $nk connected_replicas]
+        }
+
+        test {Nic-KV: a daemon that is no longer the nickv-user is dropped, and refused} {
+            set joins [nickv_status $master nickv_daemon_joins]
+            $master config set nickv-user someone-else
+            wait_for_condition 50 100 {
+                [nickv_status $master nickv_daemon] eq {none}
+            } else {
+                fail "the daemon stayed attached after nickv-user changed"
+            }
+            after 1500
+            assert_equal none [nickv_status $master nickv_daemon]
+            assert_equal $joins [nickv_status $master nickv_daemon_joins]
+            $master config set nickv-user default
+            wait_for_condition 100 100 {
+                [nickv_status $master nickv_daemon] eq {healthy}
+            } else {
+                fail "the daemon did not come back"
+            }
+            nickv_wait_replicas $nk 1
+            $master set after-user-change 1
+            wait_for_ofs_sync $master $r
+            assert_equal 1 [$r get after-user-change]
+        }
+
+        test {Nic-KV: announce-ip is set at startup only} {
+            assert_match "*can't set immutable config*" [nickv_cmd $nk config set announce-ip 10.1.1.1]
+        }
+    }
+    nickv_stop $nk
+
+    test {Nic-KV: a redirect is not followed after REPLICAOF another master} {
+        # A stand-in master redirects every replica to a port where a test
+        # listener only counts connections.
+        set fmport [find_available_port [expr {$::baseport + 460}] 20]
+        set nkport [find_available_port [expr {$fmport + 1}] 20]
+        set out [file normalize [tmpdir fake-master]]/out
+        set fm [exec tclsh tests/skv/fake-master.tcl $fmport $nkport > $out 2>@1 &]
+        wait_for_condition 50 100 {
+            [string match "*listening*" [exec cat $out]]
+        } else {
+            catch {exec kill $fm}
+            fail "the stand-in master did not start"
+        }
+        start_server {overrides {save ""}} {
+            set r [srv 0 client]
+            $r replicaof 127.0.0.1 $fmport
+            # Redirected; its next connect (within a second) would follow.
+            # Before that, it is told to replicate from the real master.
+            wait_for_condition 300 10 {
+                [nickv_status $r nickv_redirects_followed] >= 1
+            } else {
+                catch {exec kill $fm}
+                fail "the stand-in master did not redirect the replica"
+            }
+            $r replicaof $mhost $mport
+            wait_for_sync $r
+            after 1500
+            catch {exec kill $fm}
+            assert_no_match "*nickv-port: connection*" [exec cat $out]
+            assert_equal master [nickv_status $r nickv_replica_path]
+            $master set after-replicaof 1
+            wait_for_ofs_sync $master $r
+            assert_equal 1 [$r get after-replicaof]
+            nickv_assert_no_server_bug 0
+        }
+    }
+}
