@@ -219,10 +219,6 @@ typedef struct nkServer {
     _Atomic int link_paused;            /* the backlog cannot take more yet */
     long long link_paused_since;        /* ms, or since the last progress */
     sds link_in;
-    long long link_rdb_left;            /* NK_LINK_RDB: bytes, or -1 for EOF mark */
-    char link_eofmark[NK_RUNID_SIZE];
-    char link_eoftail[NK_RUNID_SIZE];
-    size_t link_eoftail_len;
     time_t link_lastio;
     time_t link_down_since;
     int master_is_skv;                  /* it answered REPLCONF nickv hello */

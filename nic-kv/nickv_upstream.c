@@ -49,6 +49,7 @@
 static sds link_out;
 static time_t state_since;
 static int try_continue = 1;           /* PSYNC from our own backlog */
+static struct nkRdbReader link_rdb;    /* NK_LINK_RDB: the RDB we drop */
 
 static const char *stateNames[] = {
     "none", "connecting", "auth", "port", "capa", "hello", "psync", "rdb", "streaming"
@@ -133,6 +134,99 @@ void nkLinkMessage(const char *fmt, ...) {
     va_end(ap);
     linkCommand("REPLCONF", NICKV_REPLCONF, msg, NULL);
     sdsfree(msg);
+}
+
+/* ------------------------------------------------ A master's full sync --- */
+
+/* What follows a +FULLRESYNC from the master: newlines (keepalives while it
+ * prepares the RDB), then "$<len>" and that many bytes, or "$EOF:<mark>"
+ * (40 bytes), the RDB and the mark again. Our link drops it; a proxied full
+ * sync passes it to the replica unchanged. One reader for both. */
+#define NK_RDB_PREAMBLE (-2)        /* left: before the $ line */
+#define NK_RDB_EOFMARK (-1)         /* left: until the mark */
+#define NK_RDB_PREAMBLE_MAX 128     /* a $ line longer than this is garbage */
+
+typedef struct nkRdbReader {
+    long long left;                 /* NK_RDB_PREAMBLE, NK_RDB_EOFMARK, or bytes left */
+    char mark[NK_RUNID_SIZE];
+    char tail[NK_RUNID_SIZE];       /* the last bytes read: a mark may straddle reads */
+    size_t taillen;                 /* < NK_RUNID_SIZE */
+} nkRdbReader;
+
+static void rdbReaderInit(nkRdbReader *r) {
+    memset(r, 0, sizeof(*r));
+    r->left = NK_RDB_PREAMBLE;
+}
+
+/* Feed p[0..len): returns how many of those bytes belong to the full sync
+ * (what follows the RDB is the stream's, and stays with the caller), with
+ * *done set when the RDB ended there; or -1 with *err for a preamble that
+ * is not one. Bytes of a $ line not complete yet are not consumed. */
+static ssize_t rdbReaderFeed(nkRdbReader *r, const char *p, size_t len, int *done,
+                             const char **err) {
+    size_t used = 0;
+    *done = 0;
+    if (r->left == NK_RDB_PREAMBLE) {
+        const char *line, *nl;
+        size_t linelen;
+        while (used < len && p[used] == '\n') used++;
+        if (used == len) return used;
+        line = p + used;
+        if (line[0] != '$') { *err = "bad RDB preamble from the master"; return -1; }
+        if (!(nl = memchr(line, '\n', len - used))) {
+            if (len - used > NK_RDB_PREAMBLE_MAX) { *err = "bad RDB preamble from the master"; return -1; }
+            return used;
+        }
+        linelen = nl - line;
+        if (linelen && line[linelen - 1] == '\r') linelen--;
+        if (linelen == 5 + NK_RUNID_SIZE && !memcmp(line + 1, "EOF:", 4)) {
+            memcpy(r->mark, line + 5, NK_RUNID_SIZE);
+            r->taillen = 0;
+            r->left = NK_RDB_EOFMARK;
+        } else if (!string2ll(line + 1, linelen - 1, &r->left) || r->left < 0) {
+            r->left = NK_RDB_PREAMBLE;
+            *err = "bad RDB length in the master's preamble";
+            return -1;
+        }
+        used = nl - p + 1;
+    }
+    if (r->left >= 0) {
+        size_t n = len - used;
+        if ((long long)n > r->left) n = (size_t)r->left;
+        r->left -= n;
+        used += n;
+        if (r->left == 0) *done = 1;
+        return used;
+    }
+    /* Until the mark: its first occurrence ends the RDB. */
+    const char *q = p + used, *m;
+    size_t qlen = len - used;
+    if (r->taillen) {
+        /* One that begins in the bytes kept from the last read. */
+        char win[2 * NK_RUNID_SIZE];
+        size_t head = qlen < NK_RUNID_SIZE - 1 ? qlen : NK_RUNID_SIZE - 1;
+        memcpy(win, r->tail, r->taillen);
+        memcpy(win + r->taillen, q, head);
+        if ((m = memmem(win, r->taillen + head, r->mark, NK_RUNID_SIZE))) {
+            *done = 1;
+            return used + (size_t)(m - win) + NK_RUNID_SIZE - r->taillen;
+        }
+    }
+    if ((m = memmem(q, qlen, r->mark, NK_RUNID_SIZE))) {
+        *done = 1;
+        return used + (size_t)(m - q) + NK_RUNID_SIZE;
+    }
+    /* Keep the last NK_RUNID_SIZE-1 bytes seen. */
+    if (qlen >= NK_RUNID_SIZE - 1) {
+        memcpy(r->tail, q + qlen - (NK_RUNID_SIZE - 1), NK_RUNID_SIZE - 1);
+        r->taillen = NK_RUNID_SIZE - 1;
+    } else {
+        size_t keep = r->taillen + qlen > NK_RUNID_SIZE - 1 ? NK_RUNID_SIZE - 1 - qlen : r->taillen;
+        memmove(r->tail, r->tail + r->taillen - keep, keep);
+        memcpy(r->tail + keep, q, qlen);
+        r->taillen = keep + qlen;
+    }
+    return len;
 }
 
 /* ------------------------------------------------------------ The link --- */
@@ -293,7 +387,7 @@ static void handleReply(const char *line) {
                 return;
             }
             newHistory(id, off + 1);
-            nk.link_rdb_left = -2;            /* waiting for the $ line */
+            rdbReaderInit(&link_rdb);
             setState(NK_LINK_RDB);
             nkLog(LL_NOTICE, "Full resync from the master (%s:%lld): dropping its RDB", id, off);
         } else {
@@ -314,52 +408,15 @@ static void handleReply(const char *line) {
 
 /* Consume RDB bytes (which we do not keep); returns how many were used. */
 static size_t consumeRdb(const char *p, size_t len) {
-    size_t used = 0;
-    if (nk.link_rdb_left == -2) {
-        /* Newlines (keepalives) until the $ line. */
-        while (used < len && p[used] == '\n') used++;
-        const char *nl = memchr(p + used, '\n', len - used);
-        if (!nl) return used;
-        if (p[used] != '$') {
-            linkClose("bad RDB preamble");
-            return len;
-        }
-        if (!strncmp(p + used + 1, "EOF:", 4) && nl - (p + used) >= 5 + NK_RUNID_SIZE) {
-            memcpy(nk.link_eofmark, p + used + 5, NK_RUNID_SIZE);
-            nk.link_eoftail_len = 0;
-            nk.link_rdb_left = -1;
-        } else {
-            char *end;
-            nk.link_rdb_left = strtoll(p + used + 1, &end, 10);
-            if (end == p + used + 1 || nk.link_rdb_left < 0) {
-                linkClose("bad RDB length in the master's preamble");
-                return len;
-            }
-        }
-        used = nl - p + 1;
+    const char *err = NULL;
+    int done;
+    ssize_t used = rdbReaderFeed(&link_rdb, p, len, &done, &err);
+    if (used < 0) {
+        linkClose(err);
+        return len;
     }
-    if (nk.link_rdb_left >= 0) {
-        size_t n = len - used;
-        if ((long long)n > nk.link_rdb_left) n = nk.link_rdb_left;
-        nk.link_rdb_left -= n;
-        used += n;
-        if (nk.link_rdb_left == 0) startStreaming();
-        return used;
-    }
-    /* EOF mark: the RDB ends with the 40 bytes of the mark. */
-    while (used < len) {
-        if (nk.link_eoftail_len == NK_RUNID_SIZE) {
-            memmove(nk.link_eoftail, nk.link_eoftail + 1, NK_RUNID_SIZE - 1);
-            nk.link_eoftail_len--;
-        }
-        nk.link_eoftail[nk.link_eoftail_len++] = p[used++];
-        if (nk.link_eoftail_len == NK_RUNID_SIZE &&
-            !memcmp(nk.link_eoftail, nk.link_eofmark, NK_RUNID_SIZE)) {
-            startStreaming();
-            break;
-        }
-    }
-    return used;
+    if (done) startStreaming();
+    return (size_t)used;
 }
 
 /* Into the backlog, as much as it takes now; tell whoever waits for it. */
@@ -525,7 +582,7 @@ void nkLinkCron(void) {
  * sync through Nic-KV: a connection of our own to the master asks for it,
  * and its +FULLRESYNC line and RDB go to the replica unchanged. Then the
  * replica streams from our backlog at the RDB's offset. */
-typedef enum { FS_CONNECTING, FS_AUTH, FS_PORT, FS_CAPA, FS_PSYNC, FS_PREAMBLE, FS_RDB } fsState;
+typedef enum { FS_CONNECTING, FS_AUTH, FS_PORT, FS_CAPA, FS_PSYNC, FS_RDB } fsState;
 
 struct nkFullSync {
     nkClient *c;
@@ -533,10 +590,7 @@ struct nkFullSync {
     fsState state;
     sds in;
     long long offset;              /* from +FULLRESYNC */
-    long long left;                /* RDB bytes left, or -1 for an EOF mark */
-    char mark[NK_RUNID_SIZE];
-    char tail[NK_RUNID_SIZE];
-    size_t taillen;
+    nkRdbReader rdb;               /* FS_RDB: what it passes on */
     int paused;
 };
 
@@ -574,56 +628,14 @@ static void fsSend(nkFullSync *fs, const char *first, ...) {
 
 /* Pass RDB bytes to the replica; returns bytes used, sets done at the end. */
 static size_t fsForward(nkClient *c, const char *p, size_t len, int *done) {
-    nkFullSync *fs = c->fs;
-    size_t used = 0;
-    *done = 0;
-    if (fs->state == FS_PREAMBLE) {
-        while (used < len && p[used] == '\n') used++;       /* keepalives */
-        if (used) nkClientWriteRaw(c, p, used);
-        const char *nl = memchr(p + used, '\n', len - used);
-        if (!nl) return used;
-        if (p[used] != '$') {
-            fsEnd(c, "bad RDB preamble from the master");
-            return len;
-        }
-        if (!strncmp(p + used + 1, "EOF:", 4) && nl - (p + used) >= 5 + NK_RUNID_SIZE) {
-            memcpy(fs->mark, p + used + 5, NK_RUNID_SIZE);
-            fs->left = -1;
-        } else {
-            char *end;
-            fs->left = strtoll(p + used + 1, &end, 10);
-            if (end == p + used + 1 || fs->left < 0) {
-                fsEnd(c, "bad RDB length from the master");
-                return len;
-            }
-        }
-        nkClientWriteRaw(c, p + used, nl - (p + used) + 1);
-        used = nl - p + 1;
-        fs->state = FS_RDB;
+    const char *err = NULL;
+    ssize_t used = rdbReaderFeed(&c->fs->rdb, p, len, done, &err);
+    if (used < 0) {
+        fsEnd(c, err);
+        return len;
     }
-    if (fs->left >= 0) {
-        size_t n = len - used;
-        if ((long long)n > fs->left) n = fs->left;
-        nkClientWriteRaw(c, p + used, n);
-        fs->left -= n;
-        used += n;
-        if (fs->left == 0) *done = 1;
-        return used;
-    }
-    size_t start = used;
-    while (used < len) {
-        if (fs->taillen == NK_RUNID_SIZE) {
-            memmove(fs->tail, fs->tail + 1, NK_RUNID_SIZE - 1);
-            fs->taillen--;
-        }
-        fs->tail[fs->taillen++] = p[used++];
-        if (fs->taillen == NK_RUNID_SIZE && !memcmp(fs->tail, fs->mark, NK_RUNID_SIZE)) {
-            *done = 1;
-            break;
-        }
-    }
-    nkClientWriteRaw(c, p + start, used - start);
-    return used;
+    nkClientWriteRaw(c, p, (size_t)used);
+    return (size_t)used;
 }
 
 static void fsHandleLine(nkClient *c, const char *line) {
@@ -658,7 +670,8 @@ static void fsHandleLine(nkClient *c, const char *line) {
             return;
         }
         nkClientReply(c, "%s\r\n", line);
-        fs->state = FS_PREAMBLE;
+        rdbReaderInit(&fs->rdb);
+        fs->state = FS_RDB;
         nkLog(LL_NOTICE, "Full sync of replica %s:%d through Nic-KV: RDB at offset %lld",
               c->ip, c->listening_port, fs->offset);
         break;
@@ -695,7 +708,7 @@ static void fsReadable(aeEventLoop *el, int fd, void *data, int mask) {
     if (n < 0) return;
     fs->in = sdscatlen(fs->in, buf, n);
     while (c->fs && sdslen(fs->in)) {
-        if (fs->state == FS_PREAMBLE || fs->state == FS_RDB) {
+        if (fs->state == FS_RDB) {
             int done;
             size_t used = fsForward(c, fs->in, sdslen(fs->in), &done);
             if (!c->fs) break;
