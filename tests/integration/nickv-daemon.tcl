@@ -10,7 +10,7 @@ source tests/skv/helpers.tcl
 proc fake_nickv_start {mport mode} {
     set fport [find_available_port [expr {$::baseport + 480}] 20]
     set out [file normalize [tmpdir fake-nickv]]/out
-    set pid [exec tclsh tests/skv/fake-nickv.tcl $mport $fport $mode > $out 2>@1 &]
+    set pid [exec tclsh tests/skv/fake-peer.tcl nickv $mport $fport $mode > $out 2>@1 &]
     return $pid
 }
 
@@ -112,7 +112,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         set fmport [find_available_port [expr {$::baseport + 460}] 20]
         set nkport [find_available_port [expr {$fmport + 1}] 20]
         set out [file normalize [tmpdir fake-master]]/out
-        set fm [exec tclsh tests/skv/fake-master.tcl $fmport $nkport > $out 2>@1 &]
+        set fm [exec tclsh tests/skv/fake-peer.tcl master $fmport $nkport > $out 2>@1 &]
         wait_for_condition 50 100 {
             [string match "*listening*" [exec cat $out]]
         } else {

@@ -14,7 +14,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         # A stand-in daemon that reports a backlog holding everything, and
         # answers every replica's PSYNC with -NICKV.
         set fport [find_available_port [expr {$::baseport + 480}] 20]
-        set fake [exec tclsh tests/skv/fake-nickv.tcl $mport $fport bounce \
+        set fake [exec tclsh tests/skv/fake-peer.tcl nickv $mport $fport bounce \
                       > [file normalize [tmpdir fake-nickv]]/out 2>@1 &]
         wait_for_condition 100 100 {
             [nickv_status $master nickv_daemon] eq {healthy}

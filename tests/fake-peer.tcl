@@ -1,0 +1,137 @@
+# fake-peer.tcl -- stand-in peers for tests that need one that misbehaves
+# in a precise way. Each runs as its own process:
+#
+#   tclsh tests/fake-peer.tcl nickv <master-port> <listen-port> bounce|hang
+#   tclsh tests/fake-peer.tcl master <port> <nickv-port>
+#
+# nickv: a Nic-KV daemon. It joins the master as a daemon would (REPLCONF
+# nickv hello, PSYNC at the master's offset), reads and drops the stream,
+# reports a backlog covering every offset every 200 ms (the heartbeat), and
+# listens on <listen-port>: every replica that comes there gets +OK to its
+# handshake and "-NICKV cannot serve ..." to its PSYNC, as a real Nic-KV
+# says when its backlog does not hold the offset. With hang: once the
+# stream carries the key "hang-now", it acknowledges what it read (REPLCONF
+# ACK, as the daemon does) and then sends nothing more, its connection
+# open: a daemon that hung right after the stream reached it.
+#
+# master: a master that redirects every replica ("+NICKV 127.0.0.1
+# <nickv-port> 0" to its PSYNC) to a "Nic-KV" that is not there: on
+# <nickv-port> it only accepts, prints "nickv-port: connection" for each
+# connection and closes it, so that a test sees whether a replica followed.
+
+set role [lindex $argv 0]
+
+proc resp {args} {
+    set out "*[llength $args]\r\n"
+    foreach a $args { append out "\$[string length $a]\r\n$a\r\n" }
+    return $out
+}
+
+proc send_cmd {fd args} {
+    puts -nonewline $fd [resp {*}$args]
+    flush $fd
+}
+
+proc read_line {fd} {
+    fconfigure $fd -blocking 1
+    set line [string trimright [gets $fd] "\r"]
+    fconfigure $fd -blocking 0
+    return $line
+}
+
+# A replica's handshake: +OK to each command (several may come in one read:
+# a replica pipelines AUTH and its REPLCONFs), $psync_reply to its PSYNC,
+# after which the connection is closed.
+proc replica_readable {fd psync_reply} {
+    if {[catch {read $fd} data] || [eof $fd]} { catch {close $fd}; return }
+    if {$data eq ""} return
+    set cmds [regexp -all {(?:^|\n)\*[0-9]+\r\n} $data]
+    # The PSYNC command (not "capa psync2").
+    set psync [regexp -nocase {\$5\r\nPSYNC\r\n} $data]
+    for {set i [expr {$psync ? 1 : 0}]} {$i < $cmds} {incr i} {
+        puts -nonewline $fd "+OK\r\n"
+    }
+    if {$psync} {
+        puts -nonewline $fd "$psync_reply\r\n"
+        flush $fd
+        close $fd
+        return
+    }
+    flush $fd
+}
+
+proc serve_replicas {port psync_reply} {
+    socket -server [list accept_replica $psync_reply] -myaddr 127.0.0.1 $port
+}
+
+proc accept_replica {psync_reply fd addr port} {
+    fconfigure $fd -translation binary -buffering none -blocking 0
+    fileevent $fd readable [list replica_readable $fd $psync_reply]
+}
+
+# ------------------------------------------------------------ master ---
+if {$role eq "master"} {
+    lassign $argv - port nkport
+    proc accept_nickv {fd addr port} {
+        puts "nickv-port: connection"
+        flush stdout
+        close $fd
+    }
+    serve_replicas $port "+NICKV 127.0.0.1 $nkport 0"
+    socket -server accept_nickv -myaddr 127.0.0.1 $nkport
+    puts "fake-master: listening"
+    flush stdout
+    vwait forever
+}
+
+# ------------------------------------------------------------- nickv ---
+lassign $argv - mport lport mode
+set m [socket 127.0.0.1 $mport]
+fconfigure $m -translation binary -buffering none
+send_cmd $m REPLCONF listening-port $lport
+read_line $m
+send_cmd $m REPLCONF capa eof capa psync2
+read_line $m
+send_cmd $m REPLCONF nickv "hello 127.0.0.1 $lport 0"
+set hello [read_line $m]
+if {![regexp {^\+([0-9a-f]{40}) ([0-9]+)$} $hello -> replid offset]} {
+    puts stderr "fake-nickv: the master refused the hello: $hello"
+    exit 1
+}
+send_cmd $m PSYNC $replid [expr {$offset + 1}]
+set cont [read_line $m]
+if {![string match "+CONTINUE*" $cont]} {
+    puts stderr "fake-nickv: the master refused PSYNC: $cont"
+    exit 1
+}
+puts "fake-nickv: streaming from the master at offset $offset"
+flush stdout
+
+# The stream: read and dropped (counted: our offset).
+set hung 0
+proc drain {fd} {
+    global offset hung mode
+    if {[catch {read $fd} data] || [eof $fd]} { exit 0 }
+    incr offset [string length $data]
+    if {$mode eq "hang" && !$hung && [string first "hang-now" $data] >= 0} {
+        send_cmd $fd REPLCONF ACK $offset
+        set hung 1
+        puts "fake-nickv: hung at offset $offset"
+        flush stdout
+    }
+}
+fileevent $m readable [list drain $m]
+
+# The heartbeat: a backlog that holds everything.
+proc heartbeat {} {
+    global m offset hung
+    if {$hung} return
+    send_cmd $m REPLCONF ACK $offset
+    send_cmd $m REPLCONF nickv "backlog 1 [expr {$offset + 1000000000}] 100"
+    after 200 heartbeat
+}
+heartbeat
+
+serve_replicas $lport "-NICKV cannot serve this offset (fake Nic-KV): sync with the master"
+
+vwait forever
