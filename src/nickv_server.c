@@ -85,6 +85,8 @@ static struct {
     long long stream_writes;
     mstime_t daemon_heard;     /* when the daemon last reported */
     mstime_t daemon_hello;     /* when it said hello */
+    long long daemon_ack;      /* its last ACK of the stream ... */
+    mstime_t daemon_ack_moved; /* ... which moved then, or it was all caught up */
     list *retired;            /* client ids of daemons forgotten whose links
                                * are not freed yet: still no replicas */
     long long idle_offset;     /* master_repl_offset when last seen moving */
@@ -134,9 +136,17 @@ static int nickvDaemonAlive(void) {
            mstime() - NK.daemon_heard <= NICKV_DAEMON_TIMEOUT_MS;
 }
 
+/* Its heartbeat shows its main loop runs, not that the stream flows: a
+ * daemon whose ACK stands behind our offset for NICKV_DAEMON_TIMEOUT_MS
+ * (its link paused, a fan-out stalled) gets no new replica meanwhile. */
+static int nickvDaemonStalled(void) {
+    return NK.daemon_ack < server.master_repl_offset &&
+           mstime() - NK.daemon_ack_moved > NICKV_DAEMON_TIMEOUT_MS;
+}
+
 /* ... and we may send replicas to it. */
 static int nickvDaemonHealthy(void) {
-    return nickvOffload && nickvDaemonAlive();
+    return nickvOffload && nickvDaemonAlive() && !nickvDaemonStalled();
 }
 
 /* Forget the daemon and the replicas it reported; close its link if it is
@@ -231,7 +241,8 @@ void nickvReplconf(client *c, sds message) {
             nickvForgetDaemon("is replaced by a new daemon");
         nickvDropReplicas();
         NK.daemon_id = c->id;
-        NK.daemon_heard = NK.daemon_hello = mstime();
+        NK.daemon_heard = NK.daemon_hello = NK.daemon_ack_moved = mstime();
+        NK.daemon_ack = server.master_repl_offset;
         if (!strcmp(argv[1], "?") || !strcmp(argv[1], "")) {
             if (connPeerToString(c->conn, NK.daemon_host, sizeof(NK.daemon_host), NULL) == -1)
                 NK.daemon_host[0] = '\0';
@@ -454,7 +465,12 @@ static void nickvMasterWatch(mstime_t now) {
                 nickvForgetDaemon("said hello but did not start streaming in time: closing its link");
             else
                 NK.daemon_heard = now;
-        } else if (now - NK.daemon_heard > NICKV_DAEMON_TIMEOUT_MS) {
+        } else if (now - NK.daemon_heard <= NICKV_DAEMON_TIMEOUT_MS) {
+            if (d->repl_ack_off != NK.daemon_ack || d->repl_ack_off >= server.master_repl_offset) {
+                NK.daemon_ack = d->repl_ack_off;
+                NK.daemon_ack_moved = now;
+            }
+        } else {
             NK.daemon_timeouts++;
             nickvForgetDaemon("sent no heartbeat for over a second (stopped or hung?): "
                               "closing its link");
@@ -510,7 +526,8 @@ void nickvCron(void) {
     /* Blocked for a while ourselves (a slow command, a script, loading):
      * what our peers sent meanwhile is still unread, so their silence
      * means nothing yet. */
-    if (last && now - last > 1000 / server.hz + NICKV_PING_MS) NK.daemon_heard = NK.via_heard = now;
+    if (last && now - last > 1000 / server.hz + NICKV_PING_MS)
+        NK.daemon_heard = NK.daemon_ack_moved = NK.via_heard = now;
     last = now;
     nickvMasterWatch(now);
     nickvReplicaWatch(now);

@@ -1,7 +1,7 @@
 # fake-peer.tcl -- stand-in peers for tests that need one that misbehaves
 # in a precise way. Each runs as its own process:
 #
-#   tclsh tests/fake-peer.tcl nickv <master-port> <listen-port> bounce|hang
+#   tclsh tests/fake-peer.tcl nickv <master-port> <listen-port> bounce|hang|stall
 #   tclsh tests/fake-peer.tcl master <port> <nickv-port>
 #
 # nickv: a Nic-KV daemon. It joins the master as a daemon would (REPLCONF
@@ -12,7 +12,9 @@
 # says when its backlog does not hold the offset. With hang: once the
 # stream carries the key "hang-now", it acknowledges what it read (REPLCONF
 # ACK, as the daemon does) and then sends nothing more, its connection
-# open: a daemon that hung right after the stream reached it.
+# open: a daemon that hung right after the stream reached it. With stall:
+# its heartbeats go on, but its ACK stays where it joined (a daemon whose
+# link to the master is paused).
 #
 # master: a master that redirects every replica ("+NICKV 127.0.0.1
 # <nickv-port> 0" to its PSYNC) to a "Nic-KV" that is not there: on
@@ -104,6 +106,7 @@ if {![string match "+CONTINUE*" $cont]} {
     puts stderr "fake-nickv: the master refused PSYNC: $cont"
     exit 1
 }
+set joined $offset
 puts "fake-nickv: streaming from the master at offset $offset"
 flush stdout
 
@@ -124,9 +127,9 @@ fileevent $m readable [list drain $m]
 
 # The heartbeat: a backlog that holds everything.
 proc heartbeat {} {
-    global m offset hung
+    global m offset hung mode joined
     if {$hung} return
-    send_cmd $m REPLCONF ACK $offset
+    send_cmd $m REPLCONF ACK [expr {$mode eq "stall" ? $joined : $offset}]
     send_cmd $m REPLCONF nickv "backlog 1 [expr {$offset + 1000000000}] 100"
     after 200 heartbeat
 }

@@ -362,3 +362,21 @@ proc nickv_assert_no_server_bug {level} {
         fail "the server at level $level broke an invariant: $bugs"
     }
 }
+
+# The innermost server, configured with Nic-KV as its master, gets a full
+# sync through Nic-KV (Nic-KV's own connection to the master asks for it),
+# then the stream: the data is the master's.
+proc nickv_check_proxied_full_sync {master nk} {
+    set r [srv 0 client]
+    set proxied [nickv_info $nk sync_full_proxied]
+    $r replicaof no one
+    $r replicaof 127.0.0.1 [dict get $nk port]
+    wait_for_condition 200 100 {
+        [status $r master_link_status] eq {up}
+    } else {
+        fail "the replica did not sync through Nic-KV: [exec tail -n 5 [dict get $nk log]]"
+    }
+    assert_equal [expr {$proxied + 1}] [nickv_info $nk sync_full_proxied]
+    nickv_mixed_load $master 50
+    nickv_assert_digests $master [list $r]
+}

@@ -143,3 +143,38 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         }
     }
 }
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+
+    test {Nic-KV: a daemon whose stream stands still gets no replica, though its heartbeat goes on} {
+        set fake [fake_nickv_start $mport stall]
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_daemon] eq {healthy}
+        } else {
+            catch {exec kill $fake}
+            fail "the stand-in daemon did not join"
+        }
+        # The master writes; the daemon's ACK stays where it joined.
+        $master set moved 1
+        wait_for_condition 50 100 {
+            [nickv_status $master nickv_daemon] eq {lagging}
+        } else {
+            catch {exec kill $fake}
+            fail "the master still takes a stalled daemon for healthy"
+        }
+        start_server {overrides {save ""}} {
+            set r [srv 0 client]
+            $r replicaof $mhost $mport
+            wait_for_sync $r
+            after 2500
+            assert_equal 0 [nickv_status $master nickv_handoffs]
+            assert_equal 0 [nickv_status $master nickv_redirects]
+            assert_equal {} [nickv_status $r nickv_link_via]
+            assert_equal lagging [nickv_status $master nickv_daemon]
+        }
+        catch {exec kill $fake}
+    }
+}

@@ -124,16 +124,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             # Configured with Nic-KV as its master: its full sync goes
             # through Nic-KV's own connection to the master, which sends
             # AUTH <masterauth>.
-            $r replicaof no one
-            $r replicaof 127.0.0.1 [dict get $nk port]
-            wait_for_condition 200 100 {
-                [status $r master_link_status] eq {up}
-            } else {
-                fail "the replica did not sync through Nic-KV: [exec tail -n 5 [dict get $nk log]]"
-            }
-            assert_equal 1 [nickv_info $nk sync_full_proxied]
-            nickv_mixed_load $master 50
-            nickv_assert_digests $master [list $r]
+            nickv_check_proxied_full_sync $master $nk
         } {} {needs:debug}
     }
     peers_nickv_stop_all
@@ -167,16 +158,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
 
         test {Nic-KV: a proxied full sync with such a masteruser and masterauth} {
             # Nic-KV's own connection to the master sends AUTH <user> <pass>.
-            $r replicaof no one
-            $r replicaof 127.0.0.1 [dict get $nk port]
-            wait_for_condition 200 100 {
-                [status $r master_link_status] eq {up}
-            } else {
-                fail "the replica did not sync through Nic-KV: [exec tail -n 5 [dict get $nk log]]"
-            }
-            assert_equal 1 [nickv_info $nk sync_full_proxied]
-            nickv_mixed_load $master 50
-            nickv_assert_digests $master [list $r]
+            nickv_check_proxied_full_sync $master $nk
         } {} {needs:debug}
     }
     peers_nickv_stop_all

@@ -266,16 +266,7 @@ start_server {tags {"nickv repl external:skip"}} {
             }
             # Not redirected here, so not sent back to the master either:
             # Nic-KV is its master, and it needs a full sync.
-            $r replicaof 127.0.0.1 [dict get $nk port]
-            wait_for_condition 200 100 {
-                [status $r master_link_status] eq {up}
-            } else {
-                fail "the replica did not sync through Nic-KV"
-            }
-            assert_equal 1 [nickv_info $nk sync_full_proxied]
-            nickv_mixed_load $master 50
-            wait_for_ofs_sync $master $r
-            assert_equal [$master debug digest] [$r debug digest]
+            nickv_check_proxied_full_sync $master $nk
             nickv_stop $nk
         } {} {needs:debug}
     }
