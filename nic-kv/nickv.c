@@ -889,30 +889,7 @@ static sds genInfo(int nsec, sds *secs) {
             nk.cfg.config_file ? nk.cfg.config_file : "");
     }
     if (infoWants(nsec, secs, "upstream", "replication")) {
-        s = sdscatprintf(s,
-            "# Upstream\r\n"
-            "role:nickv\r\n"
-            "master_host:%s\r\n"
-            "master_port:%d\r\n"
-            "master_link_transport:%s\r\n"
-            "master_link_status:%s\r\n"
-            "master_link_paused:%d\r\n"
-            "master_link_state:%s\r\n"
-            "master_is_skv:%d\r\n"
-            "master_last_io_seconds_ago:%lld\r\n"
-            "master_link_down_since_seconds:%lld\r\n"
-            "master_replid:%s\r\n"
-            "master_repl_offset:%lld\r\n"
-            "master_link_connects:%lld\r\n"
-            "master_bytes_in:%llu\r\n"
-            "master_reads:%llu\r\n\r\n",
-            nk.cfg.master_host, nk.cfg.master_rdma_port ? nk.cfg.master_rdma_port : nk.cfg.master_port,
-            nk.cfg.master_rdma_port ? "rdma" : "tcp",
-            nk.link_state == NK_LINK_STREAMING ? "up" : "down", nk.link_paused, nkLinkStateName(),
-            nk.master_is_skv,
-            nk.link_lastio ? nkUnixTime() - (long long)nk.link_lastio : -1,
-            nk.link_state == NK_LINK_STREAMING ? 0 : (nk.link_down_since ? nkUnixTime() - (long long)nk.link_down_since : -1),
-            nk.master_replid, last, nk.link_connects, nk.link_bytes_in, nk.link_reads);
+        s = nkLinkInfo(s, last);
     }
     if (infoWants(nsec, secs, "backlog", NULL)) {
         s = sdscatprintf(s,
@@ -1014,7 +991,7 @@ static void psyncContinue(nkClient *c, long long offset) {
     nk.stat_sync_partial_ok++;
     nkLog(LL_NOTICE, "Replica %s:%d: partial resync from offset %lld", c->ip,
           c->listening_port, offset);
-    nkClientReply(c, "+CONTINUE %s\r\n", nk.master_replid);
+    nkClientReply(c, "+CONTINUE %s\r\n", nkLinkReplid());
     c->stream_from = offset;
     nkClientSetState(c, NK_CLIENT_HANDOVER);
 }
@@ -1060,7 +1037,7 @@ static void psyncCommand(nkClient *c, int argc, sds *argv) {
         nkClientReply(c, "-ERR wrong number of arguments for 'psync' command\r\n");
         return;
     }
-    if (nk.link_state != NK_LINK_STREAMING) {
+    if (!nkLinkStreaming()) {
         nkClientReply(c, "-NOMASTERLINK Nic-KV is not connected to its master\r\n");
         return;
     }
@@ -1069,20 +1046,19 @@ static void psyncCommand(nkClient *c, int argc, sds *argv) {
         return;
     }
     nkBacklogRange(&first, &last);
-    int same_history = !strcmp(argv[1], nk.master_replid) ||
-        (!strcmp(argv[1], nk.master_replid2) && offset <= nk.second_replid_offset);
+    int same_history = nkLinkSameHistory(argv[1], offset);
     if (same_history && offset >= first && offset <= last + 1) {
         psyncContinue(c, offset);
         return;
     }
-    if (!strcmp(argv[1], nk.master_replid) && last > 0 && offset > last + 1) {
+    if (!strcmp(argv[1], nkLinkReplid()) && last > 0 && offset > last + 1) {
         nkLog(LL_VERBOSE, "Replica %s:%d: offset %lld is ahead of the backlog (%lld..%lld): "
               "waiting for the stream", c->ip, c->listening_port, offset, first, last);
         nk.stat_sync_waited++;
         nkClientSetState(c, NK_CLIENT_WAITING);
         c->psync_wait = offset;
         c->psync_deadline = nkMstime() + NICKV_PSYNC_WAIT_MS;
-        snprintf(c->psync_replid, sizeof(c->psync_replid), "%s", nk.master_replid);
+        snprintf(c->psync_replid, sizeof(c->psync_replid), "%s", nkLinkReplid());
         return;
     }
     psyncRefuse(c, argv[1], offset, "is not in the backlog");
@@ -1100,10 +1076,10 @@ void nkPsyncWaitersCheck(void) {
         nkClient *c = listNodeValue(ln);
         long long offset = c->psync_wait;
         if (c->state != NK_CLIENT_WAITING) continue;
-        int same_history = !strcmp(c->psync_replid, nk.master_replid);
-        if (same_history && nk.link_state == NK_LINK_STREAMING && offset <= last + 1 && offset >= first) {
+        int same_history = !strcmp(c->psync_replid, nkLinkReplid());
+        if (same_history && nkLinkStreaming() && offset <= last + 1 && offset >= first) {
             psyncContinue(c, offset);
-        } else if (nk.link_state != NK_LINK_STREAMING) {
+        } else if (!nkLinkStreaming()) {
             nkClientReply(c, "-NOMASTERLINK Nic-KV lost its master link\r\n");
             nkClientSetState(c, NK_CLIENT_CLOSING);
         } else if (!same_history || now >= c->psync_deadline || offset < first) {
@@ -1229,7 +1205,7 @@ static void roleCommand(nkClient *c) {
     nkClientReply(c, "*6\r\n$5\r\nnickv\r\n");
     replyBulk(c, nk.cfg.master_host, strlen(nk.cfg.master_host));
     nkClientReply(c, ":%d\r\n", nk.cfg.master_port);
-    const char *st = nk.link_state == NK_LINK_STREAMING ? "connected" : "connecting";
+    const char *st = nkLinkStreaming() ? "connected" : "connecting";
     replyBulk(c, st, strlen(st));
     nkClientReply(c, ":%lld\r\n*%lu\r\n", last, listLength(nk.replicas));
     listRewind(nk.replicas, &li);
@@ -1705,7 +1681,7 @@ int main(int argc, char **argv) {
     nk.start_time = time(NULL);
     nk.clients = listCreate();
     nk.replicas = listCreate();
-    nk.link_in = sdsempty();
+    nkLinkInit();
     nk.el = aeCreateEventLoop(65536);
     nk.loop = nkLoopCreate(nk.el);
     if (nkBacklogInit(nk.cfg.backlog_size) == -1) {

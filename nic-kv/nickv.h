@@ -142,6 +142,9 @@ typedef struct nkBacklog {
     long long first, last;
     long long gen;               /* bumped when a new history restarts it */
     _Atomic long long last_pub;  /* last, readable without the lock */
+    _Atomic int pinned_out;      /* the last append was cut short by a pin:
+                                  * fan-out threads wake the main thread
+                                  * when a pin moves */
 } nkBacklog;
 
 /* --------------------------------------------------------- Replicas --- */
@@ -187,17 +190,6 @@ typedef struct nkReplica {
 
 /* ----------------------------------------------------------- Server --- */
 
-typedef enum {
-    NK_LINK_NONE = 0,         /* not connected; retried once a second */
-    NK_LINK_CONNECTING,
-    NK_LINK_AUTH,             /* sent AUTH, waiting for +OK */
-    NK_LINK_PORT,             /* sent REPLCONF listening-port */
-    NK_LINK_CAPA,             /* sent REPLCONF capa */
-    NK_LINK_HELLO,            /* sent REPLCONF nickv hello */
-    NK_LINK_PSYNC,            /* sent PSYNC */
-    NK_LINK_RDB,              /* FULLRESYNC: reading (and dropping) the RDB */
-    NK_LINK_STREAMING         /* the stream goes into the backlog */
-} nkLinkState;
 
 typedef struct nkServer {
     nkConfig cfg;
@@ -213,24 +205,7 @@ typedef struct nkServer {
     time_t start_time;
     int shutdown_asap;
 
-    /* The link to the master (nickv_upstream.c). */
-    nkLinkState link_state;
-    nkConn *link;                       /* NULL when not connected */
-    _Atomic int link_paused;            /* the backlog cannot take more yet */
-    long long link_paused_since;        /* ms, or since the last progress */
-    sds link_in;
-    time_t link_lastio;
-    time_t link_down_since;
-    int master_is_skv;                  /* it answered REPLCONF nickv hello */
-    int link_refused;                   /* ... with -NICKV: not as its daemon */
-    char master_replid[NK_RUNID_SIZE+1];
-    char master_replid2[NK_RUNID_SIZE+1];
-    long long second_replid_offset;
-    char hello_replid[NK_RUNID_SIZE+1];
-    long long hello_offset;
-    unsigned long long link_bytes_in;
-    unsigned long long link_reads;
-    long long link_connects;
+    /* The link to the master keeps its state in nickv_upstream.c. */
 
     /* Backlog and fan-out (nickv_fanout.c). */
     nkBacklog backlog;
@@ -330,7 +305,17 @@ int nkClientSlotsFree(void);
 void nkLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 long long nkUnixTime(void);
 
-/* nickv_upstream.c */
+/* nickv_upstream.c: the link to the master, which owns its state. */
+void nkLinkInit(void);
+/* Streaming from the master (PSYNCs can be served). */
+int nkLinkStreaming(void);
+/* The master's replication id, as our stream carries it. */
+const char *nkLinkReplid(void);
+/* Is (replid, offset) our stream's history: the master's id, or the one
+ * before it up to where it changed (as a Redis master's replid2)? */
+int nkLinkSameHistory(const char *replid, long long offset);
+/* INFO's "Upstream" section; last is the backlog's last offset. */
+sds nkLinkInfo(sds s, long long last);
 void nkLinkCron(void);
 /* Our ACK and backlog report to the master, every NICKV_HEARTBEAT_MS. */
 void nkLinkHeartbeat(void);
@@ -344,7 +329,6 @@ void nkPsyncWaitersCheck(void);
 /* REPLCONF nickv <message> to an SKV master, the message formatted from fmt
  * and sent as one argument; dropped unless streaming. */
 void nkLinkMessage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-const char *nkLinkStateName(void);
 struct nkClient;
 int nkProxyFullSync(struct nkClient *c);
 

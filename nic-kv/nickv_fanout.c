@@ -189,7 +189,7 @@ int nkBacklogDropPinners(const char *why) {
  * overwrite (the caller keeps the rest and tries again later). */
 size_t nkBacklogAppend(const char *data, size_t len) {
     nkBacklog *b = &nk.backlog;
-    size_t taken;
+    size_t taken, want = len;
     pthread_rwlock_wrlock(&b->lock);
     len = taken = appendRoom(len);
     while (len) {
@@ -203,6 +203,7 @@ size_t nkBacklogAppend(const char *data, size_t len) {
     }
     if (b->last - b->first + 1 > b->size) b->first = b->last - b->size + 1;
     b->last_pub = b->last;
+    atomic_store(&b->pinned_out, taken < want);
     pthread_rwlock_unlock(&b->lock);
     return taken;
 }
@@ -357,7 +358,7 @@ static void replicaUpdatePin(nkReplica *r) {
     pin = inflight ? r->pos - (long long)inflight : NK_NO_PIN;
     old = atomic_exchange(&r->pin, pin);
     /* The master link may be waiting for exactly this. */
-    if (pin != old && atomic_load(&nk.link_paused)) wakeMain();
+    if (pin != old && atomic_load(&nk.backlog.pinned_out)) wakeMain();
 }
 
 /* Send the replica what the backlog holds beyond its position. Returns -1

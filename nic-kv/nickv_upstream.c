@@ -46,6 +46,39 @@
 #define NK_MASTER_GRACE 5
 #define NK_PROXY_PAUSE (4*1024*1024)   /* stop reading the RDB above this */
 
+typedef enum {
+    NK_LINK_NONE = 0,         /* not connected; retried once a second */
+    NK_LINK_CONNECTING,
+    NK_LINK_AUTH,             /* sent AUTH, waiting for +OK */
+    NK_LINK_PORT,             /* sent REPLCONF listening-port */
+    NK_LINK_CAPA,             /* sent REPLCONF capa */
+    NK_LINK_HELLO,            /* sent REPLCONF nickv hello */
+    NK_LINK_PSYNC,            /* sent PSYNC */
+    NK_LINK_RDB,              /* FULLRESYNC: reading (and dropping) the RDB */
+    NK_LINK_STREAMING         /* the stream goes into the backlog */
+} nkLinkState;
+
+/* The link's state: this file's alone (others ask through nkLink*()). */
+static struct {
+    nkLinkState link_state;
+    nkConn *link;                       /* NULL when not connected */
+    int link_paused;                    /* the backlog cannot take more yet */
+    long long link_paused_since;        /* ms, or since the last progress */
+    sds link_in;
+    time_t link_lastio;
+    time_t link_down_since;
+    int master_is_skv;                  /* it answered REPLCONF nickv hello */
+    int link_refused;                   /* ... with -NICKV: not as its daemon */
+    char master_replid[NK_RUNID_SIZE+1];
+    char master_replid2[NK_RUNID_SIZE+1];
+    long long second_replid_offset;
+    char hello_replid[NK_RUNID_SIZE+1];
+    long long hello_offset;
+    unsigned long long link_bytes_in;
+    unsigned long long link_reads;
+    long long link_connects;
+} L;
+
 static sds link_out;
 static time_t state_since;
 static int try_continue = 1;           /* PSYNC from our own backlog */
@@ -55,10 +88,56 @@ static const char *stateNames[] = {
     "none", "connecting", "auth", "port", "capa", "hello", "psync", "rdb", "streaming"
 };
 
-const char *nkLinkStateName(void) { return stateNames[nk.link_state]; }
+static const char *nkLinkStateName(void) { return stateNames[L.link_state]; }
+
+void nkLinkInit(void) {
+    L.link_in = sdsempty();
+}
+
+int nkLinkStreaming(void) {
+    return L.link_state == NK_LINK_STREAMING;
+}
+
+const char *nkLinkReplid(void) {
+    return L.master_replid;
+}
+
+int nkLinkSameHistory(const char *replid, long long offset) {
+    return !strcmp(replid, L.master_replid) ||
+           (L.master_replid2[0] && !strcmp(replid, L.master_replid2) &&
+            offset <= L.second_replid_offset);
+}
+
+sds nkLinkInfo(sds s, long long last) {
+    s = sdscatprintf(s,
+            "# Upstream\r\n"
+            "role:nickv\r\n"
+            "master_host:%s\r\n"
+            "master_port:%d\r\n"
+            "master_link_transport:%s\r\n"
+            "master_link_status:%s\r\n"
+            "master_link_paused:%d\r\n"
+            "master_link_state:%s\r\n"
+            "master_is_skv:%d\r\n"
+            "master_last_io_seconds_ago:%lld\r\n"
+            "master_link_down_since_seconds:%lld\r\n"
+            "master_replid:%s\r\n"
+            "master_repl_offset:%lld\r\n"
+            "master_link_connects:%lld\r\n"
+            "master_bytes_in:%llu\r\n"
+            "master_reads:%llu\r\n\r\n",
+            nk.cfg.master_host, nk.cfg.master_rdma_port ? nk.cfg.master_rdma_port : nk.cfg.master_port,
+            nk.cfg.master_rdma_port ? "rdma" : "tcp",
+            L.link_state == NK_LINK_STREAMING ? "up" : "down", L.link_paused, nkLinkStateName(),
+            L.master_is_skv,
+            L.link_lastio ? nkUnixTime() - (long long)L.link_lastio : -1,
+            L.link_state == NK_LINK_STREAMING ? 0 : (L.link_down_since ? nkUnixTime() - (long long)L.link_down_since : -1),
+            L.master_replid, last, L.link_connects, L.link_bytes_in, L.link_reads);
+    return s;
+}
 
 static void setState(nkLinkState s) {
-    nk.link_state = s;
+    L.link_state = s;
     state_since = time(NULL);
 }
 
@@ -69,17 +148,17 @@ static void linkReadable(nkConn *conn, void *data);
 static void linkClose(const char *why);
 
 static void linkFlush(void) {
-    while (nk.link && link_out && sdslen(link_out)) {
-        ssize_t n = nkConnWrite(nk.link, link_out, sdslen(link_out));
+    while (L.link && link_out && sdslen(link_out)) {
+        ssize_t n = nkConnWrite(L.link, link_out, sdslen(link_out));
         if (n < 0 && errno != EAGAIN) {
-            linkClose(nkConnError(nk.link) ? nkConnError(nk.link) : strerror(errno));
+            linkClose(nkConnError(L.link) ? nkConnError(L.link) : strerror(errno));
             return;
         }
         if (n <= 0) break;
         sdsrange(link_out, n, -1);
     }
-    if (!nk.link) return;
-    nkConnSetWriteHandler(nk.link, (link_out && sdslen(link_out)) ? linkWritable : NULL);
+    if (!L.link) return;
+    nkConnSetWriteHandler(L.link, (link_out && sdslen(link_out)) ? linkWritable : NULL);
 }
 
 static void linkWritable(nkConn *conn, void *data) {
@@ -128,7 +207,7 @@ static void linkCommand(const char *first, ...) {
 void nkLinkMessage(const char *fmt, ...) {
     va_list ap;
     sds msg;
-    if (nk.link_state != NK_LINK_STREAMING || !nk.master_is_skv) return;
+    if (L.link_state != NK_LINK_STREAMING || !L.master_is_skv) return;
     va_start(ap, fmt);
     msg = sdscatvprintf(sdsempty(), fmt, ap);
     va_end(ap);
@@ -232,19 +311,19 @@ static ssize_t rdbReaderFeed(nkRdbReader *r, const char *p, size_t len, int *don
 /* ------------------------------------------------------------ The link --- */
 
 static void linkClose(const char *why) {
-    if (nk.link) {
-        nkConnClose(nk.link);
-        nk.link = NULL;
+    if (L.link) {
+        nkConnClose(L.link);
+        L.link = NULL;
     }
-    nk.link_paused = 0;
+    L.link_paused = 0;
     /* Once per outage: a master that stays away is retried every second. */
-    if (nk.link_state == NK_LINK_STREAMING || !nk.link_down_since)
+    if (L.link_state == NK_LINK_STREAMING || !L.link_down_since)
         nkLog(LL_WARNING, "Link with the master %s:%d lost (%s)", nk.cfg.master_host,
               nk.cfg.master_port, why);
     else
         nkLog(LL_VERBOSE, "Master %s:%d: %s", nk.cfg.master_host, nk.cfg.master_port, why);
-    if (nk.link_state == NK_LINK_STREAMING || !nk.link_down_since) nk.link_down_since = time(NULL);
-    sdsclear(nk.link_in);
+    if (L.link_state == NK_LINK_STREAMING || !L.link_down_since) L.link_down_since = time(NULL);
+    sdsclear(L.link_in);
     if (link_out) sdsclear(link_out);
     setState(NK_LINK_NONE);
 }
@@ -252,9 +331,9 @@ static void linkClose(const char *why) {
 /* A new history: the replicas' positions mean nothing any more. */
 static void newHistory(const char *replid, long long next_offset) {
     if (listLength(nk.replicas)) nkReplicasDropAll("the master's history changed");
-    snprintf(nk.master_replid, sizeof(nk.master_replid), "%s", replid);
-    nk.master_replid2[0] = '\0';
-    nk.second_replid_offset = -1;
+    snprintf(L.master_replid, sizeof(L.master_replid), "%s", replid);
+    L.master_replid2[0] = '\0';
+    L.second_replid_offset = -1;
     nkBacklogReset(next_offset);
 }
 
@@ -262,14 +341,14 @@ static void sendPsync(void) {
     long long first, last;
     char off[LONG_STR_SIZE];
     nkBacklogRange(&first, &last);
-    if (try_continue && nk.master_replid[0] && last > 0) {
+    if (try_continue && L.master_replid[0] && last > 0) {
         ll2string(off, sizeof(off), last + 1);
-        linkCommand("PSYNC", nk.master_replid, off, NULL);
-    } else if (nk.master_is_skv) {
+        linkCommand("PSYNC", L.master_replid, off, NULL);
+    } else if (L.master_is_skv) {
         /* The hello told us where the master is: that id, from there. */
         try_continue = 0;
-        ll2string(off, sizeof(off), nk.hello_offset + 1);
-        linkCommand("PSYNC", nk.hello_replid, off, NULL);
+        ll2string(off, sizeof(off), L.hello_offset + 1);
+        linkCommand("PSYNC", L.hello_replid, off, NULL);
     } else {
         try_continue = 0;
         linkCommand("PSYNC", "?", "-1", NULL);
@@ -280,12 +359,12 @@ static void sendPsync(void) {
 static void startStreaming(void) {
     long long first, last;
     setState(NK_LINK_STREAMING);
-    nk.link_down_since = 0;
+    L.link_down_since = 0;
     try_continue = 1;
     nkBacklogRange(&first, &last);
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
-          nk.cfg.master_host, nk.cfg.master_port, nk.master_replid, last,
-          nk.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
+          nk.cfg.master_host, nk.cfg.master_port, L.master_replid, last,
+          L.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
     nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, nkClientSlotsFree());
     nkReplicasAnnounce();
 }
@@ -300,7 +379,7 @@ static void sendListeningPort(void) {
 
 /* One reply line during the handshake. */
 static void handleReply(const char *line) {
-    switch (nk.link_state) {
+    switch (L.link_state) {
     case NK_LINK_AUTH:
         if (line[0] != '+') {
             nkLog(LL_WARNING, "The master refused our AUTH: %s (check masteruser/masterauth)", line);
@@ -332,24 +411,24 @@ static void handleReply(const char *line) {
         char id[NK_RUNID_SIZE + 1];
         long long off;
         if (line[0] == '+' && sscanf(line + 1, "%40s %lld", id, &off) == 2 && strlen(id) == NK_RUNID_SIZE) {
-            nk.master_is_skv = 1;
-            nk.link_refused = 0;
-            snprintf(nk.hello_replid, sizeof(nk.hello_replid), "%s", id);
-            nk.hello_offset = off;
+            L.master_is_skv = 1;
+            L.link_refused = 0;
+            snprintf(L.hello_replid, sizeof(L.hello_replid), "%s", id);
+            L.hello_offset = off;
         } else if (!strncmp(line, NICKV_REPLY_BACK, strlen(NICKV_REPLY_BACK))) {
             /* An SKV master that will not have us as its Nic-KV (another
              * daemon serves it, or we are not its nickv-user): retry. */
-            if (!nk.link_down_since || nk.link_state == NK_LINK_HELLO)
-                nkLog(nk.link_refused ? LL_VERBOSE : LL_WARNING, "The master refuses us as its "
+            if (!L.link_down_since || L.link_state == NK_LINK_HELLO)
+                nkLog(L.link_refused ? LL_VERBOSE : LL_WARNING, "The master refuses us as its "
                       "Nic-KV: %s (retrying every second)", line + 1);
-            nk.link_refused = 1;
+            L.link_refused = 1;
             linkClose("refused as Nic-KV by the master");
             return;
         } else {
-            if (nk.master_is_skv || nk.link_connects == 1)
+            if (L.master_is_skv || L.link_connects == 1)
                 nkLog(LL_NOTICE, "The master does not know Nic-KV (%s): running without its "
                       "knowledge of our replicas", line);
-            nk.master_is_skv = 0;
+            L.master_is_skv = 0;
         }
         sendPsync();
         break;
@@ -359,14 +438,14 @@ static void handleReply(const char *line) {
             char id[NK_RUNID_SIZE + 1] = "";
             long long first, last;
             nkBacklogRange(&first, &last);
-            if (try_continue && nk.master_replid[0]) {
+            if (try_continue && L.master_replid[0]) {
                 if (sscanf(line + 9, " %40s", id) == 1 && strlen(id) == NK_RUNID_SIZE &&
-                    strcmp(id, nk.master_replid)) {
+                    strcmp(id, L.master_replid)) {
                     /* The master changed its id (failover): the old one stays
                      * valid up to here, as in Redis. */
-                    memcpy(nk.master_replid2, nk.master_replid, sizeof(nk.master_replid2));
-                    nk.second_replid_offset = last + 1;
-                    memcpy(nk.master_replid, id, sizeof(nk.master_replid));
+                    memcpy(L.master_replid2, L.master_replid, sizeof(L.master_replid2));
+                    L.second_replid_offset = last + 1;
+                    memcpy(L.master_replid, id, sizeof(L.master_replid));
                     /* As a Redis replica does with its own replicas: they
                      * must learn the new id now, or their offsets run
                      * past where the old one is valid and the master can
@@ -376,7 +455,7 @@ static void handleReply(const char *line) {
                         nkReplicasDropAll("the master's replication id changed");
                 }
             } else {
-                newHistory(nk.hello_replid, nk.hello_offset + 1);
+                newHistory(L.hello_replid, L.hello_offset + 1);
             }
             startStreaming();
         } else if (!strncmp(line, "+FULLRESYNC", 11)) {
@@ -391,7 +470,7 @@ static void handleReply(const char *line) {
             setState(NK_LINK_RDB);
             nkLog(LL_NOTICE, "Full resync from the master (%s:%lld): dropping its RDB", id, off);
         } else {
-            if (try_continue && nk.master_replid[0]) {
+            if (try_continue && L.master_replid[0]) {
                 /* Our history is not the master's any more: join afresh. */
                 try_continue = 0;
                 linkClose("our backlog cannot continue the master's stream");
@@ -434,38 +513,38 @@ static size_t streamAppend(const char *p, size_t len) {
 static void linkAppend(const char *p, size_t len) {
     size_t n = streamAppend(p, len);
     if (n == len) return;
-    if (p != nk.link_in) nk.link_in = sdscatlen(nk.link_in, p + n, len - n);
-    else sdsrange(nk.link_in, n, -1);
-    if (!nk.link_paused) {
-        nk.link_paused = 1;
-        nk.link_paused_since = nkMstime();
+    if (p != L.link_in) L.link_in = sdscatlen(L.link_in, p + n, len - n);
+    else sdsrange(L.link_in, n, -1);
+    if (!L.link_paused) {
+        L.link_paused = 1;
+        L.link_paused_since = nkMstime();
         nk.stat_pin_waits++;
-        nkConnSetReadHandler(nk.link, NULL);
+        nkConnSetReadHandler(L.link, NULL);
         nkLog(LL_VERBOSE, "The backlog is pinned by RDMA sends in flight: pausing the master link");
     }
 }
 
 void nkLinkResume(void) {
     size_t len, n;
-    if (!nk.link_paused || !nk.link) return;
-    len = sdslen(nk.link_in);
-    n = streamAppend(nk.link_in, len);
+    if (!L.link_paused || !L.link) return;
+    len = sdslen(L.link_in);
+    n = streamAppend(L.link_in, len);
     if (n) {
-        sdsrange(nk.link_in, n, -1);
-        nk.link_paused_since = nkMstime();     /* it moves: no one to blame yet */
+        sdsrange(L.link_in, n, -1);
+        L.link_paused_since = nkMstime();     /* it moves: no one to blame yet */
     }
     if (n == len) {
-        nk.link_paused = 0;
-        nkConnSetReadHandler(nk.link, linkReadable);
+        L.link_paused = 0;
+        nkConnSetReadHandler(L.link, linkReadable);
         return;
     }
-    if (nkMstime() - nk.link_paused_since >= NK_PIN_TIMEOUT_MS) {
+    if (nkMstime() - L.link_paused_since >= NK_PIN_TIMEOUT_MS) {
         /* Whoever still pins what the next byte overwrites has a NIC that
          * stopped acknowledging: drop it (its channel closes, the pin goes). */
         nk.stat_pin_drops += nkBacklogDropPinners("its RDMA sends did not complete in time, "
                                                   "and the master's stream needs that part of "
                                                   "the backlog: dropping it");
-        nk.link_paused_since = nkMstime();
+        L.link_paused_since = nkMstime();
     }
 }
 
@@ -479,31 +558,31 @@ static void linkReadable(nkConn *conn, void *data) {
         return;
     }
     if (n < 0) return;
-    nk.link_lastio = time(NULL);
-    nk.link_bytes_in += n;
-    nk.link_reads++;
-    if (nk.link_state == NK_LINK_STREAMING) {
+    L.link_lastio = time(NULL);
+    L.link_bytes_in += n;
+    L.link_reads++;
+    if (L.link_state == NK_LINK_STREAMING) {
         linkAppend(buf, n);
         return;
     }
-    nk.link_in = sdscatlen(nk.link_in, buf, n);
-    while (sdslen(nk.link_in) && nk.link) {
-        if (nk.link_state == NK_LINK_RDB) {
-            size_t used = consumeRdb(nk.link_in, sdslen(nk.link_in));
-            sdsrange(nk.link_in, used, -1);
-            if (nk.link_state == NK_LINK_RDB && used == 0) break;
+    L.link_in = sdscatlen(L.link_in, buf, n);
+    while (sdslen(L.link_in) && L.link) {
+        if (L.link_state == NK_LINK_RDB) {
+            size_t used = consumeRdb(L.link_in, sdslen(L.link_in));
+            sdsrange(L.link_in, used, -1);
+            if (L.link_state == NK_LINK_RDB && used == 0) break;
             continue;
         }
-        if (nk.link_state == NK_LINK_STREAMING) {
+        if (L.link_state == NK_LINK_STREAMING) {
             /* The first stream bytes came with the handshake's last reply. */
-            linkAppend(nk.link_in, sdslen(nk.link_in));
-            if (!nk.link_paused) sdsclear(nk.link_in);
+            linkAppend(L.link_in, sdslen(L.link_in));
+            if (!L.link_paused) sdsclear(L.link_in);
             break;
         }
-        char *nl = memchr(nk.link_in, '\n', sdslen(nk.link_in));
+        char *nl = memchr(L.link_in, '\n', sdslen(L.link_in));
         if (!nl) break;
-        sds line = sdsnewlen(nk.link_in, nl - nk.link_in);
-        sdsrange(nk.link_in, nl - nk.link_in + 1, -1);
+        sds line = sdsnewlen(L.link_in, nl - L.link_in);
+        sdsrange(L.link_in, nl - L.link_in + 1, -1);
         line = sdstrim(line, "\r");
         if (sdslen(line)) handleReply(line);   /* empty lines are keepalives */
         sdsfree(line);
@@ -518,7 +597,7 @@ static void linkConnected(nkConn *conn, void *data) {
     }
     nkConnSetWriteHandler(conn, NULL);
     nkConnSetReadHandler(conn, linkReadable);
-    nk.link_lastio = time(NULL);
+    L.link_lastio = time(NULL);
     if (nk.cfg.masterauth) {
         if (nk.cfg.masteruser) linkCommand("AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL);
         else linkCommand("AUTH", nk.cfg.masterauth, NULL);
@@ -532,17 +611,17 @@ static void linkConnect(void) {
     char err[256];
     int rdma = nk.cfg.master_rdma_port > 0;
     int port = rdma ? nk.cfg.master_rdma_port : nk.cfg.master_port;
-    nk.link_connects++;
-    nk.link = nkConnConnect(nk.loop, nk.cfg.master_host, port, rdma, NULL,
+    L.link_connects++;
+    L.link = nkConnConnect(nk.loop, nk.cfg.master_host, port, rdma, NULL,
                             (size_t)nk.cfg.rdma_rx_size, err, sizeof(err));
-    if (!nk.link) {
-        if (nk.link_connects <= 1 || nk.link_connects % 60 == 0)
+    if (!L.link) {
+        if (L.link_connects <= 1 || L.link_connects % 60 == 0)
             nkLog(LL_WARNING, "Cannot connect to the master %s:%d%s: %s", nk.cfg.master_host,
                   port, rdma ? " (RDMA)" : "", err);
         return;
     }
     setState(NK_LINK_CONNECTING);
-    nkConnSetWriteHandler(nk.link, linkConnected);
+    nkConnSetWriteHandler(L.link, linkConnected);
 }
 
 /* Every NICKV_HEARTBEAT_MS while streaming: our ACK (it keeps the link alive)
@@ -552,7 +631,7 @@ static void linkConnect(void) {
 void nkLinkHeartbeat(void) {
     long long first, last;
     char off[LONG_STR_SIZE];
-    if (nk.link_state != NK_LINK_STREAMING) return;
+    if (L.link_state != NK_LINK_STREAMING) return;
     nkBacklogRange(&first, &last);
     ll2string(off, sizeof(off), last);
     linkCommand("REPLCONF", "ACK", off, NULL);
@@ -561,15 +640,15 @@ void nkLinkHeartbeat(void) {
 
 void nkLinkCron(void) {
     time_t now = time(NULL);
-    if (nk.link_state == NK_LINK_NONE) {
+    if (L.link_state == NK_LINK_NONE) {
         linkConnect();
-    } else if (nk.link_state == NK_LINK_STREAMING) {
-        if (now - nk.link_lastio > nk.cfg.repl_timeout) linkClose("timeout: no data from the master");
+    } else if (L.link_state == NK_LINK_STREAMING) {
+        if (now - L.link_lastio > nk.cfg.repl_timeout) linkClose("timeout: no data from the master");
     } else if (now - state_since > nk.cfg.repl_timeout) {
         linkClose("timeout during the handshake");
     }
-    if (nk.link_state != NK_LINK_STREAMING && nk.link_down_since &&
-        now - nk.link_down_since >= NK_MASTER_GRACE && listLength(nk.replicas)) {
+    if (L.link_state != NK_LINK_STREAMING && L.link_down_since &&
+        now - L.link_down_since >= NK_MASTER_GRACE && listLength(nk.replicas)) {
         nkLog(LL_WARNING, "No master for %d seconds: closing our %lu replicas' links so that "
               "they go to the master themselves", NK_MASTER_GRACE, listLength(nk.replicas));
         nkReplicasDropAll("Nic-KV lost its master");
@@ -665,7 +744,7 @@ static void fsHandleLine(nkClient *c, const char *line) {
             fsEnd(c, line);
             return;
         }
-        if (strcmp(id, nk.master_replid)) {
+        if (strcmp(id, L.master_replid)) {
             fsEnd(c, "the master's replication id differs from our stream's");
             return;
         }
