@@ -807,8 +807,10 @@ int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err) {
         if (sdslen(*buf) > 64 * 1024) { *err = "too big multibulk header"; return -1; }
         return 0;
     }
-    count = strtoll(q, NULL, 10);
-    if (count <= 0 || count > 64 || nl[1] != '\n') { *err = "invalid multibulk length"; return -1; }
+    if (!string2ll(q, nl - q, &count) || count <= 0 || count > 64 || nl[1] != '\n') {
+        *err = "invalid multibulk length";
+        return -1;
+    }
     q = nl + 2;
     v = zcalloc(sizeof(sds) * count);
     for (i = 0; i < count; i++) {
@@ -816,8 +818,10 @@ int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err) {
         if (q >= end) goto more;
         if (*q != '$') { *err = "expected '$'"; goto fail; }
         if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) goto more;
-        len = strtoll(q + 1, NULL, 10);
-        if (len < 0 || len > 64 * 1024 || nl[1] != '\n') { *err = "invalid bulk length"; goto fail; }
+        if (!string2ll(q + 1, nl - (q + 1), &len) || len < 0 || len > 64 * 1024 || nl[1] != '\n') {
+            *err = "invalid bulk length";
+            goto fail;
+        }
         q = nl + 2;
         if (end - q < len + 2) goto more;
         v[i] = sdsnewlen(q, len);

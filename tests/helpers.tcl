@@ -86,7 +86,10 @@ proc nickv_start_under {prefix master_port args} {
     set port [find_available_port [expr {$::baseport + 250}] 200]
     set dir [file normalize [tmpdir nickv]]
     set log $dir/nickv.log
-    set pid [exec {*}$prefix src/nic-kv --port $port --master-port $master_port --logfile $log {*}$args &]
+    # Its stdout and stderr go to a file: a nic-kv left running by a failed
+    # test must not hold the harness's output open.
+    set pid [exec {*}$prefix src/nic-kv --port $port --master-port $master_port --logfile $log \
+                 {*}$args >>& $dir/nickv.out &]
     set nk [dict create port $port pid $pid log $log args $args master $master_port]
     # The password its clients give: requirepass, else masterauth.
     foreach opt {--masterauth --requirepass} {
@@ -106,7 +109,7 @@ proc nickv_start_under {prefix master_port args} {
 proc nickv_restart {nk} {
     set log [dict get $nk log]
     set pid [exec src/nic-kv --port [dict get $nk port] --master-port [dict get $nk master] \
-                 --logfile $log {*}[dict get $nk args] &]
+                 --logfile $log {*}[dict get $nk args] >>& [file dirname $log]/nickv.out &]
     dict set nk pid $pid
     wait_for_condition 100 50 {
         [catch {nickv_cmd $nk ping} r] == 0 && ($r eq "PONG" || [string match "*NOAUTH*" $r])

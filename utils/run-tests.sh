@@ -160,7 +160,10 @@ for suite in $suites; do
         for u in $(skv_units); do args+=(--single "skv/$u"); done
         if [ ${#args[@]} = 0 ]; then echo "no SKV tests found in tests/" >&2; total_fail=$((total_fail+1)); continue; fi
         run_suite skv count_runtest \
-            bash -c "cd '$tree' && ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}" ;;
+            bash -c "cd '$tree' && ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}"
+        # A test that failed half-way may leave its nic-kv running.
+        pkill -f '^src/nic-kv ' 2>/dev/null || true
+        pkill -f 'tests/skv/fake-peer.tcl' 2>/dev/null || true ;;
     rdma)
         run_rdma ;;
     *)

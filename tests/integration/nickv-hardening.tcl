@@ -232,3 +232,24 @@ start_server {tags {"nickv external:skip"}} {
         nickv_stop $nk
     }
 }
+
+start_server {tags {"nickv external:skip"}} {
+    set mport [srv 0 port]
+
+    test {Nic-KV: request lengths are parsed strictly, as redis-server does} {
+        set nk [nickv_start $mport]
+        foreach {req reply} {
+            "*1abc\r\n\$4\r\nPING\r\n" {-ERR Protocol error: invalid multibulk length}
+            "*1\r\n\$4x\r\nPING\r\n"   {-ERR Protocol error: invalid bulk length}
+            "*99999999999999999999\r\n" {-ERR Protocol error: invalid multibulk length}
+        } {
+            set fd [nickv_raw_connect $nk]
+            puts -nonewline $fd $req
+            assert_equal $reply [nickv_raw_line $fd]
+            assert_equal 1 [nickv_raw_closed $fd]
+            close $fd
+        }
+        assert_equal PONG [nickv_cmd $nk ping]
+        nickv_stop $nk
+    }
+}
