@@ -999,7 +999,24 @@ typedef struct cmEvent {
     struct rdma_cm_id *id;
     struct rdma_cm_id *listen_id;
     void *context;                 /* id->context, read before the ack */
+    char reason[RDMA_REJECT_REASON_MAX + 1];   /* REJECTED: the server's why, or "" */
 } cmEvent;
+
+/* A listener that refuses a connection says why in the reject's private
+ * data: RDMA_REJECT_TAG then a short text. Peers that do not know this (a
+ * Valkey client) see a plain reject. What a peer sent is only ever shown:
+ * non-printable bytes become '?', and the text stops at the first NUL. */
+static void cmRejectReason(const struct rdma_cm_event *ev, char *out) {
+    const char *p = ev->param.conn.private_data;
+    size_t len = ev->param.conn.private_data_len, tag = strlen(RDMA_REJECT_TAG), i;
+    out[0] = '\0';
+    if (!p || len <= tag || memcmp(p, RDMA_REJECT_TAG, tag)) return;
+    p += tag;
+    len -= tag;
+    for (i = 0; i < len && i < RDMA_REJECT_REASON_MAX && p[i]; i++)
+        out[i] = (p[i] >= 32 && p[i] < 127) ? p[i] : '?';
+    out[i] = '\0';
+}
 
 static int getCmEvent(struct rdma_event_channel *cmch, cmEvent *out) {
     struct rdma_cm_event *ev;
@@ -1009,6 +1026,8 @@ static int getCmEvent(struct rdma_event_channel *cmch, cmEvent *out) {
     out->id = ev->id;
     out->listen_id = ev->listen_id;
     out->context = ev->id ? ev->id->context : NULL;
+    out->reason[0] = '\0';
+    if (ev->event == RDMA_CM_EVENT_REJECTED) cmRejectReason(ev, out->reason);
     rdma_ack_cm_event(ev);
     return 0;
 }
@@ -1124,6 +1143,15 @@ int rdmaListenerFailed(rdmaListener *l) { return l->failed; }
 const char *rdmaListenerAddr(rdmaListener *l) { return l->addr; }
 void rdmaListenerSetRxSize(rdmaListener *l, size_t rx_size) { l->rx_size = rx_size; }
 
+/* Refuse a connection request, telling the client why (see cmRejectReason). */
+static void listenerReject(struct rdma_cm_id *id, const char *why) {
+    char msg[sizeof(RDMA_REJECT_TAG) + RDMA_REJECT_REASON_MAX];
+    int n = snprintf(msg, sizeof(msg), "%s%s", RDMA_REJECT_TAG, why);
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof(msg)) n = (int)sizeof(msg) - 1;
+    rdma_reject(id, msg, (uint8_t)n);
+}
+
 static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
     struct rdma_conn_param param;
     struct epoll_event ev;
@@ -1169,7 +1197,7 @@ static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
 refuse:
     rlog(RDMA_LOG_WARNING, "RDMA: refusing connection from %s on %s: %s",
          ch->peer_desc[0] ? ch->peer_desc : "?", l->addr, err);
-    rdma_reject(id, NULL, 0);
+    listenerReject(id, err);
     rdmaChanClose(ch);
 }
 
@@ -1465,8 +1493,12 @@ static int chanHandleClientCm(rdmaChan *ch) {
             }
             break;
         case RDMA_CM_EVENT_REJECTED:
-            chanFail(ch, &R.stats.err_connect, "connection refused (no RDMA listener on %s?)",
-                     ch->peer_desc);
+            if (e.reason[0])
+                chanFail(ch, &R.stats.err_connect, "connection refused by %s: %s",
+                         ch->peer_desc, e.reason);
+            else
+                chanFail(ch, &R.stats.err_connect, "connection refused (no RDMA listener on %s?)",
+                         ch->peer_desc);
             break;
         default:
             chanFail(ch, &R.stats.err_connect, "%s (status %d)", rdma_event_str(e.type), e.status);

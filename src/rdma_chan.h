@@ -50,6 +50,10 @@
 #define RDMA_MAX_WRS            1024
 /* A control message is exactly this many bytes. */
 #define RDMA_CTRL_MSG_SIZE      32
+/* A refused connection request carries RDMA_REJECT_TAG and up to this many
+ * bytes of text in the reject's private data (rdma_cm allows 148 on IB/RoCE). */
+#define RDMA_REJECT_TAG         "skv:"
+#define RDMA_REJECT_REASON_MAX  136
 /* Seconds a server connection may take to finish its handshake. */
 #define RDMA_HANDSHAKE_TIMEOUT  10
 /* Seconds between keepalives on an otherwise idle connection. */
