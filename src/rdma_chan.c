@@ -104,11 +104,6 @@
 
 /* ------------------------------------------------------ Declarations --- */
 
-#define RDMA_OP_GET_SERVER_FEATURE   0
-#define RDMA_OP_SET_CLIENT_FEATURE   1
-#define RDMA_OP_KEEPALIVE            2
-#define RDMA_OP_REGISTER_XFER_MEMORY 3
-
 /* Smallest buffer we let a peer announce: below a page is pointless. */
 #define RDMA_PEER_RX_MIN      4096
 /* Control messages in flight at once (keepalive, buffer turns, replies). */
@@ -301,12 +296,6 @@ static int setNonBlock(int fd) {
     return fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
-static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
-static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
-static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
-static void put16(unsigned char *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
-static void put32(unsigned char *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
-static void put64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
 
 static void formatAddr(struct sockaddr *sa, char *ip, size_t iplen, int *port) {
     if (ip && iplen) ip[0] = '\0';
@@ -788,7 +777,7 @@ static int sqPost(rdmaChan *ch, struct ibv_send_wr *wr, int force_signal) {
 
 /* Send a 32-byte control message. -1 with errno EAGAIN when no slot is
  * free yet (the caller retries later), other errno when the channel failed. */
-static int chanSendCtrl(rdmaChan *ch, const unsigned char *msg) {
+static int chanSendCtrl(rdmaChan *ch, const rdmaCtrlMsg *msg) {
     unsigned slot = ch->ctrl_next % RDMA_CTRL_TX_SLOTS;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
@@ -804,7 +793,7 @@ static int chanSendCtrl(rdmaChan *ch, const unsigned char *msg) {
         return -1;
     }
     p = ch->ctrl_tx.data + (size_t)slot * RDMA_CTRL_MSG_SIZE;
-    memcpy(p, msg, RDMA_CTRL_MSG_SIZE);
+    memcpy(p, msg, sizeof(*msg));
     sge.addr = (uintptr_t)p;
     sge.length = RDMA_CTRL_MSG_SIZE;
     sge.lkey = ch->ctrl_tx.mr->lkey;
@@ -824,13 +813,9 @@ static int chanSendCtrl(rdmaChan *ch, const unsigned char *msg) {
 
 /* Tell the peer where to write: our receive buffer, from offset 0. */
 static int chanSendBuffer(rdmaChan *ch) {
-    unsigned char msg[RDMA_CTRL_MSG_SIZE];
-    memset(msg, 0, sizeof(msg));
-    put16(msg, RDMA_OP_REGISTER_XFER_MEMORY);
-    put64(msg + 16, (uintptr_t)ch->rx.data);
-    put32(msg + 24, (uint32_t)ch->rx.len);
-    put32(msg + 28, ch->rx.mr->rkey);
-    if (chanSendCtrl(ch, msg) == -1) {
+    rdmaCtrlMsg msg;
+    rdmaCtrlXfer(&msg, (uintptr_t)ch->rx.data, (uint32_t)ch->rx.len, ch->rx.mr->rkey);
+    if (chanSendCtrl(ch, &msg) == -1) {
         if (errno == EAGAIN) ch->rx_turn_pending = 1;
         return -1;
     }
@@ -868,22 +853,25 @@ static void chanRxTurn(rdmaChan *ch) {
 
 /* ----------------------------------------------------- Completions --- */
 
-static void chanHandleCtrl(rdmaChan *ch, const unsigned char *msg) {
-    uint16_t op = get16(msg);
+/* A control message from the peer, in a receive slot. It is copied out
+ * first (the slot is re-posted, and the copy is aligned whatever the slot). */
+static void chanHandleCtrl(rdmaChan *ch, const void *slot) {
+    rdmaCtrlMsg m;
+    uint16_t op;
+    memcpy(&m, slot, sizeof(m));
+    op = rdmaCtrlOpcode(&m);
     STAT_ADD(ctrl_received, 1);
     switch (op) {
     case RDMA_OP_GET_SERVER_FEATURE:
         if (ch->server) {
-            unsigned char reply[RDMA_CTRL_MSG_SIZE];
-            memset(reply, 0, sizeof(reply));
-            put16(reply, RDMA_OP_GET_SERVER_FEATURE);
-            put16(reply + 2, get16(msg + 2));
-            put64(reply + 24, 0);          /* no extensions */
-            chanSendCtrl(ch, reply);
+            rdmaCtrlMsg reply;
+            rdmaCtrlFeature(&reply, RDMA_OP_GET_SERVER_FEATURE, rdmaBe16(m.feature.select),
+                            0);            /* no extensions */
+            chanSendCtrl(ch, &reply);
         }
         break;
     case RDMA_OP_SET_CLIENT_FEATURE: {
-        uint64_t features = get64(msg + 24);
+        uint64_t features = rdmaBe64(m.feature.features);
         if (features != 0)
             chanFail(ch, &R.stats.err_protocol, "peer asked for features 0x%llx; none are supported",
                      (unsigned long long)features);
@@ -892,9 +880,9 @@ static void chanHandleCtrl(rdmaChan *ch, const unsigned char *msg) {
     case RDMA_OP_KEEPALIVE:
         break;
     case RDMA_OP_REGISTER_XFER_MEMORY: {
-        uint64_t addr = get64(msg + 16);
-        uint32_t len = get32(msg + 24);
-        uint32_t rkey = get32(msg + 28);
+        uint64_t addr = rdmaBe64(m.xfer.addr);
+        uint32_t len = rdmaBe32(m.xfer.length);
+        uint32_t rkey = rdmaBe32(m.xfer.rkey);
         if (len < RDMA_PEER_RX_MIN || len > RDMA_RX_SIZE_MAX) {
             chanFail(ch, &R.stats.err_bad_buffer, "peer announced a %u byte buffer "
                      "(allowed: %d to %d)", len, RDMA_PEER_RX_MIN, RDMA_RX_SIZE_MAX);
@@ -946,7 +934,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
                          wc->byte_len, RDMA_CTRL_MSG_SIZE);
                 return;
             }
-            chanHandleCtrl(ch, (unsigned char *)ch->ctrl_rx.data + (size_t)slot * RDMA_CTRL_MSG_SIZE);
+            chanHandleCtrl(ch, ch->ctrl_rx.data + (size_t)slot * RDMA_CTRL_MSG_SIZE);
         }
         if (ch->state != RDMA_CHAN_ERROR && postRecv(ch, slot))
             chanFail(ch, &R.stats.err_completion, "ibv_post_recv: %s", strerror(errno));
@@ -1828,7 +1816,7 @@ ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, s
 }
 
 void rdmaChanCron(rdmaChan *ch) {
-    unsigned char msg[RDMA_CTRL_MSG_SIZE];
+    rdmaCtrlMsg msg;
     chanApplyAsync(ch);
     if (ch->state != RDMA_CHAN_CONNECTED) return;
     if (ch->rx_turn_pending) chanSendBuffer(ch);
@@ -1840,19 +1828,18 @@ void rdmaChanCron(rdmaChan *ch) {
             return;
         }
     }
-    memset(msg, 0, sizeof(msg));
-    put16(msg, RDMA_OP_KEEPALIVE);
+    rdmaCtrlInit(&msg, RDMA_OP_KEEPALIVE);
     /* Sends still outstanding, the last of them unsignaled: nothing would
      * ever report their completion (a peer that gets a small write every
      * second, an ACK, and no keepalive because we are never idle, would
      * look dead to the check above). A signaled keepalive completes them
      * all: RC sends complete in order. */
     if (sqOutstanding(ch) > 0 && ch->unsignaled > 0) {
-        if (chanSendCtrl(ch, msg) == 0) STAT_ADD(keepalives_sent, 1);
+        if (chanSendCtrl(ch, &msg) == 0) STAT_ADD(keepalives_sent, 1);
         return;
     }
     if (monoSeconds() - ch->last_send < RDMA_KEEPALIVE_INTERVAL) return;
-    if (chanSendCtrl(ch, msg) == 0) STAT_ADD(keepalives_sent, 1);
+    if (chanSendCtrl(ch, &msg) == 0) STAT_ADD(keepalives_sent, 1);
 }
 
 void rdmaChanSetRxSize(rdmaChan *ch, size_t rx_size) {
@@ -1988,11 +1975,10 @@ void rdmaChanClose(rdmaChan *ch) {
      * this returns, the NIC reads nothing more from that memory. */
     if (ch->server && ch->state == RDMA_CHAN_CONNECTED && ch->id && ch->id->qp &&
         sqOutstanding(ch) > 0 && !ch->region_mr) {
-        unsigned char msg[RDMA_CTRL_MSG_SIZE];
+        rdmaCtrlMsg msg;
         /* The last send must be signaled for its completion to show. */
-        memset(msg, 0, sizeof(msg));
-        put16(msg, RDMA_OP_KEEPALIVE);
-        if (ch->unsignaled == 0 || chanSendCtrl(ch, msg) == 0) {
+        rdmaCtrlInit(&msg, RDMA_OP_KEEPALIVE);
+        if (ch->unsignaled == 0 || chanSendCtrl(ch, &msg) == 0) {
             ch->lingering = 1;
             ch->linger_since = monoSeconds();
             return;

@@ -33,6 +33,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "rdma_proto.h"   /* control messages, RDMA_CTRL_MSG_SIZE */
+
 /* ------------------------------------------------------------ Limits --- */
 
 /* Receive buffer sizes a peer may announce, and we may use. */
@@ -49,7 +51,6 @@
 /* Work requests per queue (send and receive), as the protocol says. */
 #define RDMA_MAX_WRS            1024
 /* A control message is exactly this many bytes. */
-#define RDMA_CTRL_MSG_SIZE      32
 /* A refused connection request carries RDMA_REJECT_TAG and up to this many
  * bytes of text in the reject's private data (rdma_cm allows 148 on IB/RoCE). */
 #define RDMA_REJECT_TAG         "skv:"
