@@ -736,6 +736,29 @@ static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt,
 
 static uint64_t sqOutstanding(rdmaChan *ch) { return ch->sq_posted - ch->sq_completed; }
 
+#ifdef SKV_DEBUG
+void rdmaInvariantFailed(const char *cond, const char *file, int line) {
+    rlog(RDMA_LOG_WARNING, "RDMA: invariant broken at %s:%d: %s", file, line, cond);
+    fprintf(stderr, "RDMA: invariant broken at %s:%d: %s\n", file, line, cond);
+    abort();
+}
+#endif
+
+/* The channel's counters, as they must be after any change (debug builds;
+ * see rdmaInvariant in rdma_chan.h). All of them are our own bookkeeping:
+ * what the peer sent was validated before it moved any of them. */
+static void chanCheck(rdmaChan *ch) {
+    rdmaInvariant(ch->sq_completed <= ch->sq_posted);
+    rdmaInvariant(ch->sq_posted - ch->sq_completed <= RDMA_MAX_WRS);
+    rdmaInvariant(ch->rx_read <= ch->rx_written);
+    rdmaInvariant(ch->rx_written <= ch->rx.len);
+    rdmaInvariant(ch->st_out <= ch->st_in);
+    rdmaInvariant(ch->st_in - ch->st_out <= ch->tx.len);
+    rdmaInvariant(ch->zc_out <= ch->zc_in);
+    rdmaInvariant(!ch->peer_known || ch->tx_off <= ch->peer_len);
+    (void)ch;
+}
+
 static void chanPollCQ(rdmaChan *ch);
 
 /* Room for one more send work request; reaps completions if needed. */
@@ -754,6 +777,7 @@ static void sqPosted(rdmaChan *ch, size_t zc) {
     ch->st_end[ch->sq_posted % RDMA_MAX_WRS] = ch->st_in;
     ch->zc_end[ch->sq_posted % RDMA_MAX_WRS] = ch->zc_in;
     ch->last_send = monoSeconds();
+    chanCheck(ch);
 }
 
 /* Post one send work request. Signals it when asked to or every
@@ -827,6 +851,7 @@ static int chanSendBuffer(rdmaChan *ch) {
  * buffer of the size now wanted if that differs (and is allowed). */
 static void chanRxTurn(rdmaChan *ch) {
     ch->rx_written = ch->rx_read = 0;
+    chanCheck(ch);
     if (ch->rx_next_size && roundPages(ch->rx_next_size) != ch->rx.len) {
         rdmaBuf nb;
         char err[256];
@@ -893,6 +918,7 @@ static void chanHandleCtrl(rdmaChan *ch, const void *slot) {
         ch->peer_rkey = rkey;
         ch->tx_off = 0;
         ch->peer_known = 1;
+        chanCheck(ch);
         break;
     }
     default:
@@ -927,6 +953,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
                 return;
             }
             ch->rx_written += n;
+            chanCheck(ch);
             STAT_ADD(bytes_received, n);
         } else if (wc->opcode == IBV_WC_RECV) {
             if (wc->byte_len != RDMA_CTRL_MSG_SIZE) {
@@ -947,6 +974,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
         ch->sq_progress = monoSeconds();
         ch->st_out = ch->st_end[wc->wr_id % RDMA_MAX_WRS];
         ch->zc_out = ch->zc_end[wc->wr_id % RDMA_MAX_WRS];
+        chanCheck(ch);
     }
 }
 
@@ -1567,6 +1595,7 @@ ssize_t rdmaChanRead(rdmaChan *ch, void *buf, size_t len) {
     n = len < avail ? len : avail;
     memcpy(buf, ch->rx.data + ch->rx_read, n);
     ch->rx_read += n;
+    chanCheck(ch);
     if (ch->rx_read == ch->rx.len && ch->state == RDMA_CHAN_CONNECTED) chanRxTurn(ch);
     return (ssize_t)n;
 }
@@ -1652,6 +1681,7 @@ static ssize_t chanPostStaged(rdmaChan *ch, size_t n) {
         return -1;
     }
     ch->tx_off += n;
+    chanCheck(ch);
     STAT_ADD(writes_posted, 1);
     STAT_ADD(doorbells, 1);
     STAT_ADD(bytes_sent, n);
@@ -1808,6 +1838,7 @@ ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, s
     for (int k = 0; k < n; k++) sqPosted(ch, sges[k].length);
     ch->unsignaled = 0;
     ch->tx_off += total;
+    chanCheck(ch);
     STAT_ADD(writes_posted, (unsigned long long)n);
     STAT_ADD(bytes_sent, total);
     STAT_ADD(region_bytes_sent, total);

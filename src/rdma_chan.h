@@ -38,6 +38,22 @@
 /* ------------------------------------------------------------ Limits --- */
 
 /* Receive buffer sizes a peer may announce, and we may use. */
+/* Debug-build invariants. Built with SKV_DEBUG defined (`make SKV_DEBUG=yes`
+ * after `make clean`, see RDMA.md "Testing"), the library checks its own
+ * counters where they change: sends completed <= sends posted, bytes read
+ * <= bytes written <= the receive buffer, staged bytes sent <= staged,
+ * region bytes completed <= posted, our write offset <= the peer's buffer.
+ * A failed check is a bug here, never a peer's doing: it logs and aborts.
+ * Nothing a peer sent is ever checked this way (that closes only its
+ * connection, with a log line). Without SKV_DEBUG, the checks compile to
+ * nothing. */
+#ifdef SKV_DEBUG
+void rdmaInvariantFailed(const char *cond, const char *file, int line) __attribute__((noreturn));
+#define rdmaInvariant(cond) ((cond) ? (void)0 : rdmaInvariantFailed(#cond, __FILE__, __LINE__))
+#else
+#define rdmaInvariant(cond) ((void)0)
+#endif
+
 #define RDMA_RX_SIZE_MIN        (64*1024)
 #define RDMA_RX_SIZE_MAX        (16*1024*1024)
 #define RDMA_RX_SIZE_DEFAULT    (1024*1024)
