@@ -185,6 +185,14 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
             }
             nickv_assert_digests $master $replicas
             assert_equal 0 [nickv_info $nk master_link_paused]
+            # The resize dropped them: under emulation they can take a
+            # while (a full sync when the 1 MB backlog moved past them) to
+            # stream from Nic-KV again; the next tests need them there.
+            wait_for_condition 600 100 {
+                [nickv_info $nk connected_replicas] == 3
+            } else {
+                fail "the RDMA replicas did not come back to the 1 MB backlog"
+            }
         } {} {needs:debug}
 
         test {Nic-KV over RDMA: admin commands over RDMA, bad peers close only their connection} {
