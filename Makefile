@@ -20,7 +20,8 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 
 # BUILD_TLS: SKV serves TLS like Debian's redis-server does.
-REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes
+# SKV_DEBUG=yes: SKV's own code checks its invariants (src/rdma_chan.h).
+REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes SKV_DEBUG=$(SKV_DEBUG)
 
 PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
            $(wildcard deps/redis/patches/*.patch)

@@ -396,6 +396,13 @@ static int cfgSetRdmaBind(int argc, sds *argv, const char **err) {
 }
 static sds cfgGetRdmaBind(void) { return cfgGetAddrs(nk.cfg.rdma_bind, nk.cfg.rdma_bindcount); }
 
+/* Takes effect for the next registration; what is pinned stays pinned. */
+static int applyRdmaMaxPinned(const char **err) {
+    (void)err;
+    rdmaSetPinnedLimit((size_t)nk.cfg.rdma_max_pinned);
+    return 1;
+}
+
 static int applyBacklogSize(const char **err) {
     if (nk.cfg.backlog_size == nk.backlog.size) return 1;
     if (nkBacklogResize(nk.cfg.backlog_size) == -1) {
@@ -435,6 +442,11 @@ static nkConfigOption nkConfigs[] = {
     {"rdma-rx-size", NK_CFG_SIZE, IMM, &nk.cfg.rdma_rx_size, RDMA_RX_SIZE_MIN, RDMA_RX_SIZE_MAX,
      RDMA_RX_SIZE_DEFAULT, NULL, NULL, NULL, NULL, NULL,
      "<size>", "receive buffer of an RDMA connection, 64kb-16mb"},
+    {"rdma-max-pinned-memory", NK_CFG_SIZE, 0, &nk.cfg.rdma_max_pinned, 0, LLONG_MAX,
+     4096LL*1024*1024, NULL, NULL, NULL, NULL, applyRdmaMaxPinned,
+     "<size>", "the most memory all RDMA connections together may\n"
+     "                        register (pin), each RDMA replica's registration of\n"
+     "                        the backlog included (0: only RLIMIT_MEMLOCK limits)"},
     {"masteruser", NK_CFG_STRING, 0, &nk.cfg.masteruser, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
      "<user>", "authenticate to the master as this user"},
     {"masterauth", NK_CFG_STRING, 0, &nk.cfg.masterauth, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
@@ -951,8 +963,10 @@ static sds genInfo(int nsec, sds *secs) {
             "# RDMA\r\n"
             "rdma_listener:%s\r\n"
             "rdma_connections:%d\r\n"
-            "rdma_pinned_bytes:%zu\r\n",
-            nk.rdma_status, rdmaChanCount(), rdmaPinnedBytes());
+            "rdma_pinned_bytes:%zu\r\n"
+            "rdma_pinned_limit:%zu\r\n",
+            nk.rdma_status, rdmaChanCount(), rdmaPinnedBytes(),
+            strcmp(nk.rdma_status, "off") ? rdmaEffectivePinnedLimit() : (size_t)nk.cfg.rdma_max_pinned);
         for (const rdmaStatField *f = rdmaStatFields; f->name; f++)
             s = sdscatprintf(s, "rdma_%s:%llu\r\n", f->name, rdmaStatValue(&st, f));
         s = sdscat(s, "\r\n");
@@ -1504,6 +1518,7 @@ static void nkRdmaStart(void) {
         nkLog(LL_WARNING, "RDMA: %s", err);
         return;
     }
+    rdmaSetPinnedLimit((size_t)nk.cfg.rdma_max_pinned);
     if ((fd = rdmaAsyncFd()) != -1) aeCreateFileEvent(nk.el, fd, AE_READABLE, nkRdmaAsyncEvent, NULL);
     if (!nk.cfg.rdma_port) return;
     for (int i = 0; i < (nk.cfg.rdma_bindcount ? nk.cfg.rdma_bindcount : 1); i++) {

@@ -109,6 +109,7 @@ typedef struct nkConfig {
     char *rdma_bind[NK_MAX_BIND];
     int rdma_bindcount;
     long long rdma_rx_size;   /* receive buffer of an RDMA connection */
+    long long rdma_max_pinned; /* all RDMA registrations together; 0 = memlock only */
     int master_rdma_port;     /* > 0: the link to the master over RDMA */
     long long backlog_size;
     int thread_num;
@@ -165,7 +166,10 @@ typedef struct nkReplica {
     nkConn *conn;                       /* [thread] */
     int rdma;                           /* [main] sent to with zero copy */
     char *region;                       /* [main] the backlog buffer its
-                                         * channel registered (RDMA) */
+                                         * channel registers (RDMA) */
+    long long region_size;              /* [main] its size */
+    int registered;                     /* [thread] region registered: the
+                                         * thread does it (replicaRegister) */
     /* RDMA: the oldest offset the NIC may still be reading for it, or
      * NK_NO_PIN. Raised only under the backlog's read lock, before a
      * post; the upstream link never overwrites it (nkBacklogAppend). */

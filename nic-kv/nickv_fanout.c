@@ -21,7 +21,8 @@
  * closes or errs, or when the master's history changes.
  *
  * RDMA replicas get the stream without any copy at all: each replica's
- * channel registers the backlog ring (local access only), and the
+ * channel registers the backlog ring (local access only, in its own
+ * thread: replicaRegister), and the
  * thread posts RDMA WRITE_WITH_IMMs whose scatter entries point into the
  * ring, every piece a replica is due in one ibv_post_send (one doorbell per
  * replica per wakeup, the off-path SmartNIC study's advice #4). Since the
@@ -42,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "anet.h"
@@ -492,6 +494,38 @@ static void replicaReadable(nkConn *conn, void *data) {
     }
 }
 
+static long long monoUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* An RDMA replica's channel registers the ring it was given (r->region: the
+ * backlog when it started; a resize since then has marked it to be killed,
+ * and keeps that ring mapped while r refers to it) before anything is sent
+ * from it. Here, in the replica's own thread: the registration pins every
+ * page of the ring, tens of milliseconds for 128 MB. If it cannot (the
+ * pinned-memory limit), the replica is dropped: it goes back to the master
+ * or to Nic-KV on its own. [thread] */
+static void replicaRegister(nkWorker *w, nkReplica *r) {
+    char err[256];
+    long long start, took;
+    if (!r->rdma || r->registered || r->kill || r->state != NK_REPLICA_ONLINE) return;
+    start = monoUs();
+    if (rdmaChanAttachRegion(nkConnChan(r->conn), r->region, (size_t)r->region_size,
+                             err, sizeof(err)) == -1) {
+        char why[320];
+        snprintf(why, sizeof(why), "cannot register the backlog for zero-copy sends: %s", err);
+        nkLog(LL_WARNING, "Replica %s:%d: %s", r->ip, r->port, why);
+        replicaGone(w, r, why);
+        return;
+    }
+    took = monoUs() - start;
+    r->registered = 1;
+    nkLog(LL_VERBOSE, "Replica %s:%d: registered the %lld KiB backlog in %lld us (fan-out thread %d)",
+          r->ip, r->port, r->region_size / 1024, took, w->index);
+}
+
 static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
     (void)el; (void)mask;
     nkWorker *w = data;
@@ -511,6 +545,8 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
         nkConnSetReadHandler(r->conn, replicaReadable);
     }
     pthread_mutex_unlock(&w->lock);
+    listRewind(w->mine, &li);
+    while ((ln = listNext(&li))) replicaRegister(w, listNodeValue(ln));
     if (w->stop) {
         aeStop(w->el);
         return;
@@ -629,20 +665,12 @@ int nkFanoutThreads(void) {
 
 /* A replica starts streaming from pos, in the least loaded thread. The
  * connection must be detached. An RDMA replica's channel registers the
- * backlog ring first; if it cannot (the pinned-memory limit), the replica
- * is closed and NULL returned: it goes back to the master on its own. */
+ * backlog ring in that thread (replicaAdopt), not here: pinning a 128 MB
+ * ring takes tens of milliseconds, which the main loop (the master link,
+ * every admin client) must not wait for. */
 nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos) {
     nkReplica *r;
     nkWorker *w = &workers[0];
-    char err[256];
-    if (nkConnIsRdma(conn) &&
-        rdmaChanAttachRegion(nkConnChan(conn), nk.backlog.buf, (size_t)nk.backlog.size,
-                             err, sizeof(err)) == -1) {
-        nkLog(LL_WARNING, "Replica %s:%d: cannot register the backlog for zero-copy sends: %s",
-              ip, port, err);
-        nkConnClose(conn);
-        return NULL;
-    }
     r = zcalloc(sizeof(*r));
     for (int i = 1; i < nworkers; i++)
         if (workers[i].nreplicas < w->nreplicas) w = &workers[i];
@@ -652,6 +680,7 @@ nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos)
     r->conn = conn;
     r->rdma = nkConnIsRdma(conn);
     r->region = r->rdma ? nk.backlog.buf : NULL;
+    r->region_size = r->rdma ? nk.backlog.size : 0;
     r->pin = NK_NO_PIN;
     r->pos = pos;
     r->sent_off = pos - 1;

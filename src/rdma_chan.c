@@ -104,11 +104,6 @@
 
 /* ------------------------------------------------------ Declarations --- */
 
-#define RDMA_OP_GET_SERVER_FEATURE   0
-#define RDMA_OP_SET_CLIENT_FEATURE   1
-#define RDMA_OP_KEEPALIVE            2
-#define RDMA_OP_REGISTER_XFER_MEMORY 3
-
 /* Smallest buffer we let a peer announce: below a page is pointless. */
 #define RDMA_PEER_RX_MIN      4096
 /* Control messages in flight at once (keepalive, buffer turns, replies). */
@@ -301,12 +296,6 @@ static int setNonBlock(int fd) {
     return fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
-static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
-static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
-static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
-static void put16(unsigned char *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
-static void put32(unsigned char *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
-static void put64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
 
 static void formatAddr(struct sockaddr *sa, char *ip, size_t iplen, int *port) {
     if (ip && iplen) ip[0] = '\0';
@@ -747,6 +736,29 @@ static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt,
 
 static uint64_t sqOutstanding(rdmaChan *ch) { return ch->sq_posted - ch->sq_completed; }
 
+#ifdef SKV_DEBUG
+void rdmaInvariantFailed(const char *cond, const char *file, int line) {
+    rlog(RDMA_LOG_WARNING, "RDMA: invariant broken at %s:%d: %s", file, line, cond);
+    fprintf(stderr, "RDMA: invariant broken at %s:%d: %s\n", file, line, cond);
+    abort();
+}
+#endif
+
+/* The channel's counters, as they must be after any change (debug builds;
+ * see rdmaInvariant in rdma_chan.h). All of them are our own bookkeeping:
+ * what the peer sent was validated before it moved any of them. */
+static void chanCheck(rdmaChan *ch) {
+    rdmaInvariant(ch->sq_completed <= ch->sq_posted);
+    rdmaInvariant(ch->sq_posted - ch->sq_completed <= RDMA_MAX_WRS);
+    rdmaInvariant(ch->rx_read <= ch->rx_written);
+    rdmaInvariant(ch->rx_written <= ch->rx.len);
+    rdmaInvariant(ch->st_out <= ch->st_in);
+    rdmaInvariant(ch->st_in - ch->st_out <= ch->tx.len);
+    rdmaInvariant(ch->zc_out <= ch->zc_in);
+    rdmaInvariant(!ch->peer_known || ch->tx_off <= ch->peer_len);
+    (void)ch;
+}
+
 static void chanPollCQ(rdmaChan *ch);
 
 /* Room for one more send work request; reaps completions if needed. */
@@ -765,6 +777,7 @@ static void sqPosted(rdmaChan *ch, size_t zc) {
     ch->st_end[ch->sq_posted % RDMA_MAX_WRS] = ch->st_in;
     ch->zc_end[ch->sq_posted % RDMA_MAX_WRS] = ch->zc_in;
     ch->last_send = monoSeconds();
+    chanCheck(ch);
 }
 
 /* Post one send work request. Signals it when asked to or every
@@ -788,7 +801,7 @@ static int sqPost(rdmaChan *ch, struct ibv_send_wr *wr, int force_signal) {
 
 /* Send a 32-byte control message. -1 with errno EAGAIN when no slot is
  * free yet (the caller retries later), other errno when the channel failed. */
-static int chanSendCtrl(rdmaChan *ch, const unsigned char *msg) {
+static int chanSendCtrl(rdmaChan *ch, const rdmaCtrlMsg *msg) {
     unsigned slot = ch->ctrl_next % RDMA_CTRL_TX_SLOTS;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
@@ -804,7 +817,7 @@ static int chanSendCtrl(rdmaChan *ch, const unsigned char *msg) {
         return -1;
     }
     p = ch->ctrl_tx.data + (size_t)slot * RDMA_CTRL_MSG_SIZE;
-    memcpy(p, msg, RDMA_CTRL_MSG_SIZE);
+    memcpy(p, msg, sizeof(*msg));
     sge.addr = (uintptr_t)p;
     sge.length = RDMA_CTRL_MSG_SIZE;
     sge.lkey = ch->ctrl_tx.mr->lkey;
@@ -824,13 +837,9 @@ static int chanSendCtrl(rdmaChan *ch, const unsigned char *msg) {
 
 /* Tell the peer where to write: our receive buffer, from offset 0. */
 static int chanSendBuffer(rdmaChan *ch) {
-    unsigned char msg[RDMA_CTRL_MSG_SIZE];
-    memset(msg, 0, sizeof(msg));
-    put16(msg, RDMA_OP_REGISTER_XFER_MEMORY);
-    put64(msg + 16, (uintptr_t)ch->rx.data);
-    put32(msg + 24, (uint32_t)ch->rx.len);
-    put32(msg + 28, ch->rx.mr->rkey);
-    if (chanSendCtrl(ch, msg) == -1) {
+    rdmaCtrlMsg msg;
+    rdmaCtrlXfer(&msg, (uintptr_t)ch->rx.data, (uint32_t)ch->rx.len, ch->rx.mr->rkey);
+    if (chanSendCtrl(ch, &msg) == -1) {
         if (errno == EAGAIN) ch->rx_turn_pending = 1;
         return -1;
     }
@@ -842,6 +851,7 @@ static int chanSendBuffer(rdmaChan *ch) {
  * buffer of the size now wanted if that differs (and is allowed). */
 static void chanRxTurn(rdmaChan *ch) {
     ch->rx_written = ch->rx_read = 0;
+    chanCheck(ch);
     if (ch->rx_next_size && roundPages(ch->rx_next_size) != ch->rx.len) {
         rdmaBuf nb;
         char err[256];
@@ -868,22 +878,25 @@ static void chanRxTurn(rdmaChan *ch) {
 
 /* ----------------------------------------------------- Completions --- */
 
-static void chanHandleCtrl(rdmaChan *ch, const unsigned char *msg) {
-    uint16_t op = get16(msg);
+/* A control message from the peer, in a receive slot. It is copied out
+ * first (the slot is re-posted, and the copy is aligned whatever the slot). */
+static void chanHandleCtrl(rdmaChan *ch, const void *slot) {
+    rdmaCtrlMsg m;
+    uint16_t op;
+    memcpy(&m, slot, sizeof(m));
+    op = rdmaCtrlOpcode(&m);
     STAT_ADD(ctrl_received, 1);
     switch (op) {
     case RDMA_OP_GET_SERVER_FEATURE:
         if (ch->server) {
-            unsigned char reply[RDMA_CTRL_MSG_SIZE];
-            memset(reply, 0, sizeof(reply));
-            put16(reply, RDMA_OP_GET_SERVER_FEATURE);
-            put16(reply + 2, get16(msg + 2));
-            put64(reply + 24, 0);          /* no extensions */
-            chanSendCtrl(ch, reply);
+            rdmaCtrlMsg reply;
+            rdmaCtrlFeature(&reply, RDMA_OP_GET_SERVER_FEATURE, rdmaBe16(m.feature.select),
+                            0);            /* no extensions */
+            chanSendCtrl(ch, &reply);
         }
         break;
     case RDMA_OP_SET_CLIENT_FEATURE: {
-        uint64_t features = get64(msg + 24);
+        uint64_t features = rdmaBe64(m.feature.features);
         if (features != 0)
             chanFail(ch, &R.stats.err_protocol, "peer asked for features 0x%llx; none are supported",
                      (unsigned long long)features);
@@ -892,9 +905,9 @@ static void chanHandleCtrl(rdmaChan *ch, const unsigned char *msg) {
     case RDMA_OP_KEEPALIVE:
         break;
     case RDMA_OP_REGISTER_XFER_MEMORY: {
-        uint64_t addr = get64(msg + 16);
-        uint32_t len = get32(msg + 24);
-        uint32_t rkey = get32(msg + 28);
+        uint64_t addr = rdmaBe64(m.xfer.addr);
+        uint32_t len = rdmaBe32(m.xfer.length);
+        uint32_t rkey = rdmaBe32(m.xfer.rkey);
         if (len < RDMA_PEER_RX_MIN || len > RDMA_RX_SIZE_MAX) {
             chanFail(ch, &R.stats.err_bad_buffer, "peer announced a %u byte buffer "
                      "(allowed: %d to %d)", len, RDMA_PEER_RX_MIN, RDMA_RX_SIZE_MAX);
@@ -905,6 +918,7 @@ static void chanHandleCtrl(rdmaChan *ch, const unsigned char *msg) {
         ch->peer_rkey = rkey;
         ch->tx_off = 0;
         ch->peer_known = 1;
+        chanCheck(ch);
         break;
     }
     default:
@@ -939,6 +953,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
                 return;
             }
             ch->rx_written += n;
+            chanCheck(ch);
             STAT_ADD(bytes_received, n);
         } else if (wc->opcode == IBV_WC_RECV) {
             if (wc->byte_len != RDMA_CTRL_MSG_SIZE) {
@@ -946,7 +961,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
                          wc->byte_len, RDMA_CTRL_MSG_SIZE);
                 return;
             }
-            chanHandleCtrl(ch, (unsigned char *)ch->ctrl_rx.data + (size_t)slot * RDMA_CTRL_MSG_SIZE);
+            chanHandleCtrl(ch, ch->ctrl_rx.data + (size_t)slot * RDMA_CTRL_MSG_SIZE);
         }
         if (ch->state != RDMA_CHAN_ERROR && postRecv(ch, slot))
             chanFail(ch, &R.stats.err_completion, "ibv_post_recv: %s", strerror(errno));
@@ -959,6 +974,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
         ch->sq_progress = monoSeconds();
         ch->st_out = ch->st_end[wc->wr_id % RDMA_MAX_WRS];
         ch->zc_out = ch->zc_end[wc->wr_id % RDMA_MAX_WRS];
+        chanCheck(ch);
     }
 }
 
@@ -999,7 +1015,24 @@ typedef struct cmEvent {
     struct rdma_cm_id *id;
     struct rdma_cm_id *listen_id;
     void *context;                 /* id->context, read before the ack */
+    char reason[RDMA_REJECT_REASON_MAX + 1];   /* REJECTED: the server's why, or "" */
 } cmEvent;
+
+/* A listener that refuses a connection says why in the reject's private
+ * data: RDMA_REJECT_TAG then a short text. Peers that do not know this (a
+ * Valkey client) see a plain reject. What a peer sent is only ever shown:
+ * non-printable bytes become '?', and the text stops at the first NUL. */
+static void cmRejectReason(const struct rdma_cm_event *ev, char *out) {
+    const char *p = ev->param.conn.private_data;
+    size_t len = ev->param.conn.private_data_len, tag = strlen(RDMA_REJECT_TAG), i;
+    out[0] = '\0';
+    if (!p || len <= tag || memcmp(p, RDMA_REJECT_TAG, tag)) return;
+    p += tag;
+    len -= tag;
+    for (i = 0; i < len && i < RDMA_REJECT_REASON_MAX && p[i]; i++)
+        out[i] = (p[i] >= 32 && p[i] < 127) ? p[i] : '?';
+    out[i] = '\0';
+}
 
 static int getCmEvent(struct rdma_event_channel *cmch, cmEvent *out) {
     struct rdma_cm_event *ev;
@@ -1009,6 +1042,8 @@ static int getCmEvent(struct rdma_event_channel *cmch, cmEvent *out) {
     out->id = ev->id;
     out->listen_id = ev->listen_id;
     out->context = ev->id ? ev->id->context : NULL;
+    out->reason[0] = '\0';
+    if (ev->event == RDMA_CM_EVENT_REJECTED) cmRejectReason(ev, out->reason);
     rdma_ack_cm_event(ev);
     return 0;
 }
@@ -1124,6 +1159,15 @@ int rdmaListenerFailed(rdmaListener *l) { return l->failed; }
 const char *rdmaListenerAddr(rdmaListener *l) { return l->addr; }
 void rdmaListenerSetRxSize(rdmaListener *l, size_t rx_size) { l->rx_size = rx_size; }
 
+/* Refuse a connection request, telling the client why (see cmRejectReason). */
+static void listenerReject(struct rdma_cm_id *id, const char *why) {
+    char msg[sizeof(RDMA_REJECT_TAG) + RDMA_REJECT_REASON_MAX];
+    int n = snprintf(msg, sizeof(msg), "%s%s", RDMA_REJECT_TAG, why);
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof(msg)) n = (int)sizeof(msg) - 1;
+    rdma_reject(id, msg, (uint8_t)n);
+}
+
 static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
     struct rdma_conn_param param;
     struct epoll_event ev;
@@ -1169,7 +1213,7 @@ static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
 refuse:
     rlog(RDMA_LOG_WARNING, "RDMA: refusing connection from %s on %s: %s",
          ch->peer_desc[0] ? ch->peer_desc : "?", l->addr, err);
-    rdma_reject(id, NULL, 0);
+    listenerReject(id, err);
     rdmaChanClose(ch);
 }
 
@@ -1465,8 +1509,12 @@ static int chanHandleClientCm(rdmaChan *ch) {
             }
             break;
         case RDMA_CM_EVENT_REJECTED:
-            chanFail(ch, &R.stats.err_connect, "connection refused (no RDMA listener on %s?)",
-                     ch->peer_desc);
+            if (e.reason[0])
+                chanFail(ch, &R.stats.err_connect, "connection refused by %s: %s",
+                         ch->peer_desc, e.reason);
+            else
+                chanFail(ch, &R.stats.err_connect, "connection refused (no RDMA listener on %s?)",
+                         ch->peer_desc);
             break;
         default:
             chanFail(ch, &R.stats.err_connect, "%s (status %d)", rdma_event_str(e.type), e.status);
@@ -1547,6 +1595,7 @@ ssize_t rdmaChanRead(rdmaChan *ch, void *buf, size_t len) {
     n = len < avail ? len : avail;
     memcpy(buf, ch->rx.data + ch->rx_read, n);
     ch->rx_read += n;
+    chanCheck(ch);
     if (ch->rx_read == ch->rx.len && ch->state == RDMA_CHAN_CONNECTED) chanRxTurn(ch);
     return (ssize_t)n;
 }
@@ -1632,6 +1681,7 @@ static ssize_t chanPostStaged(rdmaChan *ch, size_t n) {
         return -1;
     }
     ch->tx_off += n;
+    chanCheck(ch);
     STAT_ADD(writes_posted, 1);
     STAT_ADD(doorbells, 1);
     STAT_ADD(bytes_sent, n);
@@ -1788,6 +1838,7 @@ ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, s
     for (int k = 0; k < n; k++) sqPosted(ch, sges[k].length);
     ch->unsignaled = 0;
     ch->tx_off += total;
+    chanCheck(ch);
     STAT_ADD(writes_posted, (unsigned long long)n);
     STAT_ADD(bytes_sent, total);
     STAT_ADD(region_bytes_sent, total);
@@ -1796,7 +1847,7 @@ ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, s
 }
 
 void rdmaChanCron(rdmaChan *ch) {
-    unsigned char msg[RDMA_CTRL_MSG_SIZE];
+    rdmaCtrlMsg msg;
     chanApplyAsync(ch);
     if (ch->state != RDMA_CHAN_CONNECTED) return;
     if (ch->rx_turn_pending) chanSendBuffer(ch);
@@ -1808,19 +1859,18 @@ void rdmaChanCron(rdmaChan *ch) {
             return;
         }
     }
-    memset(msg, 0, sizeof(msg));
-    put16(msg, RDMA_OP_KEEPALIVE);
+    rdmaCtrlInit(&msg, RDMA_OP_KEEPALIVE);
     /* Sends still outstanding, the last of them unsignaled: nothing would
      * ever report their completion (a peer that gets a small write every
      * second, an ACK, and no keepalive because we are never idle, would
      * look dead to the check above). A signaled keepalive completes them
      * all: RC sends complete in order. */
     if (sqOutstanding(ch) > 0 && ch->unsignaled > 0) {
-        if (chanSendCtrl(ch, msg) == 0) STAT_ADD(keepalives_sent, 1);
+        if (chanSendCtrl(ch, &msg) == 0) STAT_ADD(keepalives_sent, 1);
         return;
     }
     if (monoSeconds() - ch->last_send < RDMA_KEEPALIVE_INTERVAL) return;
-    if (chanSendCtrl(ch, msg) == 0) STAT_ADD(keepalives_sent, 1);
+    if (chanSendCtrl(ch, &msg) == 0) STAT_ADD(keepalives_sent, 1);
 }
 
 void rdmaChanSetRxSize(rdmaChan *ch, size_t rx_size) {
@@ -1956,11 +2006,10 @@ void rdmaChanClose(rdmaChan *ch) {
      * this returns, the NIC reads nothing more from that memory. */
     if (ch->server && ch->state == RDMA_CHAN_CONNECTED && ch->id && ch->id->qp &&
         sqOutstanding(ch) > 0 && !ch->region_mr) {
-        unsigned char msg[RDMA_CTRL_MSG_SIZE];
+        rdmaCtrlMsg msg;
         /* The last send must be signaled for its completion to show. */
-        memset(msg, 0, sizeof(msg));
-        put16(msg, RDMA_OP_KEEPALIVE);
-        if (ch->unsignaled == 0 || chanSendCtrl(ch, msg) == 0) {
+        rdmaCtrlInit(&msg, RDMA_OP_KEEPALIVE);
+        if (ch->unsignaled == 0 || chanSendCtrl(ch, &msg) == 0) {
             ch->lingering = 1;
             ch->linger_since = monoSeconds();
             return;

@@ -33,9 +33,27 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "rdma_proto.h"   /* control messages, RDMA_CTRL_MSG_SIZE */
+
 /* ------------------------------------------------------------ Limits --- */
 
 /* Receive buffer sizes a peer may announce, and we may use. */
+/* Debug-build invariants. Built with SKV_DEBUG defined (`make SKV_DEBUG=yes`
+ * after `make clean`, see RDMA.md "Testing"), the library checks its own
+ * counters where they change: sends completed <= sends posted, bytes read
+ * <= bytes written <= the receive buffer, staged bytes sent <= staged,
+ * region bytes completed <= posted, our write offset <= the peer's buffer.
+ * A failed check is a bug here, never a peer's doing: it logs and aborts.
+ * Nothing a peer sent is ever checked this way (that closes only its
+ * connection, with a log line). Without SKV_DEBUG, the checks compile to
+ * nothing. */
+#ifdef SKV_DEBUG
+void rdmaInvariantFailed(const char *cond, const char *file, int line) __attribute__((noreturn));
+#define rdmaInvariant(cond) ((cond) ? (void)0 : rdmaInvariantFailed(#cond, __FILE__, __LINE__))
+#else
+#define rdmaInvariant(cond) ((void)0)
+#endif
+
 #define RDMA_RX_SIZE_MIN        (64*1024)
 #define RDMA_RX_SIZE_MAX        (16*1024*1024)
 #define RDMA_RX_SIZE_DEFAULT    (1024*1024)
@@ -49,7 +67,10 @@
 /* Work requests per queue (send and receive), as the protocol says. */
 #define RDMA_MAX_WRS            1024
 /* A control message is exactly this many bytes. */
-#define RDMA_CTRL_MSG_SIZE      32
+/* A refused connection request carries RDMA_REJECT_TAG and up to this many
+ * bytes of text in the reject's private data (rdma_cm allows 148 on IB/RoCE). */
+#define RDMA_REJECT_TAG         "skv:"
+#define RDMA_REJECT_REASON_MAX  136
 /* Seconds a server connection may take to finish its handshake. */
 #define RDMA_HANDSHAKE_TIMEOUT  10
 /* Seconds between keepalives on an otherwise idle connection. */

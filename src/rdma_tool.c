@@ -46,13 +46,6 @@
 #include "hiredis_rdma.h"
 #include "rdma_chan.h"
 
-/* Big-endian field access, by hand (fmacros.h hides <endian.h>'s). */
-static void put16(unsigned char *p, uint16_t v) { p[0] = v >> 8; p[1] = v; }
-static void put32(unsigned char *p, uint32_t v) { for (int i = 3; i >= 0; i--) { p[i] = v; v >>= 8; } }
-static void put64(unsigned char *p, uint64_t v) { for (int i = 7; i >= 0; i--) { p[i] = v; v >>= 8; } }
-static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static uint32_t get32(const unsigned char *p) { uint32_t v = 0; for (int i = 0; i < 4; i++) v = v << 8 | p[i]; return v; }
-static uint64_t get64(const unsigned char *p) { uint64_t v = 0; for (int i = 0; i < 8; i++) v = v << 8 | p[i]; return v; }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
@@ -380,7 +373,7 @@ static void rawWaitCm(rawConn *rc, enum rdma_cm_event_type want) {
 }
 
 static void rawPostRecv(rawConn *rc, int slot) {
-    struct ibv_sge sge = { (uintptr_t)(rc->ctrl + slot * 32), 32, rc->ctrl_mr->lkey };
+    struct ibv_sge sge = { (uintptr_t)(rc->ctrl + slot * RDMA_CTRL_MSG_SIZE), RDMA_CTRL_MSG_SIZE, rc->ctrl_mr->lkey };
     struct ibv_recv_wr wr = { .wr_id = slot, .sg_list = &sge, .num_sge = 1 }, *bad;
     if (ibv_post_recv(rc->id->qp, &wr, &bad)) die("ibv_post_recv: %s", strerror(errno));
 }
@@ -410,10 +403,10 @@ static void rawConnect(rawConn *rc, const char *host, int port) {
     qpa.cap.max_recv_wr = RAW_SLOTS;
     qpa.cap.max_send_sge = qpa.cap.max_recv_sge = 1;
     if (!rc->pd || !rc->cq || rdma_create_qp(rc->id, rc->pd, &qpa)) die("qp setup: %s", strerror(errno));
-    rc->ctrl = calloc(1, RAW_SLOTS * 32 + 4096);
+    rc->ctrl = calloc(1, RAW_SLOTS * RDMA_CTRL_MSG_SIZE + 4096);
     rc->data = calloc(1, RAW_DATA);
     rc->rx = calloc(1, RAW_DATA);
-    rc->ctrl_mr = ibv_reg_mr(rc->pd, rc->ctrl, RAW_SLOTS * 32 + 4096, IBV_ACCESS_LOCAL_WRITE);
+    rc->ctrl_mr = ibv_reg_mr(rc->pd, rc->ctrl, RAW_SLOTS * RDMA_CTRL_MSG_SIZE + 4096, IBV_ACCESS_LOCAL_WRITE);
     rc->data_mr = ibv_reg_mr(rc->pd, rc->data, RAW_DATA, IBV_ACCESS_LOCAL_WRITE);
     rc->rx_mr = ibv_reg_mr(rc->pd, rc->rx, RAW_DATA, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!rc->ctrl_mr || !rc->data_mr || !rc->rx_mr) die("ibv_reg_mr: %s", strerror(errno));
@@ -428,7 +421,7 @@ static void rawConnect(rawConn *rc, const char *host, int port) {
 
 /* Send len bytes (any size, any content) as one IBV_WR_SEND. */
 static void rawSend(rawConn *rc, const void *msg, size_t len) {
-    unsigned char *area = rc->ctrl + RAW_SLOTS * 32;
+    unsigned char *area = rc->ctrl + RAW_SLOTS * RDMA_CTRL_MSG_SIZE;
     struct ibv_sge sge = { (uintptr_t)area, (uint32_t)len, rc->ctrl_mr->lkey };
     struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
                               .send_flags = IBV_SEND_SIGNALED }, *bad;
@@ -436,17 +429,16 @@ static void rawSend(rawConn *rc, const void *msg, size_t len) {
     if (ibv_post_send(rc->id->qp, &wr, &bad)) die("ibv_post_send: %s", strerror(errno));
 }
 
+/* Any opcode, the ones no server knows included (the bad peers' point). */
 static void rawCtrl(rawConn *rc, uint16_t op, uint64_t addr, uint32_t len, uint32_t key, uint64_t features) {
-    unsigned char m[32];
-    memset(m, 0, sizeof(m));
-    put16(m, op);
-    if (op == 3) { put64(m + 16, addr); put32(m + 24, len); put32(m + 28, key); }
-    else put64(m + 24, features);
-    rawSend(rc, m, sizeof(m));
+    rdmaCtrlMsg m;
+    if (op == RDMA_OP_REGISTER_XFER_MEMORY) rdmaCtrlXfer(&m, addr, len, key);
+    else rdmaCtrlFeature(&m, op, 0, features);
+    rawSend(rc, &m, sizeof(m));
 }
 
 static void rawRegisterOurs(rawConn *rc) {
-    rawCtrl(rc, 3, (uintptr_t)rc->rx, RAW_DATA, rc->rx_mr->rkey, 0);
+    rawCtrl(rc, RDMA_OP_REGISTER_XFER_MEMORY, (uintptr_t)rc->rx, RAW_DATA, rc->rx_mr->rkey, 0);
 }
 
 /* Poll completions for up to ms. Returns -1 when the connection failed
@@ -465,11 +457,12 @@ static int rawPoll(rawConn *rc, int ms) {
         while ((n = ibv_poll_cq(rc->cq, 1, &wc)) > 0) {
             if (wc.status != IBV_WC_SUCCESS) return -1;
             if (wc.opcode == IBV_WC_RECV) {
-                unsigned char *m = rc->ctrl + wc.wr_id * 32;
-                if (get16(m) == 3) {
-                    rc->peer_addr = get64(m + 16);
-                    rc->peer_len = get32(m + 24);
-                    rc->peer_rkey = get32(m + 28);
+                rdmaCtrlMsg m;
+                memcpy(&m, rc->ctrl + wc.wr_id * RDMA_CTRL_MSG_SIZE, sizeof(m));
+                if (rdmaCtrlOpcode(&m) == RDMA_OP_REGISTER_XFER_MEMORY) {
+                    rc->peer_addr = rdmaBe64(m.xfer.addr);
+                    rc->peer_len = rdmaBe32(m.xfer.length);
+                    rc->peer_rkey = rdmaBe32(m.xfer.rkey);
                     rc->peer_known = 1;
                 }
                 rawPostRecv(rc, (int)wc.wr_id);
@@ -541,11 +534,11 @@ static int cmdBad(int argc, char **argv) {
         rawCtrl(&rc, 77, 0, 0, 0, 0);
     } else if (!strcmp(what, "feature")) {
         rawHandshake(&rc);
-        rawCtrl(&rc, 1, 0, 0, 0, 0x1);
+        rawCtrl(&rc, RDMA_OP_SET_CLIENT_FEATURE, 0, 0, 0, 0x1);
     } else if (!strcmp(what, "xfer-zero")) {
-        rawCtrl(&rc, 3, (uintptr_t)rc.rx, 0, rc.rx_mr->rkey, 0);
+        rawCtrl(&rc, RDMA_OP_REGISTER_XFER_MEMORY, (uintptr_t)rc.rx, 0, rc.rx_mr->rkey, 0);
     } else if (!strcmp(what, "xfer-huge")) {
-        rawCtrl(&rc, 3, (uintptr_t)rc.rx, 0xFFFFFFFFu, rc.rx_mr->rkey, 0);
+        rawCtrl(&rc, RDMA_OP_REGISTER_XFER_MEMORY, (uintptr_t)rc.rx, 0xFFFFFFFFu, rc.rx_mr->rkey, 0);
     } else if (!strcmp(what, "imm-overflow")) {
         /* 8 bytes written, but imm_data says four times the buffer. */
         rawHandshake(&rc);

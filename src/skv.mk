@@ -11,7 +11,12 @@ vpath %.c $(SKV_SRC)
 # upstream's -I../deps/hiredis, so that "sds.h" is the server's sds.
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
 SKV_OWN_OBJ = rdma_chan.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fanout.o nickv_conn.o
-$(SKV_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS)
+# SKV_DEBUG=yes: our sources check their invariants (rdmaInvariant in
+# rdma_chan.h). Objects do not notice the switch: make clean first.
+ifeq ($(SKV_DEBUG),yes)
+SKV_DEBUG_CFLAGS = -DSKV_DEBUG
+endif
+$(SKV_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS) $(SKV_DEBUG_CFLAGS)
 
 
 # Objects linked into redis-server (and redis-sentinel, the same binary):

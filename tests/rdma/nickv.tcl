@@ -185,6 +185,14 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
             }
             nickv_assert_digests $master $replicas
             assert_equal 0 [nickv_info $nk master_link_paused]
+            # The resize dropped them: under emulation they can take a
+            # while (a full sync when the 1 MB backlog moved past them) to
+            # stream from Nic-KV again; the next tests need them there.
+            wait_for_condition 600 100 {
+                [nickv_info $nk connected_replicas] == 3
+            } else {
+                fail "the RDMA replicas did not come back to the 1 MB backlog"
+            }
         } {} {needs:debug}
 
         test {Nic-KV over RDMA: admin commands over RDMA, bad peers close only their connection} {
@@ -204,7 +212,55 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
             assert_equal PONG [rdma_cli_to $::rdma_host2 $nkrport ping]
             nickv_mixed_load $master 20
             nickv_assert_digests $master $replicas
+            # (After the 1 MB backlog, a replica may still be on its way back.)
+            nickv_wait_replicas $nk 3
             nickv_assert_all_rdma $nk 3
+        } {} {needs:debug}
+
+        test {Nic-KV over RDMA: rdma-max-pinned-memory refuses RDMA clients past it at connect time} {
+            # The replicas are back on the ring (what they register is
+            # counted before the cap is lowered).
+            nickv_wait_replicas $nk 3
+            nickv_assert_all_rdma $nk 3
+            # Room for about three idle pre-auth connections (about 120 KiB
+            # each: control slots, 64 KiB receive, 16 KiB staging).
+            set pinned [nickv_info $nk rdma_pinned_bytes]
+            set cap [expr {$pinned + 400 * 1024}]
+            assert_equal OK [nickv_cmd $nk config set rdma-max-pinned-memory $cap]
+            assert_equal $cap [nickv_info $nk rdma_pinned_limit]
+            set refused [nickv_info $nk rdma_errors_pinned_limit]
+            set conns [nickv_info $nk rdma_connections]
+            set pids {}
+            for {set i 0} {$i < 8} {incr i} {
+                lappend pids [exec src/skv-rdma-tool hold $::rdma_host2 $nkrport 30 > /dev/null 2>@1 &]
+            }
+            # Every one was either taken or refused.
+            wait_for_condition 100 100 {
+                [nickv_info $nk rdma_connections] - $conns +
+                [nickv_info $nk rdma_errors_pinned_limit] - $refused >= 8
+            } else {
+                fail "not all connections were answered: [nickv_cmd $nk info rdma]"
+            }
+            set held [expr {[nickv_info $nk rdma_connections] - $conns}]
+            assert {$held >= 1 && $held <= 4}
+            assert {[nickv_info $nk rdma_pinned_bytes] <= $cap}
+            # A client past the cap is told why at connect time.
+            set out [rdma_cli_to $::rdma_host2 $nkrport ping]
+            assert_match "*refused*pinned-memory limit*rdma-max-pinned-memory*" $out
+            # Nic-KV serves on: its replicas, its admin clients.
+            nickv_mixed_load $master 20
+            nickv_assert_digests $master $replicas
+            nickv_assert_all_rdma $nk 3
+            assert_equal PONG [nickv_cmd $nk ping]
+            assert {[nickv_info $nk rdma_pinned_bytes] <= $cap}
+            foreach pid $pids { catch {exec kill $pid} }
+            wait_for_condition 100 100 {
+                [nickv_info $nk rdma_connections] == $conns
+            } else {
+                fail "the held connections did not go away"
+            }
+            assert_equal OK [nickv_cmd $nk config set rdma-max-pinned-memory 4gb]
+            assert_equal PONG [rdma_cli_to $::rdma_host2 $nkrport ping]
         } {} {needs:debug}
 
         nickv_stop $nk
