@@ -1701,6 +1701,11 @@ int main(int argc, char **argv) {
     nk.clients = listCreate();
     nk.replicas = listCreate();
     nkLinkInit();
+    /* The layers know only those below them: the fan-out reports its
+     * replicas to the master link, and the link tells the PSYNCs waiting
+     * for the stream, through what is wired here. */
+    nkFanoutSetReporter(nkLinkMessage);
+    nkLinkOnStream(nkPsyncWaitersCheck);
     nk.el = aeCreateEventLoop(65536);
     nk.loop = nkLoopCreate(nk.el);
     if (nkBacklogInit(nk.cfg.backlog_size) == -1) {

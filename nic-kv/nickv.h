@@ -320,6 +320,8 @@ const char *nkLinkReplid(void);
 int nkLinkSameHistory(const char *replid, long long offset);
 /* INFO's "Upstream" section; last is the backlog's last offset. */
 sds nkLinkInfo(sds s, long long last);
+/* Called whenever the stream grew (main wires nkPsyncWaitersCheck in). */
+void nkLinkOnStream(void (*fn)(void));
 void nkLinkCron(void);
 /* Our ACK and backlog report to the master, every NICKV_HEARTBEAT_MS. */
 void nkLinkHeartbeat(void);
@@ -337,6 +339,9 @@ struct nkClient;
 int nkProxyFullSync(struct nkClient *c);
 
 /* nickv_fanout.c */
+typedef void (*nkReportFn)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The fan-out reports its replicas ("add", "ack", "del" messages) here. */
+void nkFanoutSetReporter(nkReportFn fn);
 int nkBacklogInit(long long size);
 void nkBacklogReset(long long next_offset);
 size_t nkBacklogAppend(const char *data, size_t len);

@@ -51,6 +51,15 @@
 #include "zmalloc.h"
 
 #define NK_MAX_THREADS 64
+
+/* Where the replicas' add / ack / del reports go (the master link, which
+ * main wires in: nkFanoutSetReporter). The fan-out does not call the layer
+ * above it by name. */
+static nkReportFn reporter;
+
+void nkFanoutSetReporter(nkReportFn fn) { reporter = fn; }
+
+#define report(...) do { if (reporter) reporter(__VA_ARGS__); } while (0)
 #define NK_WRITE_CHUNK (1024*1024)
 
 typedef struct nkWorker {
@@ -692,7 +701,7 @@ nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos)
     r->state = NK_REPLICA_ONLINE;
     listAddNodeTail(nk.replicas, r);
     w->nreplicas++;
-    nkLinkMessage(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
+    report(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
     nkLog(LL_NOTICE, "Replica %s:%d streams from offset %lld over %s (fan-out thread %d)", ip,
           port, pos, r->rdma ? "RDMA, zero copy" : "TCP", w->index);
     listAddNodeTail(handovers, r);
@@ -737,11 +746,11 @@ void nkFanoutMainEvents(void) {
         nkReplica *r = listNodeValue(ln);
         if (r->ack_dirty) {
             r->ack_dirty = 0;
-            nkLinkMessage(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
+            report(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
         }
         if (r->state == NK_REPLICA_GONE) {
             nkLog(LL_NOTICE, "Replica %s:%d left: %s", r->ip, r->port, r->why);
-            nkLinkMessage(NICKV_MSG_DEL " %lld", r->id);
+            report(NICKV_MSG_DEL " %lld", r->id);
             listDelNode(nk.replicas, ln);
             zfree(r);
         }
@@ -757,7 +766,7 @@ void nkReplicasAnnounce(void) {
     while ((ln = listNext(&li))) {
         nkReplica *r = listNodeValue(ln);
         if (r->state != NK_REPLICA_ONLINE || r->kill) continue;
-        nkLinkMessage(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
-        nkLinkMessage(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
+        report(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
+        report(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
     }
 }

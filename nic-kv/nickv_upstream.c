@@ -80,6 +80,7 @@ static struct {
 } L;
 
 static sds link_out;
+static void (*on_stream)(void);        /* the stream grew: see nkLinkOnStream */
 static time_t state_since;
 static int try_continue = 1;           /* PSYNC from our own backlog */
 static struct nkRdbReader link_rdb;    /* NK_LINK_RDB: the RDB we drop */
@@ -89,6 +90,10 @@ static const char *stateNames[] = {
 };
 
 static const char *nkLinkStateName(void) { return stateNames[L.link_state]; }
+
+void nkLinkOnStream(void (*fn)(void)) {
+    on_stream = fn;
+}
 
 void nkLinkInit(void) {
     L.link_in = sdsempty();
@@ -503,7 +508,7 @@ static size_t streamAppend(const char *p, size_t len) {
     size_t n = nkBacklogAppend(p, len);
     if (n) {
         nkFanoutWake();
-        nkPsyncWaitersCheck();
+        if (on_stream) on_stream();
     }
     return n;
 }
