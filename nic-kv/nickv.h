@@ -3,7 +3,9 @@
  * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
  *
  * nickv.c          main, configuration, client protocol, admin commands
- * nickv_upstream.c the link to the master, proxied full syncs
+ * nickv_fullsync.c proxied full syncs (a client's RDB through us)
+ * nickv_upstream.c the link to the master
+ * nickv_resp.c     what both speak to the master: argv commands, RDB reader
  * nickv_fanout.c   the backlog and the fan-out threads
  * nickv_conn.c     connections: TCP sockets and RDMA channels alike
  *
@@ -14,6 +16,7 @@
 
 #include "fmacros.h"     /* upstream's feature macros, before any system header */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <limits.h>
@@ -337,6 +340,22 @@ void nkPsyncWaitersCheck(void);
 void nkLinkMessage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct nkClient;
 int nkProxyFullSync(struct nkClient *c);
+
+/* nickv_resp.c: commands as argument vectors, a master's full sync reply. */
+/* Append a command (first, then the arguments in ap up to a NULL) to out
+ * as RESP: every argument a bulk string of exactly its bytes. */
+sds nkCatCommandV(sds out, const char *first, va_list ap);
+#define NK_RDB_PREAMBLE (-2)        /* left: before the $ line */
+#define NK_RDB_EOFMARK (-1)         /* left: until the mark */
+#define NK_RDB_PREAMBLE_MAX 128     /* a $ line longer than this is garbage */
+typedef struct nkRdbReader {
+    long long left;                 /* NK_RDB_PREAMBLE, NK_RDB_EOFMARK, or bytes left */
+    char mark[NK_RUNID_SIZE];
+    char tail[NK_RUNID_SIZE];       /* the last bytes read: a mark may straddle reads */
+    size_t taillen;                 /* < NK_RUNID_SIZE */
+} nkRdbReader;
+void nkRdbReaderInit(nkRdbReader *r);
+ssize_t nkRdbReaderFeed(nkRdbReader *r, const char *p, size_t len, int *done, const char **err);
 
 /* nickv_fanout.c */
 typedef void (*nkReportFn)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

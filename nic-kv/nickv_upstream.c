@@ -1,4 +1,4 @@
-/* nickv_upstream.c -- Nic-KV's link to the master, and proxied full syncs.
+/* nickv_upstream.c -- Nic-KV's link to the master.
  *
  * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
  *
@@ -44,7 +44,6 @@
 #include "zmalloc.h"
 
 #define NK_MASTER_GRACE 5
-#define NK_PROXY_PAUSE (4*1024*1024)   /* stop reading the RDB above this */
 
 typedef enum {
     NK_LINK_NONE = 0,         /* not connected; retried once a second */
@@ -83,7 +82,7 @@ static sds link_out;
 static void (*on_stream)(void);        /* the stream grew: see nkLinkOnStream */
 static time_t state_since;
 static int try_continue = 1;           /* PSYNC from our own backlog */
-static struct nkRdbReader link_rdb;    /* NK_LINK_RDB: the RDB we drop */
+static nkRdbReader link_rdb;    /* NK_LINK_RDB: the RDB we drop */
 
 static const char *stateNames[] = {
     "none", "connecting", "auth", "port", "capa", "hello", "psync", "rdb", "streaming"
@@ -171,28 +170,6 @@ static void linkWritable(nkConn *conn, void *data) {
     linkFlush();
 }
 
-/* Append a command to out in Redis's protocol: *<argc>, then every argument
- * as a bulk string holding exactly its bytes. The arguments are first, then
- * those in ap, up to a NULL. Nothing is quoted, split or formatted, so a
- * password with quotes, backslashes or spaces arrives as it was given. */
-static sds catCommandV(sds out, const char *first, va_list ap) {
-    va_list count;
-    const char *arg;
-    int argc = 1;
-
-    va_copy(count, ap);
-    while (va_arg(count, const char *) != NULL) argc++;
-    va_end(count);
-    out = sdscatfmt(out, "*%i\r\n", argc);
-    for (arg = first; arg != NULL; arg = va_arg(ap, const char *)) {
-        size_t len = strlen(arg);
-        out = sdscatfmt(out, "$%U\r\n", (unsigned long long)len);
-        out = sdscatlen(out, arg, len);
-        out = sdscatlen(out, "\r\n", 2);
-    }
-    return out;
-}
-
 /* Queue a command (its arguments, then NULL) for the master and send what
  * the link takes now. */
 static void linkCommand(const char *first, ...) __attribute__((sentinel));
@@ -200,7 +177,7 @@ static void linkCommand(const char *first, ...) {
     va_list ap;
     if (!link_out) link_out = sdsempty();
     va_start(ap, first);
-    link_out = catCommandV(link_out, first, ap);
+    link_out = nkCatCommandV(link_out, first, ap);
     va_end(ap);
     linkFlush();
 }
@@ -218,99 +195,6 @@ void nkLinkMessage(const char *fmt, ...) {
     va_end(ap);
     linkCommand("REPLCONF", NICKV_REPLCONF, msg, NULL);
     sdsfree(msg);
-}
-
-/* ------------------------------------------------ A master's full sync --- */
-
-/* What follows a +FULLRESYNC from the master: newlines (keepalives while it
- * prepares the RDB), then "$<len>" and that many bytes, or "$EOF:<mark>"
- * (40 bytes), the RDB and the mark again. Our link drops it; a proxied full
- * sync passes it to the replica unchanged. One reader for both. */
-#define NK_RDB_PREAMBLE (-2)        /* left: before the $ line */
-#define NK_RDB_EOFMARK (-1)         /* left: until the mark */
-#define NK_RDB_PREAMBLE_MAX 128     /* a $ line longer than this is garbage */
-
-typedef struct nkRdbReader {
-    long long left;                 /* NK_RDB_PREAMBLE, NK_RDB_EOFMARK, or bytes left */
-    char mark[NK_RUNID_SIZE];
-    char tail[NK_RUNID_SIZE];       /* the last bytes read: a mark may straddle reads */
-    size_t taillen;                 /* < NK_RUNID_SIZE */
-} nkRdbReader;
-
-static void rdbReaderInit(nkRdbReader *r) {
-    memset(r, 0, sizeof(*r));
-    r->left = NK_RDB_PREAMBLE;
-}
-
-/* Feed p[0..len): returns how many of those bytes belong to the full sync
- * (what follows the RDB is the stream's, and stays with the caller), with
- * *done set when the RDB ended there; or -1 with *err for a preamble that
- * is not one. Bytes of a $ line not complete yet are not consumed. */
-static ssize_t rdbReaderFeed(nkRdbReader *r, const char *p, size_t len, int *done,
-                             const char **err) {
-    size_t used = 0;
-    *done = 0;
-    if (r->left == NK_RDB_PREAMBLE) {
-        const char *line, *nl;
-        size_t linelen;
-        while (used < len && p[used] == '\n') used++;
-        if (used == len) return used;
-        line = p + used;
-        if (line[0] != '$') { *err = "bad RDB preamble from the master"; return -1; }
-        if (!(nl = memchr(line, '\n', len - used))) {
-            if (len - used > NK_RDB_PREAMBLE_MAX) { *err = "bad RDB preamble from the master"; return -1; }
-            return used;
-        }
-        linelen = nl - line;
-        if (linelen && line[linelen - 1] == '\r') linelen--;
-        if (linelen == 5 + NK_RUNID_SIZE && !memcmp(line + 1, "EOF:", 4)) {
-            memcpy(r->mark, line + 5, NK_RUNID_SIZE);
-            r->taillen = 0;
-            r->left = NK_RDB_EOFMARK;
-        } else if (!string2ll(line + 1, linelen - 1, &r->left) || r->left < 0) {
-            r->left = NK_RDB_PREAMBLE;
-            *err = "bad RDB length in the master's preamble";
-            return -1;
-        }
-        used = nl - p + 1;
-    }
-    if (r->left >= 0) {
-        size_t n = len - used;
-        if ((long long)n > r->left) n = (size_t)r->left;
-        r->left -= n;
-        used += n;
-        if (r->left == 0) *done = 1;
-        return used;
-    }
-    /* Until the mark: its first occurrence ends the RDB. */
-    const char *q = p + used, *m;
-    size_t qlen = len - used;
-    if (r->taillen) {
-        /* One that begins in the bytes kept from the last read. */
-        char win[2 * NK_RUNID_SIZE];
-        size_t head = qlen < NK_RUNID_SIZE - 1 ? qlen : NK_RUNID_SIZE - 1;
-        memcpy(win, r->tail, r->taillen);
-        memcpy(win + r->taillen, q, head);
-        if ((m = memmem(win, r->taillen + head, r->mark, NK_RUNID_SIZE))) {
-            *done = 1;
-            return used + (size_t)(m - win) + NK_RUNID_SIZE - r->taillen;
-        }
-    }
-    if ((m = memmem(q, qlen, r->mark, NK_RUNID_SIZE))) {
-        *done = 1;
-        return used + (size_t)(m - q) + NK_RUNID_SIZE;
-    }
-    /* Keep the last NK_RUNID_SIZE-1 bytes seen. */
-    if (qlen >= NK_RUNID_SIZE - 1) {
-        memcpy(r->tail, q + qlen - (NK_RUNID_SIZE - 1), NK_RUNID_SIZE - 1);
-        r->taillen = NK_RUNID_SIZE - 1;
-    } else {
-        size_t keep = r->taillen + qlen > NK_RUNID_SIZE - 1 ? NK_RUNID_SIZE - 1 - qlen : r->taillen;
-        memmove(r->tail, r->tail + r->taillen - keep, keep);
-        memcpy(r->tail + keep, q, qlen);
-        r->taillen = keep + qlen;
-    }
-    return len;
 }
 
 /* ------------------------------------------------------------ The link --- */
@@ -471,7 +355,7 @@ static void handleReply(const char *line) {
                 return;
             }
             newHistory(id, off + 1);
-            rdbReaderInit(&link_rdb);
+            nkRdbReaderInit(&link_rdb);
             setState(NK_LINK_RDB);
             nkLog(LL_NOTICE, "Full resync from the master (%s:%lld): dropping its RDB", id, off);
         } else {
@@ -494,7 +378,7 @@ static void handleReply(const char *line) {
 static size_t consumeRdb(const char *p, size_t len) {
     const char *err = NULL;
     int done;
-    ssize_t used = rdbReaderFeed(&link_rdb, p, len, &done, &err);
+    ssize_t used = nkRdbReaderFeed(&link_rdb, p, len, &done, &err);
     if (used < 0) {
         linkClose(err);
         return len;
@@ -660,213 +544,3 @@ void nkLinkCron(void) {
     }
 }
 
-/* ------------------------------------------------- Proxied full syncs --- */
-
-/* An upstream replica that Nic-KV cannot serve from its backlog gets a full
- * sync through Nic-KV: a connection of our own to the master asks for it,
- * and its +FULLRESYNC line and RDB go to the replica unchanged. Then the
- * replica streams from our backlog at the RDB's offset. */
-typedef enum { FS_CONNECTING, FS_AUTH, FS_PORT, FS_CAPA, FS_PSYNC, FS_RDB } fsState;
-
-struct nkFullSync {
-    nkClient *c;
-    int fd;
-    fsState state;
-    sds in;
-    long long offset;              /* from +FULLRESYNC */
-    nkRdbReader rdb;               /* FS_RDB: what it passes on */
-    int paused;
-};
-
-static void fsReadable(aeEventLoop *el, int fd, void *data, int mask);
-
-static void fsEnd(nkClient *c, const char *error) {
-    nkFullSync *fs = c->fs;
-    if (!fs) return;
-    if (fs->fd != -1) {
-        aeDeleteFileEvent(nk.el, fs->fd, AE_READABLE | AE_WRITABLE);
-        close(fs->fd);
-    }
-    sdsfree(fs->in);
-    c->fs = NULL;
-    if (error) {
-        nkLog(LL_WARNING, "Full sync of replica %s:%d through Nic-KV failed: %s", c->ip,
-              c->listening_port, error);
-        if (c->conn) nkClientSetState(c, NK_CLIENT_CLOSING);
-    }
-    zfree(fs);
-}
-
-/* Send a command (its arguments, then NULL) on the full sync's connection.
- * A handshake command is far smaller than the socket's buffer; a failed
- * write shows as the master's silence or EOF, which end the sync. */
-static void fsSend(nkFullSync *fs, const char *first, ...) __attribute__((sentinel));
-static void fsSend(nkFullSync *fs, const char *first, ...) {
-    va_list ap;
-    va_start(ap, first);
-    sds out = catCommandV(sdsempty(), first, ap);
-    va_end(ap);
-    if (write(fs->fd, out, sdslen(out)) != (ssize_t)sdslen(out)) { /* the reply will tell */ }
-    sdsfree(out);
-}
-
-/* Pass RDB bytes to the replica; returns bytes used, sets done at the end. */
-static size_t fsForward(nkClient *c, const char *p, size_t len, int *done) {
-    const char *err = NULL;
-    ssize_t used = rdbReaderFeed(&c->fs->rdb, p, len, done, &err);
-    if (used < 0) {
-        fsEnd(c, err);
-        return len;
-    }
-    nkClientWriteRaw(c, p, (size_t)used);
-    return (size_t)used;
-}
-
-static void fsHandleLine(nkClient *c, const char *line) {
-    nkFullSync *fs = c->fs;
-    char port[LONG_STR_SIZE];
-    switch (fs->state) {
-    case FS_AUTH:
-        if (line[0] != '+') { fsEnd(c, "the master refused our AUTH"); return; }
-        /* fall through */
-    case FS_CONNECTING:
-        ll2string(port, sizeof(port), c->listening_port);
-        fsSend(fs, "REPLCONF", "listening-port", port, NULL);
-        fs->state = FS_PORT;
-        break;
-    case FS_PORT:
-        if (c->capa_eof) fsSend(fs, "REPLCONF", "capa", "eof", "capa", "psync2", NULL);
-        else fsSend(fs, "REPLCONF", "capa", "psync2", NULL);
-        fs->state = FS_CAPA;
-        break;
-    case FS_CAPA:
-        fsSend(fs, "PSYNC", "?", "-1", NULL);
-        fs->state = FS_PSYNC;
-        break;
-    case FS_PSYNC: {
-        char id[NK_RUNID_SIZE + 1];
-        if (strncmp(line, "+FULLRESYNC", 11) || sscanf(line + 11, " %40s %lld", id, &fs->offset) != 2) {
-            fsEnd(c, line);
-            return;
-        }
-        if (strcmp(id, L.master_replid)) {
-            fsEnd(c, "the master's replication id differs from our stream's");
-            return;
-        }
-        nkClientReply(c, "%s\r\n", line);
-        rdbReaderInit(&fs->rdb);
-        fs->state = FS_RDB;
-        nkLog(LL_NOTICE, "Full sync of replica %s:%d through Nic-KV: RDB at offset %lld",
-              c->ip, c->listening_port, fs->offset);
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* Read from the master while the replica keeps up. */
-static void fsPump(nkClient *c) {
-    nkFullSync *fs = c->fs;
-    if (!fs) return;
-    if (nkClientPending(c) > NK_PROXY_PAUSE) {
-        if (!fs->paused) aeDeleteFileEvent(nk.el, fs->fd, AE_READABLE);
-        fs->paused = 1;
-    } else if (fs->paused) {
-        aeCreateFileEvent(nk.el, fs->fd, AE_READABLE, fsReadable, c);
-        fs->paused = 0;
-    }
-}
-
-static void fsReadable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)mask;
-    nkClient *c = data;
-    nkFullSync *fs = c->fs;
-    char buf[64 * 1024];
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n == 0 || (n < 0 && errno != EAGAIN)) {
-        fsEnd(c, "the master closed the connection");
-        nkClientFlushSoon(c);
-        return;
-    }
-    if (n < 0) return;
-    fs->in = sdscatlen(fs->in, buf, n);
-    while (c->fs && sdslen(fs->in)) {
-        if (fs->state == FS_RDB) {
-            int done;
-            size_t used = fsForward(c, fs->in, sdslen(fs->in), &done);
-            if (!c->fs) break;
-            sdsrange(fs->in, used, -1);
-            if (done) {
-                long long first, last, from = fs->offset + 1;
-                nkBacklogRange(&first, &last);
-                if (from < first) {
-                    fsEnd(c, "the backlog no longer holds the RDB's offset (raise backlog-size)");
-                } else {
-                    nk.stat_sync_full_proxied++;
-                    fsEnd(c, NULL);
-                    c->stream_from = from;    /* once the RDB is out */
-                    nkClientSetState(c, NK_CLIENT_HANDOVER);
-                }
-                break;
-            }
-            if (used == 0) break;
-            continue;
-        }
-        char *nl = memchr(fs->in, '\n', sdslen(fs->in));
-        if (!nl) break;
-        sds line = sdsnewlen(fs->in, nl - fs->in);
-        sdsrange(fs->in, nl - fs->in + 1, -1);
-        line = sdstrim(line, "\r");
-        if (sdslen(line)) fsHandleLine(c, line);
-        sdsfree(line);
-    }
-    if (c->fs) fsPump(c);
-    nkClientFlushSoon(c);
-}
-
-static void fsConnected(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)mask;
-    nkClient *c = data;
-    int err = 0;
-    socklen_t len = sizeof(err);
-    aeDeleteFileEvent(nk.el, fd, AE_WRITABLE);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1 || err) {
-        fsEnd(c, "cannot connect to the master");
-        nkClientFlushSoon(c);
-        return;
-    }
-    aeCreateFileEvent(nk.el, fd, AE_READABLE, fsReadable, c);
-    if (nk.cfg.masterauth) {
-        if (nk.cfg.masteruser) fsSend(c->fs, "AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL);
-        else fsSend(c->fs, "AUTH", nk.cfg.masterauth, NULL);
-        c->fs->state = FS_AUTH;
-    } else {
-        fsHandleLine(c, "+OK");      /* as if authenticated */
-    }
-}
-
-/* Start a proxied full sync for c; with no c->conn (client going away),
- * tear it down. Called again by the client's writer to resume reading. */
-int nkProxyFullSync(nkClient *c) {
-    char err[ANET_ERR_LEN];
-    int fd;
-    if (c->fs) {
-        if (!c->conn) fsEnd(c, NULL);
-        else fsPump(c);
-        return 0;
-    }
-    fd = anetTcpNonBlockConnect(err, nk.cfg.master_host, nk.cfg.master_port);
-    if (fd == ANET_ERR) {
-        nkLog(LL_WARNING, "Full sync for replica %s:%d: cannot connect to the master: %s",
-              c->ip, c->listening_port, err);
-        return -1;
-    }
-    c->fs = zcalloc(sizeof(nkFullSync));
-    c->fs->c = c;
-    c->fs->fd = fd;
-    c->fs->in = sdsempty();
-    c->fs->state = FS_CONNECTING;
-    aeCreateFileEvent(nk.el, fd, AE_WRITABLE, fsConnected, c);
-    return 0;
-}

@@ -1,0 +1,124 @@
+/* nickv_resp.c -- what Nic-KV's connections to the master speak: commands
+ * as argument vectors, and a master's full sync reply.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * Used by the link (nickv_upstream.c) and by proxied full syncs
+ * (nickv_fullsync.c), which each have a connection of their own.
+ */
+
+#include "nickv.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ------------------------------------------------------------ Commands --- */
+
+/* Append a command to out in Redis's protocol: *<argc>, then every argument
+ * as a bulk string holding exactly its bytes. The arguments are first, then
+ * those in ap, up to a NULL. Nothing is quoted, split or formatted, so a
+ * password with quotes, backslashes or spaces arrives as it was given. */
+sds nkCatCommandV(sds out, const char *first, va_list ap) {
+    va_list count;
+    const char *arg;
+    int argc = 1;
+
+    va_copy(count, ap);
+    while (va_arg(count, const char *) != NULL) argc++;
+    va_end(count);
+    out = sdscatfmt(out, "*%i\r\n", argc);
+    for (arg = first; arg != NULL; arg = va_arg(ap, const char *)) {
+        size_t len = strlen(arg);
+        out = sdscatfmt(out, "$%U\r\n", (unsigned long long)len);
+        out = sdscatlen(out, arg, len);
+        out = sdscatlen(out, "\r\n", 2);
+    }
+    return out;
+}
+
+/* ------------------------------------------------ A master's full sync --- */
+
+/* What follows a +FULLRESYNC from the master: newlines (keepalives while it
+ * prepares the RDB), then "$<len>" and that many bytes, or "$EOF:<mark>"
+ * (40 bytes), the RDB and the mark again. Our link drops it; a proxied full
+ * sync passes it to the replica unchanged. One reader for both (the
+ * struct is in nickv.h). */
+
+void nkRdbReaderInit(nkRdbReader *r) {
+    memset(r, 0, sizeof(*r));
+    r->left = NK_RDB_PREAMBLE;
+}
+
+/* Feed p[0..len): returns how many of those bytes belong to the full sync
+ * (what follows the RDB is the stream's, and stays with the caller), with
+ * *done set when the RDB ended there; or -1 with *err for a preamble that
+ * is not one. Bytes of a $ line not complete yet are not consumed. */
+ssize_t nkRdbReaderFeed(nkRdbReader *r, const char *p, size_t len, int *done,
+                             const char **err) {
+    size_t used = 0;
+    *done = 0;
+    if (r->left == NK_RDB_PREAMBLE) {
+        const char *line, *nl;
+        size_t linelen;
+        while (used < len && p[used] == '\n') used++;
+        if (used == len) return used;
+        line = p + used;
+        if (line[0] != '$') { *err = "bad RDB preamble from the master"; return -1; }
+        if (!(nl = memchr(line, '\n', len - used))) {
+            if (len - used > NK_RDB_PREAMBLE_MAX) { *err = "bad RDB preamble from the master"; return -1; }
+            return used;
+        }
+        linelen = nl - line;
+        if (linelen && line[linelen - 1] == '\r') linelen--;
+        if (linelen == 5 + NK_RUNID_SIZE && !memcmp(line + 1, "EOF:", 4)) {
+            memcpy(r->mark, line + 5, NK_RUNID_SIZE);
+            r->taillen = 0;
+            r->left = NK_RDB_EOFMARK;
+        } else if (!string2ll(line + 1, linelen - 1, &r->left) || r->left < 0) {
+            r->left = NK_RDB_PREAMBLE;
+            *err = "bad RDB length in the master's preamble";
+            return -1;
+        }
+        used = nl - p + 1;
+    }
+    if (r->left >= 0) {
+        size_t n = len - used;
+        if ((long long)n > r->left) n = (size_t)r->left;
+        r->left -= n;
+        used += n;
+        if (r->left == 0) *done = 1;
+        return used;
+    }
+    /* Until the mark: its first occurrence ends the RDB. */
+    const char *q = p + used, *m;
+    size_t qlen = len - used;
+    if (r->taillen) {
+        /* One that begins in the bytes kept from the last read. */
+        char win[2 * NK_RUNID_SIZE];
+        size_t head = qlen < NK_RUNID_SIZE - 1 ? qlen : NK_RUNID_SIZE - 1;
+        memcpy(win, r->tail, r->taillen);
+        memcpy(win + r->taillen, q, head);
+        if ((m = memmem(win, r->taillen + head, r->mark, NK_RUNID_SIZE))) {
+            *done = 1;
+            return used + (size_t)(m - win) + NK_RUNID_SIZE - r->taillen;
+        }
+    }
+    if ((m = memmem(q, qlen, r->mark, NK_RUNID_SIZE))) {
+        *done = 1;
+        return used + (size_t)(m - q) + NK_RUNID_SIZE;
+    }
+    /* Keep the last NK_RUNID_SIZE-1 bytes seen. */
+    if (qlen >= NK_RUNID_SIZE - 1) {
+        memcpy(r->tail, q + qlen - (NK_RUNID_SIZE - 1), NK_RUNID_SIZE - 1);
+        r->taillen = NK_RUNID_SIZE - 1;
+    } else {
+        size_t keep = r->taillen + qlen > NK_RUNID_SIZE - 1 ? NK_RUNID_SIZE - 1 - qlen : r->taillen;
+        memmove(r->tail, r->tail + r->taillen - keep, keep);
+        memcpy(r->tail + keep, q, qlen);
+        r->taillen = keep + qlen;
+    }
+    return len;
+}
+
