@@ -51,16 +51,16 @@
 #include "zmalloc.h"
 
 #define NK_MAX_THREADS 64
+#define NK_WRITE_CHUNK (1024*1024)
 
 /* Where the replicas' add / ack / del reports go (the master link, which
  * main wires in: nkFanoutSetReporter). The fan-out does not call the layer
- * above it by name. */
+ * above it by name. [main] */
 static nkReportFn reporter;
 
 void nkFanoutSetReporter(nkReportFn fn) { reporter = fn; }
 
 #define report(...) do { if (reporter) reporter(__VA_ARGS__); } while (0)
-#define NK_WRITE_CHUNK (1024*1024)
 
 typedef struct nkWorker {
     int index;
@@ -554,8 +554,6 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
         nkConnSetReadHandler(r->conn, replicaReadable);
     }
     pthread_mutex_unlock(&w->lock);
-    listRewind(w->mine, &li);
-    while ((ln = listNext(&li))) replicaRegister(w, listNodeValue(ln));
     if (w->stop) {
         aeStop(w->el);
         return;
@@ -567,6 +565,10 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
         if (r->kill) {
             replicaGone(w, r, r->kill_why);
             continue;
+        }
+        if (r->rdma && !r->registered) {
+            replicaRegister(w, r);            /* before anything is sent */
+            if (r->state != NK_REPLICA_ONLINE) continue;
         }
         long long first, last;
         nkBacklogRange(&first, &last);
@@ -674,7 +676,7 @@ int nkFanoutThreads(void) {
 
 /* A replica starts streaming from pos, in the least loaded thread. The
  * connection must be detached. An RDMA replica's channel registers the
- * backlog ring in that thread (replicaAdopt), not here: pinning a 128 MB
+ * backlog ring in that thread (replicaRegister), not here: pinning a 128 MB
  * ring takes tens of milliseconds, which the main loop (the master link,
  * every admin client) must not wait for. */
 nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos) {
