@@ -383,3 +383,18 @@ proc nickv_check_proxied_full_sync {master nk} {
     nickv_mixed_load $master 50
     nickv_assert_digests $master [list $r]
 }
+
+# A stand-in daemon (tests/fake-peer.tcl nickv) in $mode for the master
+# $master on port $mport; returns its pid once the master has it healthy.
+proc fake_nickv_start {master mport mode} {
+    set fport [find_available_port [expr {$::baseport + 480}] 20]
+    set out [file normalize [tmpdir fake-nickv]]/out
+    set pid [exec tclsh tests/skv/fake-peer.tcl nickv $mport $fport $mode > $out 2>@1 &]
+    wait_for_condition 100 100 {
+        [nickv_status $master nickv_daemon] eq {healthy}
+    } else {
+        catch {exec kill $pid}
+        fail "the stand-in daemon did not join"
+    }
+    return $pid
+}

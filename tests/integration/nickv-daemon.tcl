@@ -6,14 +6,6 @@
 
 source tests/skv/helpers.tcl
 
-# A stand-in daemon (tests/fake-nickv.tcl) in $mode; returns its pid.
-proc fake_nickv_start {mport mode} {
-    set fport [find_available_port [expr {$::baseport + 480}] 20]
-    set out [file normalize [tmpdir fake-nickv]]/out
-    set pid [exec tclsh tests/skv/fake-peer.tcl nickv $mport $fport $mode > $out 2>@1 &]
-    return $pid
-}
-
 start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     set master [srv 0 client]
     set mhost [srv 0 host]
@@ -23,13 +15,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         # The stand-in acknowledges the write (the stream reached it), then
         # hangs. The master drops it a second later; its link, freed after
         # that, must never count as a replica: no replica has the write.
-        set fake [fake_nickv_start $mport hang]
-        wait_for_condition 100 100 {
-            [nickv_status $master nickv_daemon] eq {healthy}
-        } else {
-            catch {exec kill $fake}
-            fail "the stand-in daemon did not join"
-        }
+        set fake [fake_nickv_start $master $mport hang]
         set timeouts [nickv_status $master nickv_daemon_timeouts]
         set rd [redis_deferring_client]
         $rd set hang-now 1
@@ -150,13 +136,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     set mport [srv 0 port]
 
     test {Nic-KV: a daemon whose stream stands still gets no replica, though its heartbeat goes on} {
-        set fake [fake_nickv_start $mport stall]
-        wait_for_condition 100 100 {
-            [nickv_status $master nickv_daemon] eq {healthy}
-        } else {
-            catch {exec kill $fake}
-            fail "the stand-in daemon did not join"
-        }
+        set fake [fake_nickv_start $master $mport stall]
         # The master writes; the daemon's ACK stays where it joined.
         $master set moved 1
         wait_for_condition 50 100 {

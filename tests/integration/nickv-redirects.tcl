@@ -13,15 +13,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     test {Nic-KV: a replica sent back with -NICKV stays with the master (nickv-hold)} {
         # A stand-in daemon that reports a backlog holding everything, and
         # answers every replica's PSYNC with -NICKV.
-        set fport [find_available_port [expr {$::baseport + 480}] 20]
-        set fake [exec tclsh tests/skv/fake-peer.tcl nickv $mport $fport bounce \
-                      > [file normalize [tmpdir fake-nickv]]/out 2>@1 &]
-        wait_for_condition 100 100 {
-            [nickv_status $master nickv_daemon] eq {healthy}
-        } else {
-            catch {exec kill $fake}
-            fail "the stand-in daemon did not join"
-        }
+        set fake [fake_nickv_start $master $mport bounce]
         start_server {overrides {save ""}} {
             set r [srv 0 client]
             $r replicaof $mhost $mport
