@@ -345,6 +345,34 @@ int nkProxyFullSync(struct nkClient *c);
 /* Append a command (first, then the arguments in ap up to a NULL) to out
  * as RESP: every argument a bulk string of exactly its bytes. */
 sds nkCatCommandV(sds out, const char *first, va_list ap);
+
+/* A replica's handshake with the master, for the link and for proxied full
+ * syncs alike (see nickv_resp.c). */
+typedef enum {
+    NK_HS_AUTH, NK_HS_PORT, NK_HS_CAPA, NK_HS_HELLO, NK_HS_PSYNC, NK_HS_DONE, NK_HS_STEPS
+} nkHandshakeStep;
+typedef enum {
+    NK_HS_SENT,                 /* the next command is queued in out */
+    NK_HS_PSYNC_NEXT,           /* the caller sends its PSYNC (nkHandshakePsync);
+                                 * the line is the hello's answer, with hello */
+    NK_HS_PSYNC_REPLY,          /* the line answers the PSYNC: over to the caller */
+    NK_HS_FAILED                /* err says why */
+} nkHandshakeResult;
+typedef struct nkHandshake {
+    nkHandshakeStep step;
+    int port;                   /* REPLCONF listening-port */
+    int capa_eof;               /* REPLCONF capa eof */
+    const char *hello;          /* REPLCONF nickv <hello> (the link); NULL: none */
+    sds out;                    /* commands to send */
+    char err[256];
+} nkHandshake;
+void nkHandshakeStart(nkHandshake *hs, const char *user, const char *pass);
+nkHandshakeResult nkHandshakeReply(nkHandshake *hs, const char *line);
+/* PSYNC replid offset, or PSYNC ? -1 with no replid. */
+void nkHandshakePsync(nkHandshake *hs, const char *replid, long long offset);
+void nkHandshakeReset(nkHandshake *hs);
+const char *nkHandshakeStepName(const nkHandshake *hs);
+sds nkNextLine(sds *in);
 #define NK_RDB_PREAMBLE (-2)        /* left: before the $ line */
 #define NK_RDB_EOFMARK (-1)         /* left: until the mark */
 #define NK_RDB_PREAMBLE_MAX 128     /* a $ line longer than this is garbage */

@@ -6,9 +6,10 @@
  * A client of ours (nickv.c) in state FULLSYNC owns an nkFullSync: a
  * connection of its own to the master (TCP, master-port), which goes
  *
- *   CONNECTING --connected--> AUTH (if masterauth) --> PORT (REPLCONF
- *   listening-port, the replica's) --> CAPA (REPLCONF capa, the replica's)
- *   --> PSYNC ? -1 --+FULLRESYNC <replid> <offset>, our stream's replid-->
+ *   CONNECTING --connected--> HANDSHAKE: the replica handshake of
+ *   nickv_resp.c (nkHandshake), as the link does it but with the replica's
+ *   listening-port and capas, and no hello --> PSYNC ? -1
+ *   --+FULLRESYNC <replid> <offset>, our stream's replid-->
  *   RDB: the +FULLRESYNC line, the preamble and the RDB pass to the replica
  *   unchanged (nkRdbReaderFeed says where the RDB ends) --end-->
  *   the client goes to HANDOVER at the RDB's offset
@@ -22,47 +23,34 @@
 #include "nickv.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <sys/socket.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "anet.h"
-#include "util.h"
 #include "zmalloc.h"
 
 #define NK_PROXY_PAUSE (4*1024*1024)   /* stop reading the RDB above this */
 
-/* ------------------------------------------------- Proxied full syncs --- */
-
-/* An upstream replica that Nic-KV cannot serve from its backlog gets a full
- * sync through Nic-KV: a connection of our own to the master asks for it,
- * and its +FULLRESYNC line and RDB go to the replica unchanged. Then the
- * replica streams from our backlog at the RDB's offset. */
-typedef enum { FS_CONNECTING, FS_AUTH, FS_PORT, FS_CAPA, FS_PSYNC, FS_RDB } fsState;
+typedef enum { FS_CONNECTING, FS_HANDSHAKE, FS_RDB } fsState;
 
 struct nkFullSync {
     nkClient *c;
-    int fd;
+    nkConn *conn;                  /* to the master */
     fsState state;
+    nkHandshake hs;                /* FS_HANDSHAKE */
     sds in;
     long long offset;              /* from +FULLRESYNC */
     nkRdbReader rdb;               /* FS_RDB: what it passes on */
     int paused;
 };
 
-static void fsReadable(aeEventLoop *el, int fd, void *data, int mask);
+static void fsReadable(nkConn *conn, void *data);
 
 static void fsEnd(nkClient *c, const char *error) {
     nkFullSync *fs = c->fs;
     if (!fs) return;
-    if (fs->fd != -1) {
-        aeDeleteFileEvent(nk.el, fs->fd, AE_READABLE | AE_WRITABLE);
-        close(fs->fd);
-    }
+    if (fs->conn) nkConnClose(fs->conn);
     sdsfree(fs->in);
+    sdsfree(fs->hs.out);
     c->fs = NULL;
     if (error) {
         nkLog(LL_WARNING, "Full sync of replica %s:%d through Nic-KV failed: %s", c->ip,
@@ -72,17 +60,14 @@ static void fsEnd(nkClient *c, const char *error) {
     zfree(fs);
 }
 
-/* Send a command (its arguments, then NULL) on the full sync's connection.
- * A handshake command is far smaller than the socket's buffer; a failed
- * write shows as the master's silence or EOF, which end the sync. */
-static void fsSend(nkFullSync *fs, const char *first, ...) __attribute__((sentinel));
-static void fsSend(nkFullSync *fs, const char *first, ...) {
-    va_list ap;
-    va_start(ap, first);
-    sds out = nkCatCommandV(sdsempty(), first, ap);
-    va_end(ap);
-    if (write(fs->fd, out, sdslen(out)) != (ssize_t)sdslen(out)) { /* the reply will tell */ }
-    sdsfree(out);
+/* Send what the handshake queued. A handshake command is far smaller than
+ * the socket's buffer; a failed write shows as the master's silence or
+ * EOF, which end the sync. */
+static void fsSendHandshake(nkFullSync *fs) {
+    if (nkConnWrite(fs->conn, fs->hs.out, sdslen(fs->hs.out)) != (ssize_t)sdslen(fs->hs.out)) {
+        /* the reply will tell */
+    }
+    sdsclear(fs->hs.out);
 }
 
 /* Pass RDB bytes to the replica; returns bytes used, sets done at the end. */
@@ -97,45 +82,40 @@ static size_t fsForward(nkClient *c, const char *p, size_t len, int *done) {
     return (size_t)used;
 }
 
+/* The master's answer to PSYNC ? -1: a full sync of our stream's history. */
+static void fsPsyncReply(nkClient *c, const char *line) {
+    nkFullSync *fs = c->fs;
+    char id[NK_RUNID_SIZE + 1];
+    if (strncmp(line, "+FULLRESYNC", 11) || sscanf(line + 11, " %40s %lld", id, &fs->offset) != 2) {
+        fsEnd(c, line);
+        return;
+    }
+    if (strcmp(id, nkLinkReplid())) {
+        fsEnd(c, "the master's replication id differs from our stream's");
+        return;
+    }
+    nkClientReply(c, "%s\r\n", line);
+    nkRdbReaderInit(&fs->rdb);
+    fs->state = FS_RDB;
+    nkLog(LL_NOTICE, "Full sync of replica %s:%d through Nic-KV: RDB at offset %lld",
+          c->ip, c->listening_port, fs->offset);
+}
+
 static void fsHandleLine(nkClient *c, const char *line) {
     nkFullSync *fs = c->fs;
-    char port[LONG_STR_SIZE];
-    switch (fs->state) {
-    case FS_AUTH:
-        if (line[0] != '+') { fsEnd(c, "the master refused our AUTH"); return; }
-        /* fall through */
-    case FS_CONNECTING:
-        ll2string(port, sizeof(port), c->listening_port);
-        fsSend(fs, "REPLCONF", "listening-port", port, NULL);
-        fs->state = FS_PORT;
+    switch (nkHandshakeReply(&fs->hs, line)) {
+    case NK_HS_SENT:
+        fsSendHandshake(fs);
         break;
-    case FS_PORT:
-        if (c->capa_eof) fsSend(fs, "REPLCONF", "capa", "eof", "capa", "psync2", NULL);
-        else fsSend(fs, "REPLCONF", "capa", "psync2", NULL);
-        fs->state = FS_CAPA;
+    case NK_HS_PSYNC_NEXT:
+        nkHandshakePsync(&fs->hs, NULL, 0);
+        fsSendHandshake(fs);
         break;
-    case FS_CAPA:
-        fsSend(fs, "PSYNC", "?", "-1", NULL);
-        fs->state = FS_PSYNC;
+    case NK_HS_PSYNC_REPLY:
+        fsPsyncReply(c, line);
         break;
-    case FS_PSYNC: {
-        char id[NK_RUNID_SIZE + 1];
-        if (strncmp(line, "+FULLRESYNC", 11) || sscanf(line + 11, " %40s %lld", id, &fs->offset) != 2) {
-            fsEnd(c, line);
-            return;
-        }
-        if (strcmp(id, nkLinkReplid())) {
-            fsEnd(c, "the master's replication id differs from our stream's");
-            return;
-        }
-        nkClientReply(c, "%s\r\n", line);
-        nkRdbReaderInit(&fs->rdb);
-        fs->state = FS_RDB;
-        nkLog(LL_NOTICE, "Full sync of replica %s:%d through Nic-KV: RDB at offset %lld",
-              c->ip, c->listening_port, fs->offset);
-        break;
-    }
-    default:
+    case NK_HS_FAILED:
+        fsEnd(c, fs->hs.err);
         break;
     }
 }
@@ -143,22 +123,35 @@ static void fsHandleLine(nkClient *c, const char *line) {
 /* Read from the master while the replica keeps up. */
 static void fsPump(nkClient *c) {
     nkFullSync *fs = c->fs;
-    if (!fs) return;
+    if (!fs || fs->state == FS_CONNECTING) return;
     if (nkClientPending(c) > NK_PROXY_PAUSE) {
-        if (!fs->paused) aeDeleteFileEvent(nk.el, fs->fd, AE_READABLE);
+        if (!fs->paused) nkConnSetReadHandler(fs->conn, NULL);
         fs->paused = 1;
     } else if (fs->paused) {
-        aeCreateFileEvent(nk.el, fs->fd, AE_READABLE, fsReadable, c);
+        nkConnSetReadHandler(fs->conn, fsReadable);
         fs->paused = 0;
     }
 }
 
-static void fsReadable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)mask;
+/* The RDB ended: the replica streams from our backlog just after it. */
+static void fsDone(nkClient *c) {
+    long long first, last, from = c->fs->offset + 1;
+    nkBacklogRange(&first, &last);
+    if (from < first) {
+        fsEnd(c, "the backlog no longer holds the RDB's offset (raise backlog-size)");
+        return;
+    }
+    nk.stat_sync_full_proxied++;
+    fsEnd(c, NULL);
+    c->stream_from = from;    /* once the RDB is out */
+    nkClientSetState(c, NK_CLIENT_HANDOVER);
+}
+
+static void fsReadable(nkConn *conn, void *data) {
     nkClient *c = data;
     nkFullSync *fs = c->fs;
     char buf[64 * 1024];
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = nkConnRead(conn, buf, sizeof(buf));
     if (n == 0 || (n < 0 && errno != EAGAIN)) {
         fsEnd(c, "the master closed the connection");
         nkClientFlushSoon(c);
@@ -173,26 +166,14 @@ static void fsReadable(aeEventLoop *el, int fd, void *data, int mask) {
             if (!c->fs) break;
             sdsrange(fs->in, used, -1);
             if (done) {
-                long long first, last, from = fs->offset + 1;
-                nkBacklogRange(&first, &last);
-                if (from < first) {
-                    fsEnd(c, "the backlog no longer holds the RDB's offset (raise backlog-size)");
-                } else {
-                    nk.stat_sync_full_proxied++;
-                    fsEnd(c, NULL);
-                    c->stream_from = from;    /* once the RDB is out */
-                    nkClientSetState(c, NK_CLIENT_HANDOVER);
-                }
+                fsDone(c);
                 break;
             }
             if (used == 0) break;
             continue;
         }
-        char *nl = memchr(fs->in, '\n', sdslen(fs->in));
-        if (!nl) break;
-        sds line = sdsnewlen(fs->in, nl - fs->in);
-        sdsrange(fs->in, nl - fs->in + 1, -1);
-        line = sdstrim(line, "\r");
+        sds line = nkNextLine(&fs->in);
+        if (!line) break;
         if (sdslen(line)) fsHandleLine(c, line);
         sdsfree(line);
     }
@@ -200,48 +181,47 @@ static void fsReadable(aeEventLoop *el, int fd, void *data, int mask) {
     nkClientFlushSoon(c);
 }
 
-static void fsConnected(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)mask;
+static void fsConnected(nkConn *conn, void *data) {
     nkClient *c = data;
-    int err = 0;
-    socklen_t len = sizeof(err);
-    aeDeleteFileEvent(nk.el, fd, AE_WRITABLE);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1 || err) {
+    nkFullSync *fs = c->fs;
+    if (nkConnError(conn)) {
+        nkLog(LL_WARNING, "Full sync for replica %s:%d: cannot connect to the master: %s",
+              c->ip, c->listening_port, nkConnError(conn));
         fsEnd(c, "cannot connect to the master");
         nkClientFlushSoon(c);
         return;
     }
-    aeCreateFileEvent(nk.el, fd, AE_READABLE, fsReadable, c);
-    if (nk.cfg.masterauth) {
-        if (nk.cfg.masteruser) fsSend(c->fs, "AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL);
-        else fsSend(c->fs, "AUTH", nk.cfg.masterauth, NULL);
-        c->fs->state = FS_AUTH;
-    } else {
-        fsHandleLine(c, "+OK");      /* as if authenticated */
-    }
+    nkConnSetWriteHandler(conn, NULL);
+    nkConnSetReadHandler(conn, fsReadable);
+    fs->state = FS_HANDSHAKE;
+    fs->hs.port = c->listening_port;
+    fs->hs.capa_eof = c->capa_eof;
+    nkHandshakeStart(&fs->hs, nk.cfg.masteruser, nk.cfg.masterauth);
+    fsSendHandshake(fs);
 }
 
 /* Start a proxied full sync for c; with no c->conn (client going away),
  * tear it down. Called again by the client's writer to resume reading. */
 int nkProxyFullSync(nkClient *c) {
-    char err[ANET_ERR_LEN];
-    int fd;
+    char err[256];
+    nkConn *conn;
     if (c->fs) {
         if (!c->conn) fsEnd(c, NULL);
         else fsPump(c);
         return 0;
     }
-    fd = anetTcpNonBlockConnect(err, nk.cfg.master_host, nk.cfg.master_port);
-    if (fd == ANET_ERR) {
+    conn = nkConnConnect(nk.loop, nk.cfg.master_host, nk.cfg.master_port, 0, NULL, 0, err, sizeof(err));
+    if (!conn) {
         nkLog(LL_WARNING, "Full sync for replica %s:%d: cannot connect to the master: %s",
               c->ip, c->listening_port, err);
         return -1;
     }
     c->fs = zcalloc(sizeof(nkFullSync));
     c->fs->c = c;
-    c->fs->fd = fd;
+    c->fs->conn = conn;
     c->fs->in = sdsempty();
     c->fs->state = FS_CONNECTING;
-    aeCreateFileEvent(nk.el, fd, AE_WRITABLE, fsConnected, c);
+    nkConnSetData(conn, c);
+    nkConnSetWriteHandler(conn, fsConnected);
     return 0;
 }

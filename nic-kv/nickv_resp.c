@@ -1,15 +1,19 @@
 /* nickv_resp.c -- what Nic-KV's connections to the master speak: commands
- * as argument vectors, and a master's full sync reply.
+ * as argument vectors, the replica handshake, and a master's full sync
+ * reply.
  *
  * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
  *
  * Used by the link (nickv_upstream.c) and by proxied full syncs
- * (nickv_fullsync.c), which each have a connection of their own.
+ * (nickv_fullsync.c), which each have a connection of their own to the
+ * master and join it the same way, as a replica does: one handshake
+ * (nkHandshake), one RDB reader (nkRdbReader).
  */
 
 #include "nickv.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util.h"
@@ -36,6 +40,124 @@ sds nkCatCommandV(sds out, const char *first, va_list ap) {
         out = sdscatlen(out, "\r\n", 2);
     }
     return out;
+}
+
+/* Queue a command (first, then the arguments up to a NULL) in out. */
+static sds catCommand(sds out, const char *first, ...) __attribute__((sentinel));
+static sds catCommand(sds out, const char *first, ...) {
+    va_list ap;
+    va_start(ap, first);
+    out = nkCatCommandV(out, first, ap);
+    va_end(ap);
+    return out;
+}
+
+/* --------------------------------------------------------- Handshake --- */
+
+/* A replica's handshake with its master, as both our connections do it:
+ *
+ *   AUTH [user] password   (with a password)   reply must be +OK
+ *   REPLCONF listening-port <port>             -NOAUTH fails; other errors
+ *                                              are ignored, as a Redis
+ *                                              replica does (old masters)
+ *   REPLCONF capa [eof] psync2                 errors ignored (the same)
+ *   REPLCONF nickv "hello ..."  (the link)     the caller reads the reply
+ *   PSYNC <replid> <offset>, or PSYNC ? -1     the caller reads the reply
+ *
+ * nkHandshakeStart() queues the first command in hs->out; each reply line
+ * then goes to nkHandshakeReply(), which queues the next one or hands the
+ * line back. The caller sends what is in hs->out. */
+
+static const char *hsStepNames[NK_HS_STEPS] = {
+    "auth", "port", "capa", "hello", "psync", "done"
+};
+
+const char *nkHandshakeStepName(const nkHandshake *hs) {
+    return hs->step < NK_HS_STEPS ? hsStepNames[hs->step] : "?";
+}
+
+static void hsPort(nkHandshake *hs) {
+    char port[LONG_STR_SIZE];
+    ll2string(port, sizeof(port), hs->port);
+    hs->out = catCommand(hs->out, "REPLCONF", "listening-port", port, NULL);
+    hs->step = NK_HS_PORT;
+}
+
+void nkHandshakeStart(nkHandshake *hs, const char *user, const char *pass) {
+    if (!hs->out) hs->out = sdsempty();
+    if (pass) {
+        if (user) hs->out = catCommand(hs->out, "AUTH", user, pass, NULL);
+        else hs->out = catCommand(hs->out, "AUTH", pass, NULL);
+        hs->step = NK_HS_AUTH;
+    } else {
+        hsPort(hs);
+    }
+}
+
+nkHandshakeResult nkHandshakeReply(nkHandshake *hs, const char *line) {
+    hs->err[0] = '\0';
+    switch (hs->step) {
+    case NK_HS_AUTH:
+        if (line[0] != '+') {
+            snprintf(hs->err, sizeof(hs->err), "the master refused our AUTH: %s "
+                     "(check masteruser/masterauth)", line);
+            return NK_HS_FAILED;
+        }
+        hsPort(hs);
+        return NK_HS_SENT;
+    case NK_HS_PORT:
+        if (!strncmp(line, "-NOAUTH", 7)) {
+            snprintf(hs->err, sizeof(hs->err), "the master requires a password: set masterauth");
+            return NK_HS_FAILED;
+        }
+        if (hs->capa_eof) hs->out = catCommand(hs->out, "REPLCONF", "capa", "eof", "capa", "psync2", NULL);
+        else hs->out = catCommand(hs->out, "REPLCONF", "capa", "psync2", NULL);
+        hs->step = NK_HS_CAPA;
+        return NK_HS_SENT;
+    case NK_HS_CAPA:
+        if (hs->hello) {
+            hs->out = catCommand(hs->out, "REPLCONF", NICKV_REPLCONF, hs->hello, NULL);
+            hs->step = NK_HS_HELLO;
+            return NK_HS_SENT;
+        }
+        return NK_HS_PSYNC_NEXT;
+    case NK_HS_HELLO:
+        return NK_HS_PSYNC_NEXT;
+    case NK_HS_PSYNC:
+        hs->step = NK_HS_DONE;
+        return NK_HS_PSYNC_REPLY;
+    default:
+        snprintf(hs->err, sizeof(hs->err), "unexpected reply from the master: %s", line);
+        return NK_HS_FAILED;
+    }
+}
+
+void nkHandshakePsync(nkHandshake *hs, const char *replid, long long offset) {
+    char off[LONG_STR_SIZE];
+    if (replid) {
+        ll2string(off, sizeof(off), offset);
+        hs->out = catCommand(hs->out, "PSYNC", replid, off, NULL);
+    } else {
+        hs->out = catCommand(hs->out, "PSYNC", "?", "-1", NULL);
+    }
+    hs->step = NK_HS_PSYNC;
+}
+
+void nkHandshakeReset(nkHandshake *hs) {
+    if (hs->out) sdsclear(hs->out);
+    hs->step = NK_HS_AUTH;
+    hs->err[0] = '\0';
+}
+
+/* The next complete line of *in (without its CR LF), taken out of it; NULL
+ * until one is complete. Free it with sdsfree(). */
+sds nkNextLine(sds *in) {
+    char *nl = memchr(*in, '\n', sdslen(*in));
+    sds line;
+    if (!nl) return NULL;
+    line = sdsnewlen(*in, nl - *in);
+    sdsrange(*in, nl - *in + 1, -1);
+    return sdstrim(line, "\r");
 }
 
 /* ------------------------------------------------ A master's full sync --- */

@@ -4,15 +4,16 @@
  *
  * The link (see the protocol at the top of nickv.c):
  *
- *   NONE --cron--> CONNECTING --connected--> AUTH (if masterauth)
- *     --> PORT (REPLCONF listening-port) --> CAPA (REPLCONF capa ...)
- *     --> HELLO (REPLCONF nickv hello: an SKV master answers with its
- *         replication id and offset; another master with an error)
- *     --> PSYNC: from the end of our backlog if we have one; else from the
- *         master's offset (SKV master), else "? -1"
- *         +CONTINUE --> STREAMING
- *         +FULLRESYNC --> RDB (read and dropped) --> STREAMING
- *     any error, timeout or EOF --> NONE (retried once a second)
+ *   NONE --cron--> CONNECTING --connected--> HANDSHAKE
+ *   HANDSHAKE: the replica handshake of nickv_resp.c (nkHandshake), whose
+ *     steps INFO shows as the state: auth (if masterauth), port, capa,
+ *     hello (REPLCONF nickv hello: an SKV master answers with its
+ *     replication id and offset; another master with an error; -NICKV:
+ *     refused, see below), psync: from the end of our backlog if we have
+ *     one; else from the master's offset (SKV master), else "? -1"
+ *       +CONTINUE --> STREAMING
+ *       +FULLRESYNC --> RDB (read and dropped) --> STREAMING
+ *   any error, timeout or EOF --> NONE (retried once a second)
  *
  * The link is TCP to master-port, or RDMA to master-rdma-port: the master
  * then sends its stream to us with one RDMA WRITE_WITH_IMM per flush.
@@ -48,11 +49,7 @@
 typedef enum {
     NK_LINK_NONE = 0,         /* not connected; retried once a second */
     NK_LINK_CONNECTING,
-    NK_LINK_AUTH,             /* sent AUTH, waiting for +OK */
-    NK_LINK_PORT,             /* sent REPLCONF listening-port */
-    NK_LINK_CAPA,             /* sent REPLCONF capa */
-    NK_LINK_HELLO,            /* sent REPLCONF nickv hello */
-    NK_LINK_PSYNC,            /* sent PSYNC */
+    NK_LINK_HANDSHAKE,        /* L.hs says which step */
     NK_LINK_RDB,              /* FULLRESYNC: reading (and dropping) the RDB */
     NK_LINK_STREAMING         /* the stream goes into the backlog */
 } nkLinkState;
@@ -76,6 +73,8 @@ static struct {
     unsigned long long link_bytes_in;
     unsigned long long link_reads;
     long long link_connects;
+    nkHandshake hs;                     /* NK_LINK_HANDSHAKE */
+    sds hello;                          /* what our hello says */
 } L;
 
 static sds link_out;
@@ -85,10 +84,12 @@ static int try_continue = 1;           /* PSYNC from our own backlog */
 static nkRdbReader link_rdb;    /* NK_LINK_RDB: the RDB we drop */
 
 static const char *stateNames[] = {
-    "none", "connecting", "auth", "port", "capa", "hello", "psync", "rdb", "streaming"
+    "none", "connecting", "handshake", "rdb", "streaming"
 };
 
-static const char *nkLinkStateName(void) { return stateNames[L.link_state]; }
+static const char *nkLinkStateName(void) {
+    return L.link_state == NK_LINK_HANDSHAKE ? nkHandshakeStepName(&L.hs) : stateNames[L.link_state];
+}
 
 void nkLinkOnStream(void (*fn)(void)) {
     on_stream = fn;
@@ -226,23 +227,28 @@ static void newHistory(const char *replid, long long next_offset) {
     nkBacklogReset(next_offset);
 }
 
+/* Send what the handshake queued. */
+static void linkSendHandshake(void) {
+    if (!link_out) link_out = sdsempty();
+    link_out = sdscatsds(link_out, L.hs.out);
+    sdsclear(L.hs.out);
+    linkFlush();
+}
+
 static void sendPsync(void) {
     long long first, last;
-    char off[LONG_STR_SIZE];
     nkBacklogRange(&first, &last);
     if (try_continue && L.master_replid[0] && last > 0) {
-        ll2string(off, sizeof(off), last + 1);
-        linkCommand("PSYNC", L.master_replid, off, NULL);
+        nkHandshakePsync(&L.hs, L.master_replid, last + 1);
     } else if (L.master_is_skv) {
         /* The hello told us where the master is: that id, from there. */
         try_continue = 0;
-        ll2string(off, sizeof(off), L.hello_offset + 1);
-        linkCommand("PSYNC", L.hello_replid, off, NULL);
+        nkHandshakePsync(&L.hs, L.hello_replid, L.hello_offset + 1);
     } else {
         try_continue = 0;
-        linkCommand("PSYNC", "?", "-1", NULL);
+        nkHandshakePsync(&L.hs, NULL, 0);
     }
-    setState(NK_LINK_PSYNC);
+    linkSendHandshake();
 }
 
 static void startStreaming(void) {
@@ -258,118 +264,97 @@ static void startStreaming(void) {
     nkReplicasAnnounce();
 }
 
-/* The handshake step after AUTH (or the first one, with no masterauth). */
-static void sendListeningPort(void) {
-    char port[LONG_STR_SIZE];
-    ll2string(port, sizeof(port), nk.cfg.port);
-    linkCommand("REPLCONF", "listening-port", port, NULL);
-    setState(NK_LINK_PORT);
+/* The master's answer to our hello: is it an SKV master that has us as
+ * its Nic-KV? Returns 0 when it refused us (the link is closed). */
+static int handleHello(const char *line) {
+    char id[NK_RUNID_SIZE + 1];
+    long long off;
+    if (line[0] == '+' && sscanf(line + 1, "%40s %lld", id, &off) == 2 && strlen(id) == NK_RUNID_SIZE) {
+        L.master_is_skv = 1;
+        L.link_refused = 0;
+        snprintf(L.hello_replid, sizeof(L.hello_replid), "%s", id);
+        L.hello_offset = off;
+    } else if (!strncmp(line, NICKV_REPLY_BACK, strlen(NICKV_REPLY_BACK))) {
+        /* An SKV master that will not have us as its Nic-KV (another
+         * daemon serves it, or we are not its nickv-user): retry, saying
+         * so once a refusal (verbose while it lasts). */
+        nkLog(L.link_refused ? LL_VERBOSE : LL_WARNING, "The master refuses us as its "
+              "Nic-KV: %s (retrying every second)", line + 1);
+        L.link_refused = 1;
+        linkClose("refused as Nic-KV by the master");
+        return 0;
+    } else {
+        if (L.master_is_skv || L.link_connects == 1)
+            nkLog(LL_NOTICE, "The master does not know Nic-KV (%s): running without its "
+                  "knowledge of our replicas", line);
+        L.master_is_skv = 0;
+    }
+    return 1;
+}
+
+/* The master's answer to our PSYNC. */
+static void handlePsyncReply(const char *line) {
+    if (!strncmp(line, "+CONTINUE", 9)) {
+        char id[NK_RUNID_SIZE + 1] = "";
+        long long first, last;
+        nkBacklogRange(&first, &last);
+        if (try_continue && L.master_replid[0]) {
+            if (sscanf(line + 9, " %40s", id) == 1 && strlen(id) == NK_RUNID_SIZE &&
+                strcmp(id, L.master_replid)) {
+                /* The master changed its id (failover): the old one stays
+                 * valid up to here, as in Redis. */
+                memcpy(L.master_replid2, L.master_replid, sizeof(L.master_replid2));
+                L.second_replid_offset = last + 1;
+                memcpy(L.master_replid, id, sizeof(L.master_replid));
+                /* As a Redis replica does with its own replicas: they
+                 * must learn the new id now, or their offsets run
+                 * past where the old one is valid and the master can
+                 * only give them a full sync later. They PSYNC again
+                 * at once (old id, our replid2 covers it). */
+                if (listLength(nk.replicas))
+                    nkReplicasDropAll("the master's replication id changed");
+            }
+        } else {
+            newHistory(L.hello_replid, L.hello_offset + 1);
+        }
+        startStreaming();
+    } else if (!strncmp(line, "+FULLRESYNC", 11)) {
+        char id[NK_RUNID_SIZE + 1];
+        long long off;
+        if (sscanf(line + 11, " %40s %lld", id, &off) != 2) {
+            linkClose("bad +FULLRESYNC reply");
+            return;
+        }
+        newHistory(id, off + 1);
+        nkRdbReaderInit(&link_rdb);
+        setState(NK_LINK_RDB);
+        nkLog(LL_NOTICE, "Full resync from the master (%s:%lld): dropping its RDB", id, off);
+    } else {
+        if (try_continue && L.master_replid[0]) {
+            /* Our history is not the master's any more: join afresh. */
+            try_continue = 0;
+            linkClose("our backlog cannot continue the master's stream");
+            return;
+        }
+        nkLog(LL_WARNING, "The master refused PSYNC: %s", line);
+        linkClose("PSYNC refused");
+    }
 }
 
 /* One reply line during the handshake. */
 static void handleReply(const char *line) {
-    switch (L.link_state) {
-    case NK_LINK_AUTH:
-        if (line[0] != '+') {
-            nkLog(LL_WARNING, "The master refused our AUTH: %s (check masteruser/masterauth)", line);
-            linkClose("authentication failed");
-            return;
-        }
-        sendListeningPort();
+    switch (nkHandshakeReply(&L.hs, line)) {
+    case NK_HS_SENT:
+        linkSendHandshake();
         break;
-    case NK_LINK_PORT:
-        if (!strncmp(line, "-NOAUTH", 7)) {
-            nkLog(LL_WARNING, "The master requires a password: set masterauth");
-            linkClose("authentication required");
-            return;
-        }
-        linkCommand("REPLCONF", "capa", "eof", "capa", "psync2", NULL);
-        setState(NK_LINK_CAPA);
+    case NK_HS_PSYNC_NEXT:
+        if (handleHello(line)) sendPsync();
         break;
-    case NK_LINK_CAPA: {
-        /* Not nkLinkMessage(): this one goes out before we stream. */
-        sds hello = sdscatprintf(sdsempty(), NICKV_MSG_HELLO " %s %d %d",
-                                 nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port,
-                                 nkRdmaPort());
-        linkCommand("REPLCONF", NICKV_REPLCONF, hello, NULL);
-        sdsfree(hello);
-        setState(NK_LINK_HELLO);
+    case NK_HS_PSYNC_REPLY:
+        handlePsyncReply(line);
         break;
-    }
-    case NK_LINK_HELLO: {
-        char id[NK_RUNID_SIZE + 1];
-        long long off;
-        if (line[0] == '+' && sscanf(line + 1, "%40s %lld", id, &off) == 2 && strlen(id) == NK_RUNID_SIZE) {
-            L.master_is_skv = 1;
-            L.link_refused = 0;
-            snprintf(L.hello_replid, sizeof(L.hello_replid), "%s", id);
-            L.hello_offset = off;
-        } else if (!strncmp(line, NICKV_REPLY_BACK, strlen(NICKV_REPLY_BACK))) {
-            /* An SKV master that will not have us as its Nic-KV (another
-             * daemon serves it, or we are not its nickv-user): retry. */
-            if (!L.link_down_since || L.link_state == NK_LINK_HELLO)
-                nkLog(L.link_refused ? LL_VERBOSE : LL_WARNING, "The master refuses us as its "
-                      "Nic-KV: %s (retrying every second)", line + 1);
-            L.link_refused = 1;
-            linkClose("refused as Nic-KV by the master");
-            return;
-        } else {
-            if (L.master_is_skv || L.link_connects == 1)
-                nkLog(LL_NOTICE, "The master does not know Nic-KV (%s): running without its "
-                      "knowledge of our replicas", line);
-            L.master_is_skv = 0;
-        }
-        sendPsync();
-        break;
-    }
-    case NK_LINK_PSYNC:
-        if (!strncmp(line, "+CONTINUE", 9)) {
-            char id[NK_RUNID_SIZE + 1] = "";
-            long long first, last;
-            nkBacklogRange(&first, &last);
-            if (try_continue && L.master_replid[0]) {
-                if (sscanf(line + 9, " %40s", id) == 1 && strlen(id) == NK_RUNID_SIZE &&
-                    strcmp(id, L.master_replid)) {
-                    /* The master changed its id (failover): the old one stays
-                     * valid up to here, as in Redis. */
-                    memcpy(L.master_replid2, L.master_replid, sizeof(L.master_replid2));
-                    L.second_replid_offset = last + 1;
-                    memcpy(L.master_replid, id, sizeof(L.master_replid));
-                    /* As a Redis replica does with its own replicas: they
-                     * must learn the new id now, or their offsets run
-                     * past where the old one is valid and the master can
-                     * only give them a full sync later. They PSYNC again
-                     * at once (old id, our replid2 covers it). */
-                    if (listLength(nk.replicas))
-                        nkReplicasDropAll("the master's replication id changed");
-                }
-            } else {
-                newHistory(L.hello_replid, L.hello_offset + 1);
-            }
-            startStreaming();
-        } else if (!strncmp(line, "+FULLRESYNC", 11)) {
-            char id[NK_RUNID_SIZE + 1];
-            long long off;
-            if (sscanf(line + 11, " %40s %lld", id, &off) != 2) {
-                linkClose("bad +FULLRESYNC reply");
-                return;
-            }
-            newHistory(id, off + 1);
-            nkRdbReaderInit(&link_rdb);
-            setState(NK_LINK_RDB);
-            nkLog(LL_NOTICE, "Full resync from the master (%s:%lld): dropping its RDB", id, off);
-        } else {
-            if (try_continue && L.master_replid[0]) {
-                /* Our history is not the master's any more: join afresh. */
-                try_continue = 0;
-                linkClose("our backlog cannot continue the master's stream");
-                return;
-            }
-            nkLog(LL_WARNING, "The master refused PSYNC: %s", line);
-            linkClose("PSYNC refused");
-        }
-        break;
-    default:
+    case NK_HS_FAILED:
+        linkClose(L.hs.err);      /* logged there, once an outage */
         break;
     }
 }
@@ -468,11 +453,8 @@ static void linkReadable(nkConn *conn, void *data) {
             if (!L.link_paused) sdsclear(L.link_in);
             break;
         }
-        char *nl = memchr(L.link_in, '\n', sdslen(L.link_in));
-        if (!nl) break;
-        sds line = sdsnewlen(L.link_in, nl - L.link_in);
-        sdsrange(L.link_in, nl - L.link_in + 1, -1);
-        line = sdstrim(line, "\r");
+        sds line = nkNextLine(&L.link_in);
+        if (!line) break;
         if (sdslen(line)) handleReply(line);   /* empty lines are keepalives */
         sdsfree(line);
     }
@@ -487,13 +469,19 @@ static void linkConnected(nkConn *conn, void *data) {
     nkConnSetWriteHandler(conn, NULL);
     nkConnSetReadHandler(conn, linkReadable);
     L.link_lastio = time(NULL);
-    if (nk.cfg.masterauth) {
-        if (nk.cfg.masteruser) linkCommand("AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL);
-        else linkCommand("AUTH", nk.cfg.masterauth, NULL);
-        setState(NK_LINK_AUTH);
-    } else {
-        sendListeningPort();
-    }
+    /* Our hello is sent as the handshake's own step (not nkLinkMessage(),
+     * which waits for the stream). */
+    if (!L.hello) L.hello = sdsempty();
+    sdsclear(L.hello);
+    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d",
+                           nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, nkRdmaPort());
+    nkHandshakeReset(&L.hs);
+    L.hs.port = nk.cfg.port;
+    L.hs.capa_eof = 1;
+    L.hs.hello = L.hello;
+    setState(NK_LINK_HANDSHAKE);
+    nkHandshakeStart(&L.hs, nk.cfg.masteruser, nk.cfg.masterauth);
+    linkSendHandshake();
 }
 
 static void linkConnect(void) {
