@@ -178,7 +178,6 @@ static void fsReadable(aeEventLoop *el, int fd, void *data, int mask) {
                 if (from < first) {
                     fsEnd(c, "the backlog no longer holds the RDB's offset (raise backlog-size)");
                 } else {
-                    nk.stat_sync_full_proxied++;
                     fsEnd(c, NULL);
                     c->stream_from = from;    /* once the RDB is out */
                     nkClientSetState(c, NK_CLIENT_HANDOVER);

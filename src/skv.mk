@@ -10,7 +10,7 @@ vpath %.c $(SKV_SRC)
 # Upstream headers first (-I.), then ours. Our objects put -I. before
 # upstream's -I../deps/hiredis, so that "sds.h" is the server's sds.
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
-SKV_OWN_OBJ = rdma_chan.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_conn.o
+SKV_OWN_OBJ = rdma_chan.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_replica.o nickv_conn.o
 # SKV_DEBUG=yes: our sources check their invariants (rdmaInvariant in
 # rdma_chan.h). Objects do not notice the switch: make clean first.
 ifeq ($(SKV_DEBUG),yes)
