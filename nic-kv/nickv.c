@@ -1541,6 +1541,9 @@ int main(int argc, char **argv) {
     nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, master %s:%d, backlog %lld bytes, "
           "thread-num %d", NICKV_VERSION, SKV_VERSION, nk.cfg.port, nk.cfg.master_host,
           nk.cfg.master_port, nk.cfg.backlog_size, nk.cfg.thread_num);
+#ifdef NK_DEBUG
+    nkLog(LL_NOTICE, "Debug build: invariants are checked, and a broken one aborts (nkBug)");
+#endif
     nkLinkCron();
     aeMain(nk.el);
     nkFanoutStop();

@@ -253,7 +253,7 @@ extern nkServer nk;
  * (redis-cli), or a replica until its PSYNC succeeds, when its socket goes
  * to a fan-out thread and the client is freed. Its state is one of these,
  * changed only by nkClientSetState(), which checks every move against the
- * diagram at the top of nickv.c ("A replica's state in Nic-KV"). */
+ * diagram at the top of nickv_replica.c ("A replica's state in Nic-KV"). */
 typedef enum {
     NK_CLIENT_CONNECTED = 0,  /* reading commands (AUTH, REPLCONF, PSYNC, admin) */
     NK_CLIENT_WAITING,        /* PSYNC ahead of the backlog: waits for the stream */
@@ -265,7 +265,7 @@ typedef enum {
 } nkClientState;
 
 /* A broken invariant of our own (never something a peer sent): abort in a
- * debug build (make ... CFLAGS=-DNK_DEBUG), else log "BUG: ..." and go on;
+ * debug build (-DNK_DEBUG: make nic-kv-debug), else log "BUG: ..." and go on;
  * the tests fail on any such line in a Nic-KV log. */
 #ifdef NK_DEBUG
 #define nkBug(...) do { nkLog(LL_WARNING, "BUG: " __VA_ARGS__); abort(); } while (0)
