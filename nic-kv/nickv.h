@@ -7,16 +7,17 @@
  *                  replicas' list and their main-thread side
  * nickv_fullsync.c proxied full syncs (a client's RDB through us)
  * nickv_upstream.c the link to the master
- * nickv_resp.c     what both speak to the master: argv commands, RDB reader
+ * nickv_resp.c     RESP: argv commands, requests, the RDB reader
  * nickv_fanout.c   the fan-out threads (sending, ACKs, RDMA registration)
  * nickv_backlog.c  the backlog: the ring, its lock, the RDMA pins
  * nickv_conn.c     connections: TCP sockets and RDMA channels alike
  *
  * Layers, each calling only those below it by name (what a lower one must
  * tell a higher one goes through a callback main() sets):
- * conn < backlog < fanout < link (upstream, resp) < server (nickv.c,
- * nickv_replica.c, nickv_fullsync.c). Each file keeps its state static and
- * offers functions, its INFO fields among them.
+ * conn < backlog < fanout < link (upstream) < server (nickv.c,
+ * nickv_replica.c, nickv_fullsync.c); nickv_resp.c calls none of them, and
+ * any may use it. Each file keeps its state static and offers functions,
+ * its INFO fields among them.
  *
  * The protocol is described at the top of nickv.c, a replica's states at the
  * top of nickv_replica.c, the master link's at the top of nickv_upstream.c.
@@ -386,7 +387,6 @@ long long nkBacklogSize(void);
 void nkBacklogPinAdd(nkBacklogPin *p);
 /* Forget a pin (its owner is freed); frees the old rings no pin holds. */
 void nkBacklogPinRemove(nkBacklogPin *p);
-void nkBacklogFreeRetired(void);
 /* Who drops a pin's owner (main wires the replicas in). */
 void nkBacklogSetDropper(nkPinDropFn fn);
 /* Drop the owners of the pins that keep the backlog from taking the next
@@ -442,7 +442,7 @@ void nkClientHandOver(struct nkClient *c);
 /* A client is freed, in whatever state. */
 void nkClientLeaving(struct nkClient *c);
 
-/* nickv.c: RESP requests (multibulk or inline), for clients and replicas.
+/* nickv_resp.c: RESP requests (multibulk or inline), for clients and replicas.
  * 1 = a command in argc/argv (free with nkFreeArgv), 0 = need more input,
  * -1 = protocol error (*err says which). */
 int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err);

@@ -50,6 +50,8 @@ static struct {
 
 typedef struct retiredBuf { char *buf; long long size; } retiredBuf;
 
+static void freeRetired(void);
+
 void nkBacklogSetDropper(nkPinDropFn fn) { B.dropper = fn; }
 
 /* --------------------------------------------------------------- Ring --- */
@@ -181,7 +183,7 @@ void nkBacklogPinAdd(nkBacklogPin *p) {
 void nkBacklogPinRemove(nkBacklogPin *p) {
     listNode *ln = listSearchKey(B.pins, p);
     if (ln) listDelNode(B.pins, ln);
-    nkBacklogFreeRetired();
+    freeRetired();
 }
 
 int nkBacklogDropPinners(const char *why) {
@@ -226,7 +228,7 @@ size_t nkBacklogAppend(const char *data, size_t len) {
 
 /* The RDMA replicas' channels registered the old ring: they are dropped
  * (they reconnect and continue from the new one), and the old ring is
- * freed once the last of their pins is gone (nkBacklogFreeRetired). */
+ * freed once the last of their pins is gone (freeRetired). */
 int nkBacklogResize(long long size) {
     nkRing *r = &B.ring;
     char *nb = ringAlloc(size), *old;
@@ -268,7 +270,7 @@ int nkBacklogResize(long long size) {
 }
 
 /* Free the old rings no pin refers to any more. */
-void nkBacklogFreeRetired(void) {
+static void freeRetired(void) {
     listIter li, pi;
     listNode *ln, *pn;
     if (!B.retired) return;

@@ -343,7 +343,6 @@ void nkReplicasMainEvents(void) {
             zfree(r);
         }
     }
-    nkBacklogFreeRetired();
 }
 
 /* After (re)joining the master: tell it about the replicas we serve. */
