@@ -210,7 +210,7 @@ typedef struct nkReplica {
     _Atomic long long sent_off;         /* last offset written to it */
     _Atomic unsigned long long bytes_sent;
     _Atomic unsigned long long sends;   /* write() calls, or doorbells (RDMA) */
-    _Atomic int state;
+    _Atomic int state;                  /* nkReplicaState: nkReplicaSetState() */
     _Atomic int kill;                   /* the main thread wants it dropped */
     char kill_why[128];                 /* [main], before kill is set */
     time_t ctime;                       /* [main] */
