@@ -8,6 +8,8 @@
 #   make run             build, then start SKV's main job (utils/run-skv.sh)
 #   make test            build, then run every test suite (utils/run-tests.sh)
 #   make test-skv        only SKV's own tests (fast loop while developing)
+#   make nic-kv-debug    nic-kv with its invariants checked (nkBug aborts),
+#                        as build/bin/nic-kv-debug
 #   make install PREFIX=/usr/local
 #   make check-patches   the exported patch series matches a fresh export
 #   make clean           remove build outputs, keep the patched tree
@@ -26,7 +28,7 @@ REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes SKV_DEBUG=$(SK
 PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
            $(wildcard deps/redis/patches/*.patch)
 
-.PHONY: all deps run test test-skv install clean distclean check-patches
+.PHONY: all deps run test test-skv install clean distclean check-patches nic-kv-debug
 
 all: deps $(REDIS)/.skv-patched
 	+$(REDIS_MAKE) -j$(JOBS) all
@@ -37,6 +39,11 @@ all: deps $(REDIS)/.skv-patched
 
 deps:
 	@utils/setup-deps.sh build
+
+# Run the Nic-KV Tcl tests against it with SKV_NICKV=src/nic-kv-debug.
+nic-kv-debug: all
+	+$(REDIS_MAKE) -j$(JOBS) nic-kv-debug
+	@ln -sfn ../redis/src/nic-kv-debug $(BUILD)/bin/nic-kv-debug
 
 # The patched tree is rebuilt from scratch whenever the pin or the series
 # changes; fetch.sh replaces it atomically.
@@ -70,7 +77,7 @@ install: all
 
 clean:
 	-[ -d $(REDIS) ] && $(REDIS_MAKE) clean
-	rm -f $(REDIS)/src/skv-rdma-tool $(REDIS)/src/nic-kv
+	rm -f $(REDIS)/src/skv-rdma-tool $(REDIS)/src/nic-kv $(REDIS)/src/nic-kv-debug $(REDIS)/src/*-nkdebug.[od]
 	rm -rf $(BUILD)/bin $(BUILD)/test-logs $(BUILD)/run $(BUILD)/vm
 
 distclean:

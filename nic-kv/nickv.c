@@ -102,7 +102,7 @@
  *    the backlog ring, and each wakeup posts what it is due as 64 KB work
  *    requests pointing into the ring, linked into one ibv_post_send (one
  *    doorbell). The ring is never overwritten where a replica's NIC may
- *    still read (nickv_fanout.c). Proxied full syncs always read the RDB
+ *    still read (nickv_backlog.c). Proxied full syncs always read the RDB
  *    from the master over TCP (master-port); the replica may be on either.
  *
  * 5. Failure. If Nic-KV dies, its replicas lose their link and reconnect
@@ -118,40 +118,9 @@
  *    loses the master for longer than a few seconds it closes its
  *    replicas' links, so that they fall back too.
  *
- * ========================================================================
- * A replica's state in Nic-KV
- * ========================================================================
- *
- * Until its stream starts, a replica is an nkClient of the main thread,
- * whose state (nkClientState) only nkClientSetState() changes, checking the
- * move against this table (clientMoves[]); then an nkReplica of a fan-out
- * thread (nickv_fanout.c).
- *
- *   CONNECTED --AUTH/REPLCONF/admin--> CONNECTED
- *   CONNECTED --PSYNC in backlog--> HANDOVER: +CONTINUE queued
- *             (psyncContinue)
- *   CONNECTED --PSYNC ahead of the backlog (master's replid)--> WAITING
- *             (psyncCommand; nkPsyncWaitersCheck() looks at it every 100 ms
- *             and whenever the stream grows)
- *   WAITING --the stream reaches the offset--> HANDOVER, as above
- *   WAITING --NICKV_PSYNC_WAIT_MS passed--> as "not in backlog" below
- *   WAITING --master link lost--> CLOSING (-NOMASTERLINK)
- *   CONNECTED|WAITING --not in backlog, capa nickv-via--> CLOSING (-NICKV)
- *   CONNECTED|WAITING --not in backlog, plain--> FULLSYNC (psyncRefuse,
- *             nkProxyFullSync): the RDB passes through
- *   FULLSYNC --the RDB's end--> HANDOVER at the RDB's offset
- *   FULLSYNC --master or replica fails, output limit--> CLOSING
- *   CONNECTED --QUIT, protocol error, refused--> CLOSING
- *   HANDOVER --queue sent--> the client is freed, its connection becomes
- *             an nkReplica, ONLINE, of a fan-out thread (nkReplicaStart);
- *             "add" goes to the master
- *   CLOSING --queue sent--> freed
- *   ONLINE --ACK--> ONLINE (ack relayed, never beyond what was sent)
- *   ONLINE --EOF, error, fell out of the backlog, master history changed-->
- *             GONE (its thread closes it; the main thread sends "del" and
- *             frees it)
- *
- * The master link's states are in nickv_upstream.c.
+ * A replica's state in Nic-KV, from its connection to its last byte, is
+ * drawn at the top of nickv_replica.c, which makes every move of it. The
+ * master link's states are in nickv_upstream.c.
  */
 
 #include "nickv.h"
@@ -175,6 +144,17 @@
 #include "skv_version.h"
 
 nkServer nk;
+
+/* The stats this file counts (the replicas', the link's and the RDMA
+ * transport's are their files'). */
+static struct {
+    long long connections;
+    long long auth_failures;
+    long long protocol_errors;
+    long long rejected_conn;            /* refused: maxclients reached */
+    long long obuf_drops;               /* dropped: output buffer limits */
+    long long auth_timeouts;            /* closed: did not authenticate */
+} stats;
 
 /* ------------------------------------------------------------ Logging --- */
 
@@ -404,7 +384,7 @@ static int applyRdmaMaxPinned(const char **err) {
 }
 
 static int applyBacklogSize(const char **err) {
-    if (nk.cfg.backlog_size == nk.backlog.size) return 1;
+    if (nk.cfg.backlog_size == nkBacklogSize()) return 1;
     if (nkBacklogResize(nk.cfg.backlog_size) == -1) {
         *err = "cannot allocate the new backlog";
         return 0;
@@ -668,43 +648,9 @@ static void nkClientReadable(nkConn *conn, void *data);
 
 size_t nkClientPending(nkClient *c) { return sdslen(c->outbuf); }
 
-static const char *clientStateNames[NK_CLIENT_STATES] = {
-    "connected", "waiting", "fullsync", "handover", "closing"
-};
-
-/* The moves of the diagram at the top of this file ("A replica's state in
- * Nic-KV"): allowed[from] has a bit for each state it may go to. HANDOVER
- * and CLOSING go nowhere: the client is freed from them. */
-static const unsigned clientMoves[NK_CLIENT_STATES] = {
-    [NK_CLIENT_CONNECTED] = 1u << NK_CLIENT_WAITING | 1u << NK_CLIENT_FULLSYNC |
-                            1u << NK_CLIENT_HANDOVER | 1u << NK_CLIENT_CLOSING,
-    [NK_CLIENT_WAITING]   = 1u << NK_CLIENT_FULLSYNC | 1u << NK_CLIENT_HANDOVER |
-                            1u << NK_CLIENT_CLOSING,
-    [NK_CLIENT_FULLSYNC]  = 1u << NK_CLIENT_HANDOVER | 1u << NK_CLIENT_CLOSING,
-    [NK_CLIENT_HANDOVER]  = 0,
-    [NK_CLIENT_CLOSING]   = 0,
-};
-
-/* Every change of a client's state goes through here. */
-void nkClientSetState(nkClient *c, nkClientState to) {
-    nkClientState from = c->state;
-    if (from == to) return;
-    if (!(clientMoves[from] & (1u << to))) {
-        nkBug("client %s:%d: no move from %s to %s", c->ip, c->port,
-              clientStateNames[from], clientStateNames[to]);
-        if (to != NK_CLIENT_CLOSING) return;     /* closing is always safe */
-    }
-    if (from == NK_CLIENT_WAITING) {
-        nk.psync_waiters--;
-        c->psync_wait = 0;
-    }
-    if (to == NK_CLIENT_WAITING) nk.psync_waiters++;
-    c->state = to;
-}
-
 void nkClientFree(nkClient *c) {
     listNode *ln = listSearchKey(nk.clients, c);
-    if (c->state == NK_CLIENT_WAITING) nk.psync_waiters--;
+    nkClientLeaving(c);
     if (ln) listDelNode(nk.clients, ln);
     if (c->conn) {
         nkConnClose(c->conn);
@@ -740,15 +686,7 @@ static int nkClientFlush(nkClient *c) {
         }
         if (c->state == NK_CLIENT_HANDOVER) {
             /* The +CONTINUE (or the RDB) is out: the stream starts. */
-            nkConn *conn = c->conn;
-            char ip[64];
-            int port = c->listening_port ? c->listening_port : c->port;
-            long long from = c->stream_from;
-            snprintf(ip, sizeof(ip), "%s", c->ip);
-            nkConnDetach(conn);
-            c->conn = NULL;
-            nkClientFree(c);
-            nkReplicaStart(conn, ip, port, from);
+            nkClientHandOver(c);
             return -1;
         }
     }
@@ -782,79 +720,10 @@ static void nkClientWritable(nkConn *conn, void *data) {
 }
 
 static void protocolError(nkClient *c, const char *what) {
-    nk.stat_protocol_errors++;
+    stats.protocol_errors++;
     nkLog(LL_VERBOSE, "Protocol error (%s) from client %s:%d: closing it", what, c->ip, c->port);
     nkClientReply(c, "-ERR Protocol error: %s\r\n", what);
     nkClientSetState(c, NK_CLIENT_CLOSING);
-}
-
-int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err) {
-    char *p = *buf, *end = *buf + sdslen(*buf), *nl;
-    long long count, i;
-    sds *v;
-    *argc = 0;
-    *argv = NULL;
-    if (p == end) return 0;
-    if (*p != '*') {
-        /* Inline command: a line of words. */
-        int n = 0;
-        sds line, *words;
-        if (!(nl = memchr(p, '\n', end - p))) {
-            if (sdslen(*buf) > 64 * 1024) { *err = "too big inline request"; return -1; }
-            return 0;
-        }
-        line = sdsnewlen(p, nl - p);
-        sdsrange(*buf, nl - p + 1, -1);
-        line = sdstrim(line, "\r");
-        words = sdssplitargs(line, &n);
-        sdsfree(line);
-        if (!words) { *err = "unbalanced quotes in request"; return -1; }
-        *argc = n;
-        *argv = words;
-        return 1;
-    }
-    /* *<count>\r\n, then $<len>\r\n<bytes>\r\n for each argument. */
-    char *q = p + 1;
-    if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) {
-        if (sdslen(*buf) > 64 * 1024) { *err = "too big multibulk header"; return -1; }
-        return 0;
-    }
-    if (!string2ll(q, nl - q, &count) || count <= 0 || count > 64 || nl[1] != '\n') {
-        *err = "invalid multibulk length";
-        return -1;
-    }
-    q = nl + 2;
-    v = zcalloc(sizeof(sds) * count);
-    for (i = 0; i < count; i++) {
-        long long len;
-        if (q >= end) goto more;
-        if (*q != '$') { *err = "expected '$'"; goto fail; }
-        if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) goto more;
-        if (!string2ll(q + 1, nl - (q + 1), &len) || len < 0 || len > 64 * 1024 || nl[1] != '\n') {
-            *err = "invalid bulk length";
-            goto fail;
-        }
-        q = nl + 2;
-        if (end - q < len + 2) goto more;
-        v[i] = sdsnewlen(q, len);
-        q += len + 2;
-    }
-    sdsrange(*buf, q - p, -1);
-    *argc = (int)count;
-    *argv = v;
-    return 1;
-more:
-    nkFreeArgv((int)i, v);
-    if (sdslen(*buf) > NK_QUERYBUF_MAX) { *err = "request too big"; return -1; }
-    return 0;
-fail:
-    nkFreeArgv((int)i, v);
-    return -1;
-}
-
-void nkFreeArgv(int argc, sds *argv) {
-    for (int i = 0; i < argc; i++) sdsfree(argv[i]);
-    zfree(argv);
 }
 
 /* ------------------------------------------------------------- Commands --- */
@@ -908,53 +777,23 @@ static sds genInfo(int nsec, sds *secs) {
         s = nkLinkInfo(s, last);
     }
     if (infoWants(nsec, secs, "backlog", NULL)) {
-        s = sdscatprintf(s,
-            "# Backlog\r\n"
-            "backlog_size:%lld\r\n"
-            "backlog_first_byte_offset:%lld\r\n"
-            "backlog_last_byte_offset:%lld\r\n"
-            "backlog_histlen:%lld\r\n\r\n",
-            nk.cfg.backlog_size, first, last, last >= first ? last - first + 1 : 0);
+        s = nkBacklogInfo(s);
     }
     if (infoWants(nsec, secs, "replicas", "replication")) {
-        listIter li;
-        listNode *ln;
-        int i = 0;
-        s = sdscatprintf(s, "# Replicas\r\nconnected_replicas:%lu\r\n", listLength(nk.replicas));
-        listRewind(nk.replicas, &li);
-        while ((ln = listNext(&li))) {
-            nkReplica *r = listNodeValue(ln);
-            s = sdscatprintf(s,
-                "replica%d:id=%lld,ip=%s,port=%d,transport=%s,state=%s,offset=%lld,sent=%lld,lag=%lld,"
-                "bytes_sent=%llu,sends=%llu,thread=%d\r\n",
-                i++, r->id, r->ip, r->port, r->rdma ? "rdma" : "tcp",
-                r->state == NK_REPLICA_ONLINE ? "online" : "gone",
-                (long long)r->ack_off, (long long)r->sent_off, nkUnixTime() - (long long)r->ack_time,
-                (unsigned long long)r->bytes_sent, (unsigned long long)r->sends, r->thread);
-        }
-        s = sdscat(s, "\r\n");
+        s = nkReplicasInfo(s);
     }
     if (infoWants(nsec, secs, "stats", NULL)) {
+        s = sdscatprintf(s, "# Stats\r\ntotal_connections_received:%lld\r\n", stats.connections);
+        s = nkReplicaStatsInfo(s);
         s = sdscatprintf(s,
-            "# Stats\r\n"
-            "total_connections_received:%lld\r\n"
-            "sync_partial_ok:%lld\r\n"
-            "sync_partial_err:%lld\r\n"
-            "sync_full_proxied:%lld\r\n"
-            "sync_redirected_to_master:%lld\r\n"
-            "sync_waited_for_stream:%lld\r\n"
             "auth_failures:%lld\r\n"
-            "protocol_errors:%lld\r\n"
-            "link_pin_waits:%lld\r\n"
-            "link_pin_drops:%lld\r\n"
+            "protocol_errors:%lld\r\n", stats.auth_failures, stats.protocol_errors);
+        s = nkLinkStatsInfo(s);
+        s = sdscatprintf(s,
             "rejected_connections:%lld\r\n"
             "client_output_buffer_limit_disconnections:%lld\r\n"
             "auth_timeouts:%lld\r\n\r\n",
-            nk.stat_connections, nk.stat_sync_partial_ok, nk.stat_sync_partial_err,
-            nk.stat_sync_full_proxied, nk.stat_sync_redirected, nk.stat_sync_waited,
-            nk.stat_auth_failures,
-            nk.stat_protocol_errors, nk.stat_pin_waits, nk.stat_pin_drops,
-            nk.stat_rejected_conn, nk.stat_obuf_drops, nk.stat_auth_timeouts);
+            stats.rejected_conn, stats.obuf_drops, stats.auth_timeouts);
     }
     if (infoWants(nsec, secs, "rdma", NULL)) {
         rdmaStats st;
@@ -984,7 +823,7 @@ static sds genInfo(int nsec, sds *secs) {
             "# Memory\r\n"
             "used_memory:%zu\r\n"
             "backlog_allocated:%lld\r\n\r\n",
-            zmalloc_used_memory(), nk.backlog.size);
+            zmalloc_used_memory(), nkBacklogSize());
     }
     if (infoWants(nsec, secs, "cpu", NULL)) {
         getrusage(RUSAGE_SELF, &ru);
@@ -1003,111 +842,6 @@ long long nkMstime(void) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-static void psyncContinue(nkClient *c, long long offset) {
-    nk.stat_sync_partial_ok++;
-    nkLog(LL_NOTICE, "Replica %s:%d: partial resync from offset %lld", c->ip,
-          c->listening_port, offset);
-    nkClientReply(c, "+CONTINUE %s\r\n", nkLinkReplid());
-    c->stream_from = offset;
-    nkClientSetState(c, NK_CLIENT_HANDOVER);
-}
-
-/* Nic-KV cannot serve this PSYNC: an SKV replica goes back to the master,
- * an upstream one gets its full sync through us. */
-static void psyncRefuse(nkClient *c, const char *replid, long long offset, const char *why) {
-    long long first, last;
-    nkBacklogRange(&first, &last);
-    if (replid[0] != '?') nk.stat_sync_partial_err++;
-    if (c->capa_nickv) {
-        nk.stat_sync_redirected++;
-        nkLog(LL_NOTICE, "Replica %s:%d: offset %lld of %s %s (backlog %lld..%lld): "
-              "back to the master", c->ip, c->listening_port, offset, replid, why, first, last);
-        nkClientReply(c, NICKV_REPLY_BACK " cannot serve offset %lld (backlog %lld..%lld): sync with the master\r\n",
-                      offset, first, last);
-        nkClientSetState(c, NK_CLIENT_CLOSING);
-        return;
-    }
-    /* An upstream replica: the RDB comes through us. */
-    if (nkProxyFullSync(c) == -1) {
-        nkClientReply(c, "-NOMASTERLINK cannot start a full sync with the master now\r\n");
-        nkClientSetState(c, NK_CLIENT_CLOSING);
-    } else {
-        nkClientSetState(c, NK_CLIENT_FULLSYNC);
-    }
-}
-
-/* PSYNC <replid> <offset> from a replica: see "A replica's state" above.
- *
- * The master redirects a replica here at the replica's own offset, which
- * may be a little ahead of our backlog: those bytes are on their way from
- * the master (it redirects only offsets it has produced, and we are its
- * replica). Such a PSYNC, with the master's current replication id, waits
- * up to NICKV_PSYNC_WAIT_MS for the stream to reach it; an offset that is
- * never reached (a lying peer, or a master that moved on) is refused when
- * the time is up. Without this wait, under a steady write load the
- * replica's offset is always ahead of the backlog range we last reported,
- * and hand-overs would never complete. */
-static void psyncCommand(nkClient *c, int argc, sds *argv) {
-    long long first, last, offset;
-    if (argc != 3) {
-        nkClientReply(c, "-ERR wrong number of arguments for 'psync' command\r\n");
-        return;
-    }
-    if (!nkLinkStreaming()) {
-        nkClientReply(c, "-NOMASTERLINK Nic-KV is not connected to its master\r\n");
-        return;
-    }
-    if (!string2ll(argv[2], sdslen(argv[2]), &offset)) {
-        nkClientReply(c, "-ERR value is not an integer or out of range\r\n");
-        return;
-    }
-    nkBacklogRange(&first, &last);
-    int same_history = nkLinkSameHistory(argv[1], offset);
-    if (same_history && offset >= first && offset <= last + 1) {
-        psyncContinue(c, offset);
-        return;
-    }
-    if (!strcmp(argv[1], nkLinkReplid()) && last > 0 && offset > last + 1) {
-        nkLog(LL_VERBOSE, "Replica %s:%d: offset %lld is ahead of the backlog (%lld..%lld): "
-              "waiting for the stream", c->ip, c->listening_port, offset, first, last);
-        nk.stat_sync_waited++;
-        nkClientSetState(c, NK_CLIENT_WAITING);
-        c->psync_wait = offset;
-        c->psync_deadline = nkMstime() + NICKV_PSYNC_WAIT_MS;
-        snprintf(c->psync_replid, sizeof(c->psync_replid), "%s", nkLinkReplid());
-        return;
-    }
-    psyncRefuse(c, argv[1], offset, "is not in the backlog");
-}
-
-void nkPsyncWaitersCheck(void) {
-    listIter li;
-    listNode *ln;
-    long long first, last, now;
-    if (nk.psync_waiters == 0) return;
-    nkBacklogRange(&first, &last);
-    now = nkMstime();
-    listRewind(nk.clients, &li);
-    while ((ln = listNext(&li))) {
-        nkClient *c = listNodeValue(ln);
-        long long offset = c->psync_wait;
-        if (c->state != NK_CLIENT_WAITING) continue;
-        int same_history = !strcmp(c->psync_replid, nkLinkReplid());
-        if (same_history && nkLinkStreaming() && offset <= last + 1 && offset >= first) {
-            psyncContinue(c, offset);
-        } else if (!nkLinkStreaming()) {
-            nkClientReply(c, "-NOMASTERLINK Nic-KV lost its master link\r\n");
-            nkClientSetState(c, NK_CLIENT_CLOSING);
-        } else if (!same_history || now >= c->psync_deadline || offset < first) {
-            psyncRefuse(c, c->psync_replid, offset, same_history ?
-                        "was not reached by the stream in time" : "belongs to a history the master left");
-        } else {
-            continue;
-        }
-        nkClientFlushSoon(c);   /* may free c */
-    }
 }
 
 /* CONFIG SET name value [name value ...], as upstream's: every name is
@@ -1203,11 +937,9 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
     } else if (argc >= 2 && !strcasecmp(argv[1], "set")) {
         configSetCommand(c, argc, argv);
     } else if (argc == 2 && !strcasecmp(argv[1], "resetstat")) {
-        nk.stat_connections = nk.stat_sync_partial_ok = nk.stat_sync_partial_err = 0;
-        nk.stat_sync_full_proxied = nk.stat_sync_redirected = nk.stat_sync_waited = 0;
-        nk.stat_auth_failures = nk.stat_protocol_errors = 0;
-        nk.stat_pin_waits = nk.stat_pin_drops = 0;
-        nk.stat_rejected_conn = nk.stat_obuf_drops = nk.stat_auth_timeouts = 0;
+        memset(&stats, 0, sizeof(stats));
+        nkReplicaResetStats();
+        nkLinkResetStats();
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else {
@@ -1216,8 +948,8 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
 }
 
 static void roleCommand(nkClient *c) {
-    listIter li;
-    listNode *ln;
+    nkReplicaIter it;
+    nkReplica *r;
     long long first, last;
     nkBacklogRange(&first, &last);
     nkClientReply(c, "*6\r\n$5\r\nnickv\r\n");
@@ -1225,10 +957,9 @@ static void roleCommand(nkClient *c) {
     nkClientReply(c, ":%d\r\n", nk.cfg.master_port);
     const char *st = nkLinkStreaming() ? "connected" : "connecting";
     replyBulk(c, st, strlen(st));
-    nkClientReply(c, ":%lld\r\n*%lu\r\n", last, listLength(nk.replicas));
-    listRewind(nk.replicas, &li);
-    while ((ln = listNext(&li))) {
-        nkReplica *r = listNodeValue(ln);
+    nkClientReply(c, ":%lld\r\n*%lu\r\n", last, nkReplicaCount());
+    nkReplicaIterInit(&it);
+    while ((r = nkReplicaIterNext(&it))) {
         char port[16], off[32];
         snprintf(port, sizeof(port), "%d", r->port);
         snprintf(off, sizeof(off), "%lld", (long long)r->ack_off);
@@ -1244,7 +975,7 @@ static void roleCommand(nkClient *c) {
  * guessing passwords does not fill the log. */
 static void nkAuthFailed(nkClient *c) {
     long long now = nkMstime();
-    nk.stat_auth_failures++;
+    stats.auth_failures++;
     snprintf(nk.auth_fail_last, sizeof(nk.auth_fail_last), "%s:%d", c->ip, c->port);
     if (now - nk.auth_fail_logged < 1000) {
         nk.auth_fail_unlogged++;
@@ -1308,7 +1039,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
         }
         nkClientReply(c, "+OK\r\n");
     } else if (!strcasecmp(cmd, "psync")) {
-        psyncCommand(c, argc, argv);
+        nkPsyncCommand(c, argc, argv);
     } else if (!strcasecmp(cmd, "sync")) {
         nkClientReply(c, "-ERR Nic-KV serves PSYNC only (replicas of Redis 2.8 and later)\r\n");
     } else if (!strcasecmp(cmd, "info")) {
@@ -1382,7 +1113,7 @@ static void nkClientReadable(nkConn *conn, void *data) {
 static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     nkClient *c = zcalloc(sizeof(*c));
     int full = nkClientSlotsFree() == 0;
-    nk.stat_connections++;
+    stats.connections++;
     c->id = ++nk.next_client_id;
     c->conn = conn;
     snprintf(c->ip, sizeof(c->ip), "%s", ip);
@@ -1395,7 +1126,7 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     nkConnSetData(conn, c);
     if (full) {
         /* As redis-server: told why, and closed. */
-        nk.stat_rejected_conn++;
+        stats.rejected_conn++;
         nkLog(LL_VERBOSE, "Refusing %s:%d: max number of clients reached", ip, port);
         nkClientReply(c, "-ERR max number of clients reached\r\n");
         nkClientSetState(c, NK_CLIENT_CLOSING);
@@ -1416,7 +1147,7 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
 
 /* Clients and replicas Nic-KV holds: each is a connection. */
 static long nkClientsConnected(void) {
-    return (long)listLength(nk.clients) + (long)listLength(nk.replicas);
+    return (long)listLength(nk.clients) + (long)nkReplicaCount();
 }
 
 int nkClientSlotsFree(void) {
@@ -1570,7 +1301,7 @@ static void nkClientsCron(void) {
                 c->obuf_soft_since = 0;
             }
             if (why) {
-                nk.stat_obuf_drops++;
+                stats.obuf_drops++;
                 nkLog(LL_WARNING, "Replica %s:%d (proxied full sync) closed for overcoming of "
                       "output buffer limits (%s limit, %lld bytes queued)",
                       c->ip, c->listening_port ? c->listening_port : c->port, why, pending);
@@ -1580,7 +1311,7 @@ static void nkClientsCron(void) {
         }
         if (need_auth && !c->authenticated && nk.cfg.auth_timeout &&
             now - c->ctime_ms >= nk.cfg.auth_timeout * 1000LL) {
-            nk.stat_auth_timeouts++;
+            stats.auth_timeouts++;
             nkLog(LL_VERBOSE, "Client %s:%d did not authenticate in %d seconds: closing it",
                   c->ip, c->port, nk.cfg.auth_timeout);
             nkClientFree(c);
@@ -1623,7 +1354,7 @@ static void sigShutdown(int sig) {
 
 static void beforeSleep(aeEventLoop *el) {
     (void)el;
-    nkFanoutMainEvents();
+    nkReplicasMainEvents();
     nkLinkResume();               /* before the pass: it may re-arm the link */
     nkLoopBeforeSleep(nk.loop);
     nkFanoutFlushHandovers();
@@ -1699,20 +1430,29 @@ int main(int argc, char **argv) {
 
     nk.start_time = time(NULL);
     nk.clients = listCreate();
-    nk.replicas = listCreate();
+    nkReplicaInit();
     nkLinkInit();
-    /* The layers know only those below them: the fan-out reports its
-     * replicas to the master link, and the link tells the PSYNCs waiting
-     * for the stream, through what is wired here. */
-    nkFanoutSetReporter(nkLinkMessage);
+    /* The layers know only those below them. What a lower one tells a
+     * higher one is wired here: the backlog asks the replicas to drop the
+     * owner of a pin, the fan-out threads post their events (a replica
+     * gone, an ACK to relay) to the replicas' main-thread side, and the
+     * link tells the PSYNCs waiting for the stream and drops or announces
+     * the replicas. */
+    static const nkLinkReplicaOps link_replicas = {
+        nkReplicaCount, nkReplicasDropAll, nkReplicasAnnounce
+    };
+    nkBacklogSetDropper(nkReplicaDrop);
+    nkFanoutOnState(nkReplicaSetState);
+    nkFanoutOnEvents(nkReplicasMainEvents);
     nkLinkOnStream(nkPsyncWaitersCheck);
+    nkLinkOnReplicas(&link_replicas);
     nk.el = aeCreateEventLoop(65536);
     nk.loop = nkLoopCreate(nk.el);
     if (nkBacklogInit(nk.cfg.backlog_size) == -1) {
         nkLog(LL_WARNING, "Cannot allocate a %lld byte backlog", nk.cfg.backlog_size);
         return 1;
     }
-    if (nkFanoutStart(nk.cfg.thread_num) == -1) return 1;
+    if (nkFanoutStart(nk.el, nk.cfg.thread_num) == -1) return 1;
     for (int i = 0; i < nk.cfg.bindcount; i++) {
         char err[ANET_ERR_LEN];
         int fd = strchr(nk.cfg.bind[i], ':') ?
@@ -1732,6 +1472,9 @@ int main(int argc, char **argv) {
     nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, master %s:%d, backlog %lld bytes, "
           "thread-num %d", NICKV_VERSION, SKV_VERSION, nk.cfg.port, nk.cfg.master_host,
           nk.cfg.master_port, nk.cfg.backlog_size, nk.cfg.thread_num);
+#ifdef NK_DEBUG
+    nkLog(LL_NOTICE, "Debug build: invariants are checked, and a broken one aborts (nkBug)");
+#endif
     nkLinkCron();
     aeMain(nk.el);
     nkFanoutStop();

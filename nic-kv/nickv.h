@@ -3,13 +3,24 @@
  * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
  *
  * nickv.c          main, configuration, client protocol, admin commands
+ * nickv_replica.c  a replica's lifecycle: PSYNC, waiters, hand-over, the
+ *                  replicas' list and their main-thread side
  * nickv_fullsync.c proxied full syncs (a client's RDB through us)
  * nickv_upstream.c the link to the master
- * nickv_resp.c     what both speak to the master: argv commands, RDB reader
- * nickv_fanout.c   the backlog and the fan-out threads
+ * nickv_resp.c     RESP: argv commands, requests, the RDB reader
+ * nickv_fanout.c   the fan-out threads (sending, ACKs, RDMA registration)
+ * nickv_backlog.c  the backlog: the ring, its lock, the RDMA pins
  * nickv_conn.c     connections: TCP sockets and RDMA channels alike
  *
- * The protocol and the state machines are described at the top of nickv.c.
+ * Layers, each calling only those below it by name (what a lower one must
+ * tell a higher one goes through a callback main() sets):
+ * conn < backlog < fanout < link (upstream) < server (nickv.c,
+ * nickv_replica.c, nickv_fullsync.c); nickv_resp.c calls none of them, and
+ * any may use it. Each file keeps its state static and offers functions,
+ * its INFO fields among them.
+ *
+ * The protocol is described at the top of nickv.c, a replica's states at the
+ * top of nickv_replica.c, the master link's at the top of nickv_upstream.c.
  */
 #ifndef NICKV_H
 #define NICKV_H
@@ -135,27 +146,42 @@ typedef struct nkConfig {
 
 /* ---------------------------------------------------------- Backlog --- */
 
-/* The stream from the master, as a ring. Offsets are the master's: the
- * ring holds bytes first..last (empty when last < first). The upstream
- * link appends under the write lock; fan-out threads send from the ring
- * under the read lock, straight from its memory. */
-typedef struct nkBacklog {
-    pthread_rwlock_t lock;
+/* The stream from the master, as a ring (nickv_backlog.c). Offsets are the
+ * master's: the ring holds bytes first..last (empty when last < first). */
+typedef struct nkRing {
     char *buf;
     long long size;
     long long first, last;
     long long gen;               /* bumped when a new history restarts it */
-    _Atomic long long last_pub;  /* last, readable without the lock */
-    _Atomic int pinned_out;      /* the last append was cut short by a pin:
-                                  * fan-out threads wake the main thread
-                                  * when a pin moves */
-} nkBacklog;
+} nkRing;
+
+/* Where offset's byte lives in a ring of size bytes. */
+static inline long long nkRingIndex(long long offset, long long size) { return offset % size; }
+
+/* An RDMA replica's hold on the ring: its NIC may still read offsets from
+ * off on, or nothing (NK_NO_PIN). off is raised only under the backlog's
+ * read lock, before a post; the upstream link never overwrites it
+ * (nkBacklogAppend). Registered with nkBacklogPinAdd by the main thread. */
+typedef struct nkBacklogPin {
+    _Atomic long long off;              /* [thread], read by main */
+    long long gen;                      /* [thread] the ring's gen when pinned */
+    char *region;                       /* [main] the ring its channel registers */
+    long long region_size;              /* [main] its size */
+    void *owner;                        /* [main] what nkPinDropFn drops */
+} nkBacklogPin;
+
+/* Drop a pin's owner (set kill, with why; log it if asked). Returns 1 if it
+ * was not being dropped already. Main thread. */
+typedef int (*nkPinDropFn)(void *owner, const char *why, int log);
 
 /* --------------------------------------------------------- Replicas --- */
 
+/* A replica once it streams: changed only by nkReplicaSetState()
+ * (nickv_replica.c), which checks the move. */
 typedef enum {
     NK_REPLICA_ONLINE,        /* streaming from the backlog */
-    NK_REPLICA_GONE           /* closed by its thread; main frees it */
+    NK_REPLICA_GONE,          /* closed by its thread; main frees it */
+    NK_REPLICA_STATES
 } nkReplicaState;
 
 /* A replica being streamed to. Made by the main thread when a PSYNC (or a
@@ -168,16 +194,11 @@ typedef struct nkReplica {
     int port;                           /* [main] its listening port */
     nkConn *conn;                       /* [thread] */
     int rdma;                           /* [main] sent to with zero copy */
-    char *region;                       /* [main] the backlog buffer its
-                                         * channel registers (RDMA) */
-    long long region_size;              /* [main] its size */
     int registered;                     /* [thread] region registered: the
                                          * thread does it (replicaRegister) */
-    /* RDMA: the oldest offset the NIC may still be reading for it, or
-     * NK_NO_PIN. Raised only under the backlog's read lock, before a
-     * post; the upstream link never overwrites it (nkBacklogAppend). */
-    _Atomic long long pin;
-    long long pin_gen;                  /* the backlog's gen when pinned */
+    /* RDMA: the ring its channel registers, and the oldest offset of it
+     * the NIC may still be reading (registered with the backlog). */
+    nkBacklogPin pin;
     int thread;                         /* [main] index of its thread */
     long long pos;                      /* [thread] next offset to send */
     sds inbuf;                          /* [thread] REPLCONF ACKs */
@@ -189,7 +210,7 @@ typedef struct nkReplica {
     _Atomic long long sent_off;         /* last offset written to it */
     _Atomic unsigned long long bytes_sent;
     _Atomic unsigned long long sends;   /* write() calls, or doorbells (RDMA) */
-    _Atomic int state;
+    _Atomic int state;                  /* nkReplicaState: nkReplicaSetState() */
     _Atomic int kill;                   /* the main thread wants it dropped */
     char kill_why[128];                 /* [main], before kill is set */
     time_t ctime;                       /* [main] */
@@ -212,28 +233,9 @@ typedef struct nkServer {
     time_t start_time;
     int shutdown_asap;
 
-    /* The link to the master keeps its state in nickv_upstream.c. */
-
-    /* Backlog and fan-out (nickv_fanout.c). */
-    nkBacklog backlog;
-    list *replicas;                     /* nkReplica, [main] */
-    long long next_replica_id;
-
-    /* Stats. */
-    long long stat_connections;
-    long long stat_sync_partial_ok;
-    long long stat_sync_partial_err;
-    long long stat_sync_full_proxied;
-    long long stat_sync_redirected;
-    long long stat_sync_waited;         /* PSYNCs that waited for the stream */
-    int psync_waiters;                  /* clients WAITING */
-    long long stat_auth_failures;
-    long long stat_protocol_errors;
-    long long stat_pin_waits;           /* the link waited for the NIC */
-    long long stat_pin_drops;           /* ... and dropped a replica */
-    long long stat_rejected_conn;       /* refused: maxclients reached */
-    long long stat_obuf_drops;          /* dropped: output buffer limits */
-    long long stat_auth_timeouts;       /* closed: did not authenticate */
+    /* The link to the master (nickv_upstream.c), the backlog
+     * (nickv_backlog.c), the fan-out (nickv_fanout.c) and the replicas
+     * (nickv_replica.c) keep their state, stats included, in their files. */
 
     /* Accepting clients. */
     long long accept_paused_until;      /* ms: out of descriptors, retry then */
@@ -252,7 +254,7 @@ extern nkServer nk;
  * (redis-cli), or a replica until its PSYNC succeeds, when its socket goes
  * to a fan-out thread and the client is freed. Its state is one of these,
  * changed only by nkClientSetState(), which checks every move against the
- * diagram at the top of nickv.c ("A replica's state in Nic-KV"). */
+ * diagram at the top of nickv_replica.c ("A replica's state in Nic-KV"). */
 typedef enum {
     NK_CLIENT_CONNECTED = 0,  /* reading commands (AUTH, REPLCONF, PSYNC, admin) */
     NK_CLIENT_WAITING,        /* PSYNC ahead of the backlog: waits for the stream */
@@ -264,7 +266,7 @@ typedef enum {
 } nkClientState;
 
 /* A broken invariant of our own (never something a peer sent): abort in a
- * debug build (make ... CFLAGS=-DNK_DEBUG), else log "BUG: ..." and go on;
+ * debug build (-DNK_DEBUG: make nic-kv-debug), else log "BUG: ..." and go on;
  * the tests fail on any such line in a Nic-KV log. */
 #ifdef NK_DEBUG
 #define nkBug(...) do { nkLog(LL_WARNING, "BUG: " __VA_ARGS__); abort(); } while (0)
@@ -332,9 +334,17 @@ void nkLinkHeartbeat(void);
 int nkRdmaPort(void);
 /* Retry what the backlog could not take (called before sleeping). */
 void nkLinkResume(void);
-/* Answer the PSYNCs waiting for the stream that can be answered now (the
- * stream reached them, the link went down, or they waited too long). */
-void nkPsyncWaitersCheck(void);
+/* What the link needs of the replicas above it (main wires nickv_replica.c
+ * in): how many there are, drop them all, tell the master about them. */
+typedef struct nkLinkReplicaOps {
+    unsigned long (*count)(void);
+    void (*drop_all)(const char *why);
+    void (*announce)(void);
+} nkLinkReplicaOps;
+void nkLinkOnReplicas(const nkLinkReplicaOps *ops);
+/* The link's stats (INFO "Stats" fields link_pin_*), and CONFIG RESETSTAT. */
+sds nkLinkStatsInfo(sds s);
+void nkLinkResetStats(void);
 /* REPLCONF nickv <message> to an SKV master, the message formatted from fmt
  * and sent as one argument; dropped unless streaming. */
 void nkLinkMessage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -385,33 +395,82 @@ typedef struct nkRdbReader {
 void nkRdbReaderInit(nkRdbReader *r);
 ssize_t nkRdbReaderFeed(nkRdbReader *r, const char *p, size_t len, int *done, const char **err);
 
-/* nickv_fanout.c */
-typedef void (*nkReportFn)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The fan-out reports its replicas ("add", "ack", "del" messages) here. */
-void nkFanoutSetReporter(nkReportFn fn);
+/* nickv_backlog.c: the ring, which it owns; fan-out threads read it in
+ * place between nkBacklogReadBegin() and nkBacklogReadEnd() (its read lock:
+ * what it returns stays put until then). */
 int nkBacklogInit(long long size);
 void nkBacklogReset(long long next_offset);
 size_t nkBacklogAppend(const char *data, size_t len);
-/* Drop the RDMA replicas whose in-flight sends keep the backlog from taking
- * the next byte; returns how many. */
-int nkBacklogDropPinners(const char *why);
-void nkBacklogFreeRetired(void);
 int nkBacklogResize(long long size);
 void nkBacklogRange(long long *first, long long *last);
-int nkFanoutStart(int thread_num);
+const nkRing *nkBacklogReadBegin(void);
+void nkBacklogReadEnd(void);
+/* The last offset held, without the lock. */
+long long nkBacklogLastPub(void);
+/* The last append was cut short by a pin (the link waits for one to move). */
+int nkBacklogPinnedOut(void);
+/* The ring an RDMA replica's channel registers, and its size [main]. */
+char *nkBacklogBuf(long long *size);
+long long nkBacklogSize(void);
+void nkBacklogPinAdd(nkBacklogPin *p);
+/* Forget a pin (its owner is freed); frees the old rings no pin holds. */
+void nkBacklogPinRemove(nkBacklogPin *p);
+/* Who drops a pin's owner (main wires the replicas in). */
+void nkBacklogSetDropper(nkPinDropFn fn);
+/* Drop the owners of the pins that keep the backlog from taking the next
+ * byte; returns how many. */
+int nkBacklogDropPinners(const char *why);
+sds nkBacklogInfo(sds s);
+
+/* nickv_fanout.c: the fan-out threads. */
+int nkFanoutStart(aeEventLoop *main_el, int thread_num);
 void nkFanoutStop(void);
 int nkFanoutThreads(void);
-nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos);
-/* Hand-overs queued by nkReplicaStart go to their threads (main, before
+/* Give a new replica (its connection detached) to the least loaded thread:
+ * sets r->thread; the hand-over happens in nkFanoutFlushHandovers. */
+void nkFanoutAdd(nkReplica *r);
+/* Hand-overs queued by nkFanoutAdd go to their threads (main, before
  * sleeping: nothing in the main thread's stack refers to them then). */
 void nkFanoutFlushHandovers(void);
-long long nkMstime(void);
-void nkReplicasDropAll(const char *why);
 void nkFanoutWake(void);
-void nkFanoutMainEvents(void);
-void nkReplicasAnnounce(void);
+/* The threads' events for the main thread (an ACK to relay, a replica
+ * gone): fn runs on the main pipe's wakeups; it calls nkFanoutEventsTaken
+ * first. */
+void nkFanoutOnEvents(void (*fn)(void));
+void nkFanoutEventsTaken(void);
+/* How a fan-out thread marks its replica GONE (main wires in the lifecycle's
+ * checked setter, nkReplicaSetState); the thread then wakes the main thread. */
+void nkFanoutOnState(void (*fn)(nkReplica *r, nkReplicaState to));
+long long nkMstime(void);
 
-/* nickv.c: RESP requests (multibulk or inline), for clients and replicas.
+/* nickv_replica.c: a replica's lifecycle (see the diagram at its top), the
+ * replicas' list, which it owns, and their stats. */
+void nkReplicaInit(void);
+void nkReplicaSetState(nkReplica *r, nkReplicaState to);
+nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos);
+void nkReplicasDropAll(const char *why);
+int nkReplicaDrop(void *replica, const char *why, int log);
+void nkReplicasMainEvents(void);
+void nkReplicasAnnounce(void);
+unsigned long nkReplicaCount(void);
+typedef struct nkReplicaIter { listIter li; } nkReplicaIter;
+void nkReplicaIterInit(nkReplicaIter *it);
+nkReplica *nkReplicaIterNext(nkReplicaIter *it);
+sds nkReplicasInfo(sds s);
+sds nkReplicaStatsInfo(sds s);
+void nkReplicaResetStats(void);
+struct nkClient;
+void nkPsyncCommand(struct nkClient *c, int argc, sds *argv);
+/* Answer the PSYNCs waiting for the stream that can be answered now (the
+ * stream reached them, the link went down, or they waited too long). */
+void nkPsyncWaitersCheck(void);
+/* A client's queue is sent and it is HANDOVER: it is freed, its connection
+ * streams as a replica. */
+void nkClientHandOver(struct nkClient *c);
+/* A client is freed, in whatever state. */
+void nkClientLeaving(struct nkClient *c);
+
+/* nickv_resp.c: RESP requests (multibulk or inline), for clients and replicas.
  * 1 = a command in argc/argv (free with nkFreeArgv), 0 = need more input,
  * -1 = protocol error (*err says which). */
 int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err);

@@ -1,12 +1,11 @@
-/* nickv_fanout.c -- Nic-KV's backlog and fan-out threads.
+/* nickv_fanout.c -- Nic-KV's fan-out threads.
  *
  * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
  *
- * The backlog is one ring holding the master's stream, by the master's
- * offsets. The upstream link (main thread) appends to it under the write
- * lock. Every replica belongs to one fan-out thread, which writes to the
- * replica's socket straight from the ring, under the read lock: the stream
- * is stored once and never copied per replica in user space.
+ * Every replica belongs to one fan-out thread, which writes to the
+ * replica's socket straight from the backlog's ring (nickv_backlog.c),
+ * under its read lock: the stream is stored once and never copied per
+ * replica in user space.
  *
  * thread-num fan-out threads are started (never more than the machine's
  * cores); a new replica goes to the thread with the fewest, so no more
@@ -14,7 +13,8 @@
  * event loop: a pipe wakes it when the stream grew or a replica was handed
  * to it; it reads its replicas' REPLCONF ACKs. It tells the main thread
  * about ACKs and about replicas that are gone through a pipe of the main
- * thread; the main thread relays both to the master.
+ * thread; the main thread relays both to the master (nickv_replica.c,
+ * through the hooks main() sets: this file calls no layer above it).
  *
  * A replica is dropped (and falls back to the master, or resyncs) when it
  * is so far behind that the backlog no longer holds what it needs, when it
@@ -27,7 +27,8 @@
  * ring, every piece a replica is due in one ibv_post_send (one doorbell per
  * replica per wakeup, the off-path SmartNIC study's advice #4). Since the
  * NIC reads the ring after the post returns, a replica "pins" the oldest
- * offset it may still be reading (nkReplica.pin) until its writes
+ * offset it may still be reading (nkReplica.pin, registered with the
+ * backlog: nickv_backlog.c) until its writes
  * complete, and the upstream link never overwrites a pinned byte: it waits
  * (stops reading the master) and, after NK_PIN_TIMEOUT_MS, drops the
  * replica that holds the pin. A replica's in-flight bytes are at most its
@@ -39,7 +40,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,14 +53,14 @@
 #define NK_MAX_THREADS 64
 #define NK_WRITE_CHUNK (1024*1024)
 
-/* Where the replicas' add / ack / del reports go (the master link, which
- * main wires in: nkFanoutSetReporter). The fan-out does not call the layer
- * above it by name. [main] */
-static nkReportFn reporter;
+/* What the main thread does with the threads' events, and how a thread
+ * marks a replica gone: the replica lifecycle's, which main wires in
+ * (nkFanoutOnEvents, nkFanoutOnState). */
+static void (*on_events)(void);
+static void (*set_state)(nkReplica *r, nkReplicaState to);
 
-void nkFanoutSetReporter(nkReportFn fn) { reporter = fn; }
-
-#define report(...) do { if (reporter) reporter(__VA_ARGS__); } while (0)
+void nkFanoutOnEvents(void (*fn)(void)) { on_events = fn; }
+void nkFanoutOnState(void (*fn)(nkReplica *r, nkReplicaState to)) { set_state = fn; }
 
 typedef struct nkWorker {
     int index;
@@ -81,214 +81,6 @@ static int nworkers;
 static int main_pipe_rd = -1, main_pipe_wr = -1;
 static _Atomic int main_wake_pending;
 static list *handovers;            /* nkReplica to give to their threads [main] */
-static list *retired;              /* old backlog buffers RDMA replicas registered */
-
-typedef struct retiredBuf { char *buf; long long size; } retiredBuf;
-
-/* ------------------------------------------------------------ Backlog --- */
-
-static long long ringIndex(long long offset, long long size) { return offset % size; }
-
-/* The ring is mmap()ed: page-aligned, as memory an RDMA NIC reads should be,
- * and given back to the system whole when it is replaced. Its pages are
- * not touched here: a 128 MB ring costs nothing until the stream fills it,
- * and Nic-KV listens at once (replicas redirected to a Nic-KV that is
- * restarting must find it). */
-static char *ringAlloc(long long size) {
-    void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-/* Copy the bytes of offsets [from, to] from one ring to another. */
-static void ringCopy(char *dst, long long dsize, const char *src, long long ssize,
-                     long long from, long long to) {
-    while (from <= to) {
-        long long si = ringIndex(from, ssize), di = ringIndex(from, dsize);
-        long long n = to - from + 1;
-        if (n > ssize - si) n = ssize - si;
-        if (n > dsize - di) n = dsize - di;
-        memcpy(dst + di, src + si, (size_t)n);
-        from += n;
-    }
-}
-
-static void ringFree(char *buf, long long size) {
-    if (buf) munmap(buf, (size_t)size);
-}
-
-int nkBacklogInit(long long size) {
-    nkBacklog *b = &nk.backlog;
-    pthread_rwlockattr_t attr;
-    /* The upstream link (the only writer) must not wait behind a stream of
-     * fan-out readers: glibc prefers readers unless told otherwise. */
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&b->lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
-    if (!(b->buf = ringAlloc(size))) return -1;
-    b->size = size;
-    b->first = 1;
-    b->last = 0;
-    b->last_pub = 0;
-    return 0;
-}
-
-/* The next byte the master sends has this offset; nothing is held. */
-void nkBacklogReset(long long next_offset) {
-    nkBacklog *b = &nk.backlog;
-    pthread_rwlock_wrlock(&b->lock);
-    b->first = next_offset;
-    b->last = next_offset - 1;
-    b->last_pub = b->last;
-    b->gen++;                 /* pins taken before mean other ring slots now */
-    pthread_rwlock_unlock(&b->lock);
-}
-
-/* How many bytes may be appended before the ring overwrites what this
- * replica's NIC may still read: -1 for no limit. Appending n bytes
- * overwrites the slots of offsets up to last + n - size, which must stay
- * below the pin. A pin taken in an earlier history (the ring restarted at
- * another offset since) says nothing about today's slots: nothing may be
- * appended until that replica, which is being dropped, is gone. A replica
- * still on a ring that was replaced pins nothing in this one. Under the
- * backlog's lock, main thread. */
-static long long pinRoom(nkReplica *r) {
-    nkBacklog *b = &nk.backlog;
-    long long pin, room;
-    if (!r->rdma || r->region != b->buf) return -1;
-    pin = atomic_load(&r->pin);
-    if (pin == NK_NO_PIN) return -1;
-    if (r->pin_gen != b->gen) return 0;
-    room = pin + b->size - 1 - b->last;
-    return room < 0 ? 0 : room;
-}
-
-/* How many of len bytes may be appended without overwriting what an RDMA
- * replica's NIC may still read. Under the write lock, main thread. */
-static size_t appendRoom(size_t len) {
-    listIter li;
-    listNode *ln;
-    listRewind(nk.replicas, &li);
-    while ((ln = listNext(&li))) {
-        long long room = pinRoom(listNodeValue(ln));
-        if (room >= 0 && (long long)len > room) len = (size_t)room;
-    }
-    return len;
-}
-
-int nkBacklogDropPinners(const char *why) {
-    listIter li;
-    listNode *ln;
-    int n = 0;
-    pthread_rwlock_rdlock(&nk.backlog.lock);
-    listRewind(nk.replicas, &li);
-    while ((ln = listNext(&li))) {
-        nkReplica *r = listNodeValue(ln);
-        if (pinRoom(r) != 0 || r->kill) continue;
-        nkLog(LL_WARNING, "Replica %s:%d: %s", r->ip, r->port, why);
-        snprintf(r->kill_why, sizeof(r->kill_why), "%s", why);
-        r->kill = 1;
-        n++;
-    }
-    pthread_rwlock_unlock(&nk.backlog.lock);
-    if (n) nkFanoutWake();
-    return n;
-}
-
-/* Append the master's stream; returns the bytes taken, fewer than len when
- * an RDMA replica's in-flight sends pin the part of the ring they would
- * overwrite (the caller keeps the rest and tries again later). */
-size_t nkBacklogAppend(const char *data, size_t len) {
-    nkBacklog *b = &nk.backlog;
-    size_t taken, want = len;
-    pthread_rwlock_wrlock(&b->lock);
-    len = taken = appendRoom(len);
-    while (len) {
-        long long idx = ringIndex(b->last + 1, b->size);
-        size_t n = (size_t)(b->size - idx);
-        if (n > len) n = len;
-        memcpy(b->buf + idx, data, n);
-        b->last += n;
-        data += n;
-        len -= n;
-    }
-    if (b->last - b->first + 1 > b->size) b->first = b->last - b->size + 1;
-    b->last_pub = b->last;
-    atomic_store(&b->pinned_out, taken < want);
-    pthread_rwlock_unlock(&b->lock);
-    return taken;
-}
-
-/* The RDMA replicas' channels registered the old ring: they are dropped
- * (they reconnect and continue from the new one), and the old ring is
- * freed once the last of them is gone (nkBacklogFreeRetired). */
-int nkBacklogResize(long long size) {
-    nkBacklog *b = &nk.backlog;
-    char *nb = ringAlloc(size), *old;
-    long long oldsize;
-    int rdma = 0;
-    listIter li;
-    listNode *ln;
-    if (!nb) return -1;
-    pthread_rwlock_wrlock(&b->lock);
-    long long keep = b->last - b->first + 1;
-    if (keep > size) keep = size;
-    ringCopy(nb, size, b->buf, b->size, b->last - keep + 1, b->last);
-    old = b->buf;
-    oldsize = b->size;
-    b->buf = nb;
-    b->size = size;
-    b->first = b->last - keep + 1;
-    pthread_rwlock_unlock(&b->lock);
-    listRewind(nk.replicas, &li);
-    while ((ln = listNext(&li))) {
-        nkReplica *r = listNodeValue(ln);
-        if (!r->rdma || r->region != old) continue;
-        rdma++;
-        if (!r->kill) {
-            snprintf(r->kill_why, sizeof(r->kill_why), "the backlog was resized");
-            r->kill = 1;
-        }
-    }
-    if (rdma) {
-        retiredBuf *rb = zmalloc(sizeof(*rb));
-        rb->buf = old;
-        rb->size = oldsize;
-        if (!retired) retired = listCreate();
-        listAddNodeTail(retired, rb);
-        nkFanoutWake();
-    } else {
-        ringFree(old, oldsize);
-    }
-    nkLog(LL_NOTICE, "Backlog resized to %lld bytes (%lld kept%s)", size, keep,
-          rdma ? "; RDMA replicas reconnect to use the new one" : "");
-    return 0;
-}
-
-void nkBacklogFreeRetired(void) {
-    listIter li, ri;
-    listNode *ln, *rn;
-    if (!retired) return;
-    listRewind(retired, &li);
-    while ((ln = listNext(&li))) {
-        retiredBuf *rb = listNodeValue(ln);
-        int used = 0;
-        listRewind(nk.replicas, &ri);
-        while ((rn = listNext(&ri)))
-            if (((nkReplica *)listNodeValue(rn))->region == rb->buf) used = 1;
-        if (used) continue;
-        ringFree(rb->buf, rb->size);
-        zfree(rb);
-        listDelNode(retired, ln);
-    }
-}
-
-void nkBacklogRange(long long *first, long long *last) {
-    pthread_rwlock_rdlock(&nk.backlog.lock);
-    *first = nk.backlog.first;
-    *last = nk.backlog.last;
-    pthread_rwlock_unlock(&nk.backlog.lock);
-}
 
 /* ------------------------------------------------ Thread notifications --- */
 
@@ -318,12 +110,12 @@ static void replicaGone(nkWorker *w, nkReplica *r, const char *why) {
     if (ln) listDelNode(w->mine, ln);
     nkConnClose(r->conn);              /* RDMA: the NIC reads no more of the ring */
     r->conn = NULL;
-    r->pin = NK_NO_PIN;
+    r->pin.off = NK_NO_PIN;
     snprintf(r->why, sizeof(r->why), "%s", why);
     sdsfree(r->inbuf);
     r->inbuf = NULL;
     w->nreplicas--;
-    r->state = NK_REPLICA_GONE;      /* last: the main thread frees it */
+    set_state(r, NK_REPLICA_GONE);   /* last: the main thread frees it */
     wakeMain();
 }
 
@@ -341,15 +133,16 @@ static ssize_t pushTcp(nkReplica *r, const char *p, size_t len, char *why, size_
 
 /* RDMA: post straight from the ring, both pieces (the ring may wrap) in one
  * doorbell. Pins the first byte before posting. */
-static ssize_t pushRdma(nkReplica *r, struct iovec *iov, int iovcnt, char *why, size_t whylen) {
+static ssize_t pushRdma(nkReplica *r, const nkRing *b, struct iovec *iov, int iovcnt,
+                        char *why, size_t whylen) {
     ssize_t n;
-    if (r->region != nk.backlog.buf) {
+    if (r->pin.region != b->buf) {
         snprintf(why, whylen, "the backlog was resized");
         return -1;
     }
-    if (atomic_load(&r->pin) == NK_NO_PIN) {
-        r->pin_gen = nk.backlog.gen;
-        r->pin = r->pos;
+    if (atomic_load(&r->pin.off) == NK_NO_PIN) {
+        r->pin.gen = b->gen;
+        r->pin.off = r->pos;
     }
     n = rdmaChanWriteRegion(nkConnChan(r->conn), iov, iovcnt, NK_RDMA_CHUNK);
     if (n >= 0) return n;
@@ -367,33 +160,32 @@ static void replicaUpdatePin(nkReplica *r) {
     if (!r->rdma || !r->conn) return;
     inflight = rdmaChanRegionInFlight(nkConnChan(r->conn));
     pin = inflight ? r->pos - (long long)inflight : NK_NO_PIN;
-    old = atomic_exchange(&r->pin, pin);
+    old = atomic_exchange(&r->pin.off, pin);
     /* The master link may be waiting for exactly this. */
-    if (pin != old && atomic_load(&nk.backlog.pinned_out)) wakeMain();
+    if (pin != old && nkBacklogPinnedOut()) wakeMain();
 }
 
 /* Send the replica what the backlog holds beyond its position. Returns -1
  * when the replica is gone. */
 static int replicaPush(nkWorker *w, nkReplica *r) {
-    nkBacklog *b = &nk.backlog;
     char why[160];
     for (;;) {
         ssize_t n;
         long long len, idx, avail;
-        pthread_rwlock_rdlock(&b->lock);
+        const nkRing *b = nkBacklogReadBegin();
         if (r->pos < b->first) {
             long long first = b->first;
-            pthread_rwlock_unlock(&b->lock);
+            nkBacklogReadEnd();
             snprintf(why, sizeof(why), "fell out of the backlog (needs %lld, backlog starts at %lld)",
                      r->pos, first);
             replicaGone(w, r, why);
             return -1;
         }
         if (r->pos > b->last) {
-            pthread_rwlock_unlock(&b->lock);
+            nkBacklogReadEnd();
             break;
         }
-        idx = ringIndex(r->pos, b->size);
+        idx = nkRingIndex(r->pos, b->size);
         avail = b->last - r->pos + 1;
         len = avail < b->size - idx ? avail : b->size - idx;
         if (r->rdma) {
@@ -407,12 +199,12 @@ static int replicaPush(nkWorker *w, nkReplica *r) {
                 iovcnt = 2;
             }
             len = avail;
-            n = pushRdma(r, iov, iovcnt, why, sizeof(why));
+            n = pushRdma(r, b, iov, iovcnt, why, sizeof(why));
         } else {
             if (len > NK_WRITE_CHUNK) len = NK_WRITE_CHUNK;
             n = pushTcp(r, b->buf + idx, (size_t)len, why, sizeof(why));
         }
-        pthread_rwlock_unlock(&b->lock);
+        nkBacklogReadEnd();
         if (n < 0) {
             replicaGone(w, r, why);
             return -1;
@@ -424,7 +216,7 @@ static int replicaPush(nkWorker *w, nkReplica *r) {
         r->sent_off = r->pos - 1;
         if (n < len) break;                 /* full: wait for room */
     }
-    int behind = r->pos <= atomic_load(&b->last_pub);
+    int behind = r->pos <= nkBacklogLastPub();
     if (behind && !r->wait_writable) {
         nkConnSetWriteHandler(r->conn, replicaWritable);
         r->wait_writable = 1;
@@ -509,7 +301,7 @@ static long long monoUs(void) {
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* An RDMA replica's channel registers the ring it was given (r->region: the
+/* An RDMA replica's channel registers the ring it was given (r->pin.region: the
  * backlog when it started; a resize since then has marked it to be killed,
  * and keeps that ring mapped while r refers to it) before anything is sent
  * from it. Here, in the replica's own thread: the registration pins every
@@ -521,7 +313,7 @@ static void replicaRegister(nkWorker *w, nkReplica *r) {
     long long start, took;
     if (!r->rdma || r->registered || r->kill || r->state != NK_REPLICA_ONLINE) return;
     start = monoUs();
-    if (rdmaChanAttachRegion(nkConnChan(r->conn), r->region, (size_t)r->region_size,
+    if (rdmaChanAttachRegion(nkConnChan(r->conn), r->pin.region, (size_t)r->pin.region_size,
                              err, sizeof(err)) == -1) {
         char why[320];
         snprintf(why, sizeof(why), "cannot register the backlog for zero-copy sends: %s", err);
@@ -532,7 +324,7 @@ static void replicaRegister(nkWorker *w, nkReplica *r) {
     took = monoUs() - start;
     r->registered = 1;
     nkLog(LL_VERBOSE, "Replica %s:%d: registered the %lld KiB backlog in %lld us (fan-out thread %d)",
-          r->ip, r->port, r->region_size / 1024, took, w->index);
+          r->ip, r->port, r->pin.region_size / 1024, took, w->index);
 }
 
 static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
@@ -614,10 +406,19 @@ static void *workerMain(void *arg) {
 
 static void mainPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
     (void)el; (void)fd; (void)data; (void)mask;
-    nkFanoutMainEvents();
+    if (on_events) on_events();
+    else nkFanoutEventsTaken();
 }
 
-int nkFanoutStart(int thread_num) {
+/* The main thread is about to look at every replica's events: the wakeups
+ * until now are consumed. [main] */
+void nkFanoutEventsTaken(void) {
+    char buf[256];
+    if (main_pipe_rd != -1) while (read(main_pipe_rd, buf, sizeof(buf)) > 0) {}
+    main_wake_pending = 0;
+}
+
+int nkFanoutStart(aeEventLoop *main_el, int thread_num) {
     int fds[2];
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
@@ -628,7 +429,7 @@ int nkFanoutStart(int thread_num) {
     if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == -1) return -1;
     main_pipe_rd = fds[0];
     main_pipe_wr = fds[1];
-    aeCreateFileEvent(nk.el, main_pipe_rd, AE_READABLE, mainPipeReadable, NULL);
+    aeCreateFileEvent(main_el, main_pipe_rd, AE_READABLE, mainPipeReadable, NULL);
     for (int i = 0; i < nworkers; i++) {
         nkWorker *w = &workers[i];
         w->index = i;
@@ -674,40 +475,17 @@ int nkFanoutThreads(void) {
 
 /* ------------------------------------------------------ Main thread side --- */
 
-/* A replica starts streaming from pos, in the least loaded thread. The
- * connection must be detached. An RDMA replica's channel registers the
- * backlog ring in that thread (replicaRegister), not here: pinning a 128 MB
- * ring takes tens of milliseconds, which the main loop (the master link,
- * every admin client) must not wait for. */
-nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos) {
-    nkReplica *r;
+/* A replica goes to the thread with the fewest; an RDMA replica's channel
+ * registers the backlog ring in that thread (replicaRegister), not here:
+ * pinning a 128 MB ring takes tens of milliseconds, which the main loop
+ * (the master link, every admin client) must not wait for. [main] */
+void nkFanoutAdd(nkReplica *r) {
     nkWorker *w = &workers[0];
-    r = zcalloc(sizeof(*r));
     for (int i = 1; i < nworkers; i++)
         if (workers[i].nreplicas < w->nreplicas) w = &workers[i];
-    r->id = ++nk.next_replica_id;
-    snprintf(r->ip, sizeof(r->ip), "%s", ip);
-    r->port = port;
-    r->conn = conn;
-    r->rdma = nkConnIsRdma(conn);
-    r->region = r->rdma ? nk.backlog.buf : NULL;
-    r->region_size = r->rdma ? nk.backlog.size : 0;
-    r->pin = NK_NO_PIN;
-    r->pos = pos;
-    r->sent_off = pos - 1;
-    r->ack_off = pos - 1;
-    r->ack_time = nkUnixTime();
-    r->inbuf = sdsempty();
-    r->ctime = time(NULL);
     r->thread = w->index;
-    r->state = NK_REPLICA_ONLINE;
-    listAddNodeTail(nk.replicas, r);
     w->nreplicas++;
-    report(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
-    nkLog(LL_NOTICE, "Replica %s:%d streams from offset %lld over %s (fan-out thread %d)", ip,
-          port, pos, r->rdma ? "RDMA, zero copy" : "TCP", w->index);
     listAddNodeTail(handovers, r);
-    return r;
 }
 
 void nkFanoutFlushHandovers(void) {
@@ -719,56 +497,5 @@ void nkFanoutFlushHandovers(void) {
         listAddNodeTail(w->incoming, r);
         pthread_mutex_unlock(&w->lock);
         wakeWorker(w);
-    }
-}
-
-void nkReplicasDropAll(const char *why) {
-    listIter li;
-    listNode *ln;
-    listRewind(nk.replicas, &li);
-    while ((ln = listNext(&li))) {
-        nkReplica *r = listNodeValue(ln);
-        if (r->kill) continue;
-        snprintf(r->kill_why, sizeof(r->kill_why), "%s", why);
-        r->kill = 1;
-    }
-    for (int i = 0; i < nworkers; i++) wakeWorker(&workers[i]);
-}
-
-/* Relay ACKs, tell the master about replicas that are gone, free them.
- * Runs on the main pipe's wakeups and before the main loop sleeps. */
-void nkFanoutMainEvents(void) {
-    listIter li;
-    listNode *ln;
-    char buf[256];
-    if (main_pipe_rd != -1) while (read(main_pipe_rd, buf, sizeof(buf)) > 0) {}
-    main_wake_pending = 0;
-    listRewind(nk.replicas, &li);
-    while ((ln = listNext(&li))) {
-        nkReplica *r = listNodeValue(ln);
-        if (r->ack_dirty) {
-            r->ack_dirty = 0;
-            report(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
-        }
-        if (r->state == NK_REPLICA_GONE) {
-            nkLog(LL_NOTICE, "Replica %s:%d left: %s", r->ip, r->port, r->why);
-            report(NICKV_MSG_DEL " %lld", r->id);
-            listDelNode(nk.replicas, ln);
-            zfree(r);
-        }
-    }
-    nkBacklogFreeRetired();
-}
-
-/* After (re)joining the master: tell it about the replicas we serve. */
-void nkReplicasAnnounce(void) {
-    listIter li;
-    listNode *ln;
-    listRewind(nk.replicas, &li);
-    while ((ln = listNext(&li))) {
-        nkReplica *r = listNodeValue(ln);
-        if (r->state != NK_REPLICA_ONLINE || r->kill) continue;
-        report(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
-        report(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
     }
 }

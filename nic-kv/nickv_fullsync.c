@@ -141,7 +141,6 @@ static void fsDone(nkClient *c) {
         fsEnd(c, "the backlog no longer holds the RDB's offset (raise backlog-size)");
         return;
     }
-    nk.stat_sync_full_proxied++;
     fsEnd(c, NULL);
     c->stream_from = from;    /* once the RDB is out */
     nkClientSetState(c, NK_CLIENT_HANDOVER);

@@ -7,7 +7,9 @@
  * Used by the link (nickv_upstream.c) and by proxied full syncs
  * (nickv_fullsync.c), which each have a connection of their own to the
  * master and join it the same way, as a replica does: one handshake
- * (nkHandshake), one RDB reader (nkRdbReader).
+ * (nkHandshake), one RDB reader (nkRdbReader). Its request parser serves
+ * the clients (nickv.c) and the fan-out threads (replicas' ACKs). It calls
+ * nothing of the daemon: any layer may use it.
  */
 
 #include "nickv.h"
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "zmalloc.h"
 
 /* ------------------------------------------------------------ Commands --- */
 
@@ -244,3 +247,73 @@ ssize_t nkRdbReaderFeed(nkRdbReader *r, const char *p, size_t len, int *done,
     return len;
 }
 
+/* ------------------------------------------------------------ Requests --- */
+
+int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err) {
+    char *p = *buf, *end = *buf + sdslen(*buf), *nl;
+    long long count, i;
+    sds *v;
+    *argc = 0;
+    *argv = NULL;
+    if (p == end) return 0;
+    if (*p != '*') {
+        /* Inline command: a line of words. */
+        int n = 0;
+        sds line, *words;
+        if (!(nl = memchr(p, '\n', end - p))) {
+            if (sdslen(*buf) > 64 * 1024) { *err = "too big inline request"; return -1; }
+            return 0;
+        }
+        line = sdsnewlen(p, nl - p);
+        sdsrange(*buf, nl - p + 1, -1);
+        line = sdstrim(line, "\r");
+        words = sdssplitargs(line, &n);
+        sdsfree(line);
+        if (!words) { *err = "unbalanced quotes in request"; return -1; }
+        *argc = n;
+        *argv = words;
+        return 1;
+    }
+    /* *<count>\r\n, then $<len>\r\n<bytes>\r\n for each argument. */
+    char *q = p + 1;
+    if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) {
+        if (sdslen(*buf) > 64 * 1024) { *err = "too big multibulk header"; return -1; }
+        return 0;
+    }
+    if (!string2ll(q, nl - q, &count) || count <= 0 || count > 64 || nl[1] != '\n') {
+        *err = "invalid multibulk length";
+        return -1;
+    }
+    q = nl + 2;
+    v = zcalloc(sizeof(sds) * count);
+    for (i = 0; i < count; i++) {
+        long long len;
+        if (q >= end) goto more;
+        if (*q != '$') { *err = "expected '$'"; goto fail; }
+        if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) goto more;
+        if (!string2ll(q + 1, nl - (q + 1), &len) || len < 0 || len > 64 * 1024 || nl[1] != '\n') {
+            *err = "invalid bulk length";
+            goto fail;
+        }
+        q = nl + 2;
+        if (end - q < len + 2) goto more;
+        v[i] = sdsnewlen(q, len);
+        q += len + 2;
+    }
+    sdsrange(*buf, q - p, -1);
+    *argc = (int)count;
+    *argv = v;
+    return 1;
+more:
+    nkFreeArgv((int)i, v);
+    if (sdslen(*buf) > NK_QUERYBUF_MAX) { *err = "request too big"; return -1; }
+    return 0;
+fail:
+    nkFreeArgv((int)i, v);
+    return -1;
+}
+
+void nkFreeArgv(int argc, sds *argv) {
+    for (int i = 0; i < argc; i++) sdsfree(argv[i]);
+    zfree(argv);
+}

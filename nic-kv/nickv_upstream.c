@@ -19,7 +19,7 @@
  * then sends its stream to us with one RDMA WRITE_WITH_IMM per flush.
  *
  * While the backlog cannot take what came (RDMA replicas' sends still read
- * the part it would overwrite, see nickv_fanout.c), the link stops reading
+ * the part it would overwrite, see nickv_backlog.c), the link stops reading
  * and keeps the rest in link_in: the master's own buffers hold the stream
  * meanwhile. nkLinkResume() retries before every sleep and from the cron.
  *
@@ -82,6 +82,14 @@ static void (*on_stream)(void);        /* the stream grew: see nkLinkOnStream */
 static time_t state_since;
 static int try_continue = 1;           /* PSYNC from our own backlog */
 static nkRdbReader link_rdb;    /* NK_LINK_RDB: the RDB we drop */
+/* The replicas above us: main wires them in (nkLinkOnReplicas). */
+static const nkLinkReplicaOps *R;
+
+/* The stats this file counts. */
+static struct {
+    long long pin_waits;              /* the link waited for the NIC */
+    long long pin_drops;              /* ... and dropped a replica */
+} stats;
 
 static const char *stateNames[] = {
     "none", "connecting", "handshake", "rdb", "streaming"
@@ -93,6 +101,24 @@ static const char *nkLinkStateName(void) {
 
 void nkLinkOnStream(void (*fn)(void)) {
     on_stream = fn;
+}
+
+void nkLinkOnReplicas(const nkLinkReplicaOps *ops) {
+    R = ops;
+}
+
+static unsigned long replicaCount(void) {
+    return R ? R->count() : 0;
+}
+
+sds nkLinkStatsInfo(sds s) {
+    return sdscatprintf(s,
+        "link_pin_waits:%lld\r\n"
+        "link_pin_drops:%lld\r\n", stats.pin_waits, stats.pin_drops);
+}
+
+void nkLinkResetStats(void) {
+    memset(&stats, 0, sizeof(stats));
 }
 
 void nkLinkInit(void) {
@@ -220,7 +246,7 @@ static void linkClose(const char *why) {
 
 /* A new history: the replicas' positions mean nothing any more. */
 static void newHistory(const char *replid, long long next_offset) {
-    if (listLength(nk.replicas)) nkReplicasDropAll("the master's history changed");
+    if (replicaCount()) R->drop_all("the master's history changed");
     snprintf(L.master_replid, sizeof(L.master_replid), "%s", replid);
     L.master_replid2[0] = '\0';
     L.second_replid_offset = -1;
@@ -261,7 +287,7 @@ static void startStreaming(void) {
           nk.cfg.master_host, nk.cfg.master_port, L.master_replid, last,
           L.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
     nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, nkClientSlotsFree());
-    nkReplicasAnnounce();
+    if (R) R->announce();
 }
 
 /* The master's answer to our hello: is it an SKV master that has us as
@@ -311,8 +337,8 @@ static void handlePsyncReply(const char *line) {
                  * past where the old one is valid and the master can
                  * only give them a full sync later. They PSYNC again
                  * at once (old id, our replid2 covers it). */
-                if (listLength(nk.replicas))
-                    nkReplicasDropAll("the master's replication id changed");
+                if (replicaCount())
+                    R->drop_all("the master's replication id changed");
             }
         } else {
             newHistory(L.hello_replid, L.hello_offset + 1);
@@ -392,7 +418,7 @@ static void linkAppend(const char *p, size_t len) {
     if (!L.link_paused) {
         L.link_paused = 1;
         L.link_paused_since = nkMstime();
-        nk.stat_pin_waits++;
+        stats.pin_waits++;
         nkConnSetReadHandler(L.link, NULL);
         nkLog(LL_VERBOSE, "The backlog is pinned by RDMA sends in flight: pausing the master link");
     }
@@ -415,7 +441,7 @@ void nkLinkResume(void) {
     if (nkMstime() - L.link_paused_since >= NK_PIN_TIMEOUT_MS) {
         /* Whoever still pins what the next byte overwrites has a NIC that
          * stopped acknowledging: drop it (its channel closes, the pin goes). */
-        nk.stat_pin_drops += nkBacklogDropPinners("its RDMA sends did not complete in time, "
+        stats.pin_drops += nkBacklogDropPinners("its RDMA sends did not complete in time, "
                                                   "and the master's stream needs that part of "
                                                   "the backlog: dropping it");
         L.link_paused_since = nkMstime();
@@ -525,10 +551,10 @@ void nkLinkCron(void) {
         linkClose("timeout during the handshake");
     }
     if (L.link_state != NK_LINK_STREAMING && L.link_down_since &&
-        now - L.link_down_since >= NK_MASTER_GRACE && listLength(nk.replicas)) {
+        now - L.link_down_since >= NK_MASTER_GRACE && replicaCount()) {
         nkLog(LL_WARNING, "No master for %d seconds: closing our %lu replicas' links so that "
-              "they go to the master themselves", NK_MASTER_GRACE, listLength(nk.replicas));
-        nkReplicasDropAll("Nic-KV lost its master");
+              "they go to the master themselves", NK_MASTER_GRACE, replicaCount());
+        R->drop_all("Nic-KV lost its master");
     }
 }
 

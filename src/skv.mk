@@ -10,7 +10,7 @@ vpath %.c $(SKV_SRC)
 # Upstream headers first (-I.), then ours. Our objects put -I. before
 # upstream's -I../deps/hiredis, so that "sds.h" is the server's sds.
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
-SKV_OWN_OBJ = rdma_chan.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_conn.o
+SKV_OWN_OBJ = rdma_chan.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_replica.o nickv_conn.o
 # SKV_DEBUG=yes: our sources check their invariants (rdmaInvariant in
 # rdma_chan.h). Objects do not notice the switch: make clean first.
 ifeq ($(SKV_DEBUG),yes)
@@ -47,9 +47,26 @@ $(SKV_RDMA_TOOL_NAME): $(SKV_RDMA_TOOL_OBJ)
 SKV_NICKV_SRC = $(SKV_SRC)/../nic-kv
 vpath %.c $(SKV_NICKV_SRC)
 NICKV_NAME = nic-kv
-NICKV_OBJ = nickv.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_conn.o rdma_chan.o ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
--include nickv.d nickv_upstream.d nickv_fullsync.d nickv_resp.d nickv_fanout.d nickv_conn.d
+NICKV_OBJ = nickv.o nickv_replica.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_conn.o rdma_chan.o ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
+-include nickv.d nickv_replica.d nickv_upstream.d nickv_fullsync.d nickv_resp.d nickv_fanout.d nickv_backlog.d nickv_conn.d
 all: $(NICKV_NAME)
 
 $(NICKV_NAME): $(NICKV_OBJ)
+	$(REDIS_LD) -o $@ $^ $(FINAL_LIBS)
+
+# nic-kv-debug: the same daemon with its invariants checked, nkBug() aborting
+# (-DNK_DEBUG; see nic-kv/nickv.h) and the channel's own checks (-DSKV_DEBUG),
+# from objects of its own: the normal build is untouched. Not part of "all":
+# "make nic-kv-debug" at the top. The Tcl tests run it with SKV_NICKV=src/nic-kv-debug.
+NICKV_DEBUG_NAME = nic-kv-debug
+NICKV_DEBUG_OWN = nickv nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn rdma_chan
+NICKV_DEBUG_OWN_OBJ = $(addsuffix -nkdebug.o,$(NICKV_DEBUG_OWN))
+NICKV_DEBUG_OBJ = $(NICKV_DEBUG_OWN_OBJ) ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
+-include $(addsuffix -nkdebug.d,$(NICKV_DEBUG_OWN))
+$(NICKV_DEBUG_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS) -DNK_DEBUG -DSKV_DEBUG
+
+%-nkdebug.o: %.c .make-prerequisites
+	$(REDIS_CC) -MMD -o $@ -c $<
+
+$(NICKV_DEBUG_NAME): $(NICKV_DEBUG_OBJ)
 	$(REDIS_LD) -o $@ $^ $(FINAL_LIBS)

@@ -74,6 +74,13 @@ proc rdma_info {field {level 0}} {
 }
 
 # ----------------------------------------------------------------- Nic-KV ---
+# The daemon's binary: src/nic-kv, or $SKV_NICKV (src/nic-kv-debug: the
+# build whose invariants abort, "make nic-kv-debug").
+proc nickv_binary {} {
+    if {[info exists ::env(SKV_NICKV)] && $::env(SKV_NICKV) ne ""} { return $::env(SKV_NICKV) }
+    return src/nic-kv
+}
+
 # A Nic-KV daemon for a master on 127.0.0.1:$master_port. Returns a dict
 # with its port, pid and log; extra arguments are nic-kv options
 # (--thread-num 2 ...).
@@ -88,7 +95,7 @@ proc nickv_start_under {prefix master_port args} {
     set log $dir/nickv.log
     # Its stdout and stderr go to a file: a nic-kv left running by a failed
     # test must not hold the harness's output open.
-    set pid [exec {*}$prefix src/nic-kv --port $port --master-port $master_port --logfile $log \
+    set pid [exec {*}$prefix [nickv_binary] --port $port --master-port $master_port --logfile $log \
                  {*}$args >>& $dir/nickv.out &]
     set nk [dict create port $port pid $pid log $log args $args master $master_port]
     # The password its clients give: requirepass, else masterauth.
@@ -108,7 +115,7 @@ proc nickv_start_under {prefix master_port args} {
 # Start it again on the same port, with the same options.
 proc nickv_restart {nk} {
     set log [dict get $nk log]
-    set pid [exec src/nic-kv --port [dict get $nk port] --master-port [dict get $nk master] \
+    set pid [exec [nickv_binary] --port [dict get $nk port] --master-port [dict get $nk master] \
                  --logfile $log {*}[dict get $nk args] >>& [file dirname $log]/nickv.out &]
     dict set nk pid $pid
     wait_for_condition 100 50 {

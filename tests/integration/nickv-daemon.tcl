@@ -158,3 +158,66 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         catch {exec kill $fake}
     }
 }
+
+# Nic-KV's stats are counted by the file that owns each (nickv.c, the
+# replica lifecycle, the link): the INFO sections read as they always have,
+# and CONFIG RESETSTAT reaches every one of them.
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport]
+    nickv_wait_link_up $nk
+
+    proc nickv_section_fields {nk section} {
+        set names {}
+        foreach line [split [nickv_cmd $nk info $section] "\r\n"] {
+            if {[regexp {^([a-z_0-9]+):(.*)$} $line -> name value]} { lappend names $name $value }
+        }
+        return $names
+    }
+
+    test {Nic-KV: INFO stats keeps its fields in order, and CONFIG RESETSTAT zeroes them all} {
+        # One partial resync, one PSYNC sent back to the master, one
+        # protocol error.
+        set fd [nickv_fake_replica $nk $master 7]
+        nickv_wait_replicas $nk 1
+        set c [redis 127.0.0.1 [dict get $nk port]]
+        $c replconf capa nickv-via
+        catch {$c psync 0123456789012345678901234567890123456789 12345} e
+        assert_match {*NICKV cannot serve offset 12345*} $e
+        catch {$c close}
+        set raw [nickv_raw_connect $nk]
+        puts -nonewline $raw "*x\r\n"
+        assert_match {*Protocol error*} [nickv_raw_line $raw]
+        close $raw
+
+        set stats [nickv_section_fields $nk stats]
+        assert_equal [concat total_connections_received sync_partial_ok sync_partial_err \
+            sync_full_proxied sync_redirected_to_master sync_waited_for_stream auth_failures \
+            protocol_errors link_pin_waits link_pin_drops rejected_connections \
+            client_output_buffer_limit_disconnections auth_timeouts] [dict keys $stats]
+        assert_equal 1 [dict get $stats sync_partial_ok]
+        assert_equal 1 [dict get $stats sync_partial_err]
+        assert_equal 1 [dict get $stats sync_redirected_to_master]
+        assert_equal 1 [dict get $stats protocol_errors]
+        assert {[dict get $stats total_connections_received] >= 4}
+        assert_equal [concat backlog_size backlog_first_byte_offset backlog_last_byte_offset \
+            backlog_histlen] [dict keys [nickv_section_fields $nk backlog]]
+        set replicas [nickv_section_fields $nk replicas]
+        assert_equal {connected_replicas replica0} [dict keys $replicas]
+        assert_match {id=*,ip=127.0.0.1,port=7,transport=tcp,state=online,*,thread=0} \
+            [dict get $replicas replica0]
+
+        assert_equal OK [nickv_cmd $nk config resetstat]
+        set stats [nickv_section_fields $nk stats]
+        # The INFO connection itself is the one connection since.
+        assert_equal 1 [dict get $stats total_connections_received]
+        dict for {name value} $stats {
+            if {$name ne "total_connections_received"} { assert_equal "$name:0" "$name:$value" }
+        }
+        close $fd
+        nickv_wait_replicas $nk 0
+        nickv_assert_no_bug $nk
+    }
+    nickv_stop $nk
+}

@@ -146,7 +146,7 @@ start_server {tags {"nickv external:skip"}} {
 
     test {Nic-KV: an unwritable logfile stops it at start, with a message} {
         set port [find_available_port [expr {$::baseport + 250}] 200]
-        set rc [catch {exec timeout 5 src/nic-kv --port $port --master-port $mport \
+        set rc [catch {exec timeout 5 [nickv_binary] --port $port --master-port $mport \
                            --logfile /nonexistent/dir/x.log 2>@1} out]
         assert_equal 1 $rc
         assert_equal 1 [lindex $::errorCode 2]
@@ -155,9 +155,9 @@ start_server {tags {"nickv external:skip"}} {
 
     test {Nic-KV: a bad value in the config file or on the command line stops it at start} {
         set port [find_available_port [expr {$::baseport + 250}] 200]
-        catch {exec timeout 5 src/nic-kv --port $port --repl-timeout 5abc 2>@1} out
+        catch {exec timeout 5 [nickv_binary] --port $port --repl-timeout 5abc 2>@1} out
         assert_match "*repl-timeout*argument couldn't be parsed into an integer*" $out
-        catch {exec timeout 5 src/nic-kv --port $port --no-such-option 1 2>@1} out
+        catch {exec timeout 5 [nickv_binary] --port $port --no-such-option 1 2>@1} out
         assert_match "*no-such-option*Bad directive or wrong number of arguments*" $out
     }
 }
