@@ -1439,7 +1439,7 @@ int main(int argc, char **argv) {
      * link tells the PSYNCs waiting for the stream and drops or announces
      * the replicas. */
     static const nkLinkReplicaOps link_replicas = {
-        nkReplicaCount, nkReplicasDropAll, nkReplicasAnnounce
+        nkReplicaCount, nkReplicasDropAll, nkReplicasAnnounce, nkRdmaPort, nkClientSlotsFree
     };
     nkBacklogSetDropper(nkReplicaDrop);
     nkFanoutOnState(nkReplicaSetState);

@@ -334,12 +334,16 @@ void nkLinkHeartbeat(void);
 int nkRdmaPort(void);
 /* Retry what the backlog could not take (called before sleeping). */
 void nkLinkResume(void);
-/* What the link needs of the replicas above it (main wires nickv_replica.c
- * in): how many there are, drop them all, tell the master about them. */
+/* What the link needs of the layers above it (main wires nickv_replica.c
+ * and nickv.c in): how many replicas there are, drop them all, tell the
+ * master about them; and what the hello and the heartbeat announce: our
+ * RDMA port, our free client slots. */
 typedef struct nkLinkReplicaOps {
     unsigned long (*count)(void);
     void (*drop_all)(const char *why);
     void (*announce)(void);
+    int (*rdma_port)(void);
+    int (*slots_free)(void);
 } nkLinkReplicaOps;
 void nkLinkOnReplicas(const nkLinkReplicaOps *ops);
 /* The link's stats (INFO "Stats" fields link_pin_*), and CONFIG RESETSTAT. */

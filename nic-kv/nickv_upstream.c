@@ -111,6 +111,10 @@ static unsigned long replicaCount(void) {
     return R ? R->count() : 0;
 }
 
+static int slotsFree(void) {
+    return R ? R->slots_free() : 0;
+}
+
 sds nkLinkStatsInfo(sds s) {
     return sdscatprintf(s,
         "link_pin_waits:%lld\r\n"
@@ -286,7 +290,7 @@ static void startStreaming(void) {
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
           nk.cfg.master_host, nk.cfg.master_port, L.master_replid, last,
           L.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
-    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, nkClientSlotsFree());
+    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
     if (R) R->announce();
 }
 
@@ -500,7 +504,7 @@ static void linkConnected(nkConn *conn, void *data) {
     if (!L.hello) L.hello = sdsempty();
     sdsclear(L.hello);
     L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d",
-                           nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, nkRdmaPort());
+                           nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, R ? R->rdma_port() : 0);
     nkHandshakeReset(&L.hs);
     L.hs.port = nk.cfg.port;
     L.hs.capa_eof = 1;
@@ -538,7 +542,7 @@ void nkLinkHeartbeat(void) {
     nkBacklogRange(&first, &last);
     ll2string(off, sizeof(off), last);
     linkCommand("REPLCONF", "ACK", off, NULL);
-    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, nkClientSlotsFree());
+    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
 }
 
 void nkLinkCron(void) {
