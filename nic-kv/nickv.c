@@ -473,6 +473,16 @@ static nkConfigOption *configLookup(const char *name) {
 
 /* Set an option from its words (one, or several for MULTI_ARG). Returns 1,
  * or 0 with *err saying why, the option unchanged. Applies nothing. */
+/* Options are C strings: a value with a NUL in it (sent to CONFIG SET, or
+ * "\x00" in a quoted word of the config file) would be cut short there, a
+ * password silently becoming another one. Refused, with this error. */
+#define NK_CFG_NUL_ERR "the value contains a NUL byte"
+static int argsHaveNul(int argc, sds *argv) {
+    for (int i = 0; i < argc; i++)
+        if (strlen(argv[i]) != sdslen(argv[i])) return 1;
+    return 0;
+}
+
 static int configSetArgs(nkConfigOption *o, int argc, sds *argv, const char **err) {
     long long ll;
     if (o->type == NK_CFG_SPECIAL) return o->set(argc, argv, err);
@@ -604,6 +614,7 @@ static void configLoad(const char *text, const char *origin) {
         else if (!(o = configLookup(argv[0])) ||
                  (!(o->flags & NK_CFG_MULTI_ARG) && argc != 2))
             err = "Bad directive or wrong number of arguments";
+        else if (argsHaveNul(argc - 1, argv + 1)) err = NK_CFG_NUL_ERR;
         else if (argc == 2) configSetString(o, argv[1], &err);   /* "a b c" as a b c */
         else configSetArgs(o, argc - 1, argv + 1, &err);
         if (err) {
@@ -873,6 +884,7 @@ static void configSetCommand(nkClient *c, int argc, sds *argv) {
     }
     for (i = 0; i < n && !err; i++) {
         if (opts[i]->flags & NK_CFG_IMMUTABLE) err = "can't set immutable config";
+        else if (argsHaveNul(1, &argv[3 + i * 2])) err = NK_CFG_NUL_ERR;
         for (j = 0; j < i && !err; j++)
             if (opts[j] == opts[i]) err = "duplicate parameter";
         if (err) err_name = argv[2 + i * 2];

@@ -115,6 +115,11 @@ start_server {tags {"nickv external:skip"}} {
             [nickv_cmd $nk config set no-such-option 1]
         assert_equal "$err 'port') - can't set immutable config" \
             [nickv_cmd $nk config set port 1234]
+        # Options are C strings: a NUL would cut a password short, silently.
+        set before [nickv_cmd $nk config get masterauth]
+        assert_equal "$err 'masterauth') - the value contains a NUL byte" \
+            [nickv_cmd $nk config set masterauth "sec\0ret"]
+        assert_equal $before [nickv_cmd $nk config get masterauth]
         nickv_stop $nk
     }
 
@@ -159,6 +164,12 @@ start_server {tags {"nickv external:skip"}} {
         assert_match "*repl-timeout*argument couldn't be parsed into an integer*" $out
         catch {exec timeout 5 [nickv_binary] --port $port --no-such-option 1 2>@1} out
         assert_match "*no-such-option*Bad directive or wrong number of arguments*" $out
+        set conf [tmpfile nickv-nul.conf]
+        set f [open $conf w]
+        puts $f "port $port\nmasterauth \"sec\\x00ret\""
+        close $f
+        catch {exec timeout 5 [nickv_binary] $conf 2>@1} out
+        assert_match "*masterauth*the value contains a NUL byte*" $out
     }
 }
 
