@@ -173,7 +173,8 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
             # often take two pieces (the end and the start of the ring), and
             # sends in flight may pin much of it (the master link would then
             # wait for them; Soft-RoCE completes too fast here to show it,
-            # so link_pin_waits is not asserted).
+            # so link_pin_waits is not asserted: tests/rdma/nickv-pin.tcl
+            # makes one replica's NIC stop acknowledging to show it).
             assert_equal OK [nickv_cmd $nk config set backlog-size 1mb]
             wait_for_condition 300 100 {
                 [nickv_info $nk connected_replicas] == 3
