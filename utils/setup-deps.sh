@@ -31,7 +31,7 @@ build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils 
             libibverbs-dev librdmacm-dev"
 test_pkgs="tcl procps iproute2 libjemalloc2 liblzf1 libatomic1"
 vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod
-         python3-pip python3-venv busybox-static"
+         python3-pip python3-venv busybox-static iptables"
 
 case "$what" in
     build) pkgs=$build_pkgs ;;
