@@ -164,7 +164,17 @@ proc nickv_wait_replicas {nk n} {
     wait_for_condition 200 100 {
         [nickv_info $nk connected_replicas] == $n
     } else {
-        fail "Nic-KV serves [nickv_info $nk connected_replicas] replicas, not $n"
+        # What the master saw of the hand-overs says why (a replica bounced
+        # into nickv-hold, a daemon timed out, ...); the tail of Nic-KV's log.
+        set why {}
+        catch {
+            set m [redis 127.0.0.1 [dict get $nk master]]
+            if {[dict exists $nk auth]} { catch {$m auth [dict get $nk auth]} }
+            set why [$m info nickv]
+            $m close
+        }
+        catch {append why [exec tail -n 15 [dict get $nk log]]}
+        fail "Nic-KV serves [nickv_info $nk connected_replicas] replicas, not $n\n$why"
     }
 }
 
