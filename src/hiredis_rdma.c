@@ -322,26 +322,18 @@ static void asyncWriteEvent(aeEventLoop *el, int fd, void *data, int mask) {
 }
 
 /* One proc per direction, one clientData (ev) for both, as with ae. */
-static void asyncAddRead(void *data) {
-    asyncAeEvents *ev = data;
-    redisRdmaAeCreateFileEvent(ev->el, &ev->ac->c, AE_READABLE, asyncReadEvent, ev);
+static void asyncWatch(asyncAeEvents *ev, int mask, int on) {
+    if (on) redisRdmaAeCreateFileEvent(ev->el, &ev->ac->c, mask,
+                                       mask == AE_READABLE ? asyncReadEvent : asyncWriteEvent, ev);
+    else redisRdmaAeDeleteFileEvent(ev->el, &ev->ac->c, mask);
 }
-static void asyncDelRead(void *data) {
-    asyncAeEvents *ev = data;
-    redisRdmaAeDeleteFileEvent(ev->el, &ev->ac->c, AE_READABLE);
-}
-static void asyncAddWrite(void *data) {
-    asyncAeEvents *ev = data;
-    redisRdmaAeCreateFileEvent(ev->el, &ev->ac->c, AE_WRITABLE, asyncWriteEvent, ev);
-}
-static void asyncDelWrite(void *data) {
-    asyncAeEvents *ev = data;
-    redisRdmaAeDeleteFileEvent(ev->el, &ev->ac->c, AE_WRITABLE);
-}
+static void asyncAddRead(void *data) { asyncWatch(data, AE_READABLE, 1); }
+static void asyncDelRead(void *data) { asyncWatch(data, AE_READABLE, 0); }
+static void asyncAddWrite(void *data) { asyncWatch(data, AE_WRITABLE, 1); }
+static void asyncDelWrite(void *data) { asyncWatch(data, AE_WRITABLE, 0); }
 static void asyncCleanup(void *data) {
-    asyncAeEvents *ev = data;
-    redisRdmaAeDeleteFileEvent(ev->el, &ev->ac->c, AE_READABLE | AE_WRITABLE);
-    free(ev);
+    asyncWatch(data, AE_READABLE | AE_WRITABLE, 0);
+    free(data);
 }
 
 int redisRdmaAeAttach(aeEventLoop *el, redisAsyncContext *ac) {
