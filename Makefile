@@ -22,8 +22,12 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 
 # BUILD_TLS: SKV serves TLS like Debian's redis-server does.
+# BUILD_RDMA=no: build without rdma-core, as upstream builds without TLS
+# (src/skv.mk, RDMA.md "Building without RDMA").
 # SKV_DEBUG=yes: SKV's own code checks its invariants (src/rdma_chan.h).
-REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes SKV_DEBUG=$(SKV_DEBUG)
+BUILD_RDMA ?= yes
+export BUILD_RDMA
+REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes BUILD_RDMA=$(BUILD_RDMA) SKV_DEBUG=$(SKV_DEBUG)
 
 PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
            $(wildcard deps/redis/patches/*.patch)
@@ -34,6 +38,7 @@ all: deps $(REDIS)/.skv-patched
 	+$(REDIS_MAKE) -j$(JOBS) all
 	@mkdir -p $(BUILD)/bin
 	@for b in redis-server redis-sentinel redis-cli redis-benchmark redis-check-rdb redis-check-aof nic-kv skv-rdma-tool; do \
+	    if [ $$b = skv-rdma-tool ] && [ "$(BUILD_RDMA)" = no ]; then rm -f $(BUILD)/bin/$$b; continue; fi; \
 	    ln -sfn ../redis/src/$$b $(BUILD)/bin/$$b; done
 	@echo "SKV built: $(BUILD)/bin/ ($$($(BUILD)/bin/redis-server --version))"
 

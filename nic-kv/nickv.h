@@ -71,9 +71,8 @@
  * RDMA connections need: nickv_conn.c. */
 typedef struct nkLoop {
     aeEventLoop *el;
-    list *rdma;                 /* its RDMA connections */
+    struct rdmaAe *rdma;        /* drives its RDMA connections (rdma_ae.h) */
     list *garbage;              /* closed connections, freed by nkLoopCollect */
-    unsigned long pass;         /* before-sleep passes */
     void (*wake)(void *data);   /* wakes its thread (from any thread) */
     void *wake_data;
 } nkLoop;

@@ -8,20 +8,19 @@
  *
  * TCP is plain ae: the handlers are AE_READABLE / AE_WRITABLE events.
  *
- * RDMA has no "writable" readiness, and a channel may hold data that no fd
- * event will announce again (the reader stopped early). So the channel's
- * descriptor is watched for reading only; its events are handled at once,
- * and the loop's before-sleep step (nkLoopBeforeSleep) calls the read
- * handler of every channel with data or an EOF pending and the write
- * handler of every channel that can take bytes, and keeps the loop from
- * sleeping while one can still progress. A handler that has nothing to do
- * must remove itself (the fan-out does, once a replica is up to date).
+ * RDMA channels are driven by the RDMA event-loop adapter (src/rdma_ae.c),
+ * one per nkLoop: it watches the channel's descriptor for reading, and the
+ * loop's before-sleep step (nkLoopBeforeSleep) calls the read handler of
+ * every channel with data or an EOF pending and the write handler of every
+ * channel that can take bytes, and keeps the loop from sleeping while one
+ * can still progress. A handler that has nothing to do must remove itself
+ * (the fan-out does, once a replica is up to date).
  *
  * A connection belongs to the thread of its loop. To move one to another
  * thread (a replica going to its fan-out thread), the old thread detaches
  * it (nkConnDetach) and the new one attaches it (nkConnAttach). The RDMA
  * library may tell a channel's owner about an event from the main thread:
- * its notify callback only wakes the owning loop (nkLoop.wake).
+ * the adapter then only wakes the owning loop (nkLoop.wake).
  */
 
 #include "nickv.h"
@@ -33,87 +32,48 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "rdma_ae.h"
 #include "zmalloc.h"
 
 struct nkConn {
     _Atomic(nkLoop *) loop;    /* NULL while detached */
     int fd;                    /* TCP socket, or -1 */
     rdmaChan *ch;              /* RDMA channel, or NULL */
-    int chan_fd;               /* its descriptor, watched in the loop, or -1 */
-    listNode *node;            /* in loop->rdma */
+    rdmaAeChan *ae;            /* its registration in loop->rdma, or NULL */
     nkConnHandler rh, wh;
     void *data;
     int connecting;            /* the write handler reports the connect */
     int ae_mask;               /* TCP: events registered */
     int closed;                /* closed, memory kept until the pass ends */
-    unsigned long pass;        /* last before-sleep pass that served it */
     char err[160];
 };
 
 /* ------------------------------------------------------------- Loops --- */
 
+/* The adapter's wake: nkLoop.wake is set after creation, by the fan-out. */
+static void loopWake(void *data) {
+    nkLoop *l = data;
+    if (l->wake) l->wake(l->wake_data);
+}
+
 nkLoop *nkLoopCreate(aeEventLoop *el) {
     nkLoop *l = zcalloc(sizeof(*l));
     l->el = el;
-    l->rdma = listCreate();
+    l->rdma = rdmaAeCreate(el);
+    if (!l->rdma) {
+        nkLog(LL_WARNING, "Out of memory creating an event loop's RDMA adapter");
+        abort();
+    }
+    rdmaAeSetWake(l->rdma, loopWake, l);
     l->garbage = listCreate();
     return l;
 }
 
-/* After a handler ran, may we still touch c? Not if it was closed, nor if
- * it was detached (handed to another thread, which owns it from then on;
- * hand-overs are queued until the end of the pass, see nickv_fanout.c). */
-static int connStillOurs(nkConn *c, nkLoop *l) {
-    return !c->closed && c->loop == l;
-}
-
-static void connService(nkConn *c) {
-    nkLoop *l = c->loop;
-    if (c->closed || !c->ch) return;
-    if (c->connecting) {
-        rdmaChanState st = rdmaChanGetState(c->ch);
-        if (st == RDMA_CHAN_CONNECTING) return;
-        c->connecting = 0;
-        if (st != RDMA_CHAN_CONNECTED)
-            snprintf(c->err, sizeof(c->err), "%s", rdmaChanError(c->ch) ? rdmaChanError(c->ch) : "connect failed");
-        if (c->wh) c->wh(c, c->data);
-        return;
-    }
-    if (c->rh && rdmaChanReadPending(c->ch)) c->rh(c, c->data);
-    if (!connStillOurs(c, l)) return;
-    if (c->wh && rdmaChanWritable(c->ch)) c->wh(c, c->data);
-}
-
-static int connNeedsService(nkConn *c) {
-    if (c->closed || !c->ch || c->connecting) return 0;
-    return (c->rh && rdmaChanReadPending(c->ch)) || (c->wh && rdmaChanWritable(c->ch));
-}
-
-/* Serve every RDMA connection of the loop once. A handler may close or
- * detach any connection, so the list is walked again from its head after
- * each one, skipping those this pass already served. */
+/* Serve the RDMA connections that can progress, and decide whether the
+ * loop may sleep (rdma_ae.c); then free what was closed. */
 void nkLoopBeforeSleep(nkLoop *l) {
-    listIter li;
-    listNode *ln;
-    int again = 0;
-    l->pass++;
-    for (;;) {
-        nkConn *c = NULL;
-        listRewind(l->rdma, &li);
-        while ((ln = listNext(&li))) {
-            c = listNodeValue(ln);
-            if (c->pass != l->pass) break;
-            c = NULL;
-        }
-        if (!c) break;
-        c->pass = l->pass;
-        connService(c);
-    }
-    listRewind(l->rdma, &li);
-    while ((ln = listNext(&li)))
-        if (connNeedsService(listNodeValue(ln))) again = 1;
+    rdmaAeBeforeSleep(l->rdma);
     nkLoopCollect(l);
-    aeSetDontWait(l->el, again);
 }
 
 /* Free what was closed since the last time: nothing refers to it now. */
@@ -125,13 +85,7 @@ void nkLoopCollect(nkLoop *l) {
 }
 
 void nkLoopCron(nkLoop *l) {
-    listIter li;
-    listNode *ln;
-    listRewind(l->rdma, &li);
-    while ((ln = listNext(&li))) {
-        nkConn *c = listNodeValue(ln);
-        if (!c->connecting) rdmaChanCron(c->ch);
-    }
+    rdmaAeCron(l->rdma);
 }
 
 /* ---------------------------------------------------------- Handlers --- */
@@ -153,7 +107,7 @@ static void tcpEvent(aeEventLoop *el, int fd, void *data, int mask) {
     }
     nkLoop *l = c->loop;
     if ((mask & AE_READABLE) && c->rh) c->rh(c, c->data);
-    if (!connStillOurs(c, l)) return;
+    if (c->closed || c->loop != l) return;    /* closed, or handed over */
     if ((mask & AE_WRITABLE) && c->wh) c->wh(c, c->data);
 }
 
@@ -166,20 +120,30 @@ static void tcpUpdate(nkConn *c) {
     c->ae_mask = want;
 }
 
-static void rdmaEvent(aeEventLoop *el, int fd, void *data, int mask) {
-    nkConn *c = data;
-    (void)el; (void)fd; (void)mask;
-    if (c->closed) return;
-    rdmaChanHandleEvents(c->ch);
-    connService(c);
+/* RDMA: the adapter calls these; it stops once the connection is detached
+ * or closed. A connect in progress ends with the write handler, as TCP's. */
+static void rdmaUpdate(nkConn *c) {
+    if (!c->ae) return;
+    rdmaAeSetMask(c->ae, (c->rh ? RDMA_AE_READABLE : 0) |
+                         ((c->wh || c->connecting) ? RDMA_AE_WRITABLE : 0));
 }
 
-/* From the RDMA library, perhaps in another thread: wake the owner. */
-static void rdmaNotify(rdmaChan *ch, void *data) {
+static void rdmaReadProc(rdmaAeChan *e, void *data) {
     nkConn *c = data;
-    nkLoop *l = c->loop;
-    (void)ch;
-    if (l && l->wake) l->wake(l->wake_data);
+    (void)e;
+    if (c->rh) c->rh(c, c->data);
+}
+
+static void rdmaWriteProc(rdmaAeChan *e, void *data) {
+    nkConn *c = data;
+    (void)e;
+    if (c->connecting) {
+        c->connecting = 0;
+        if (rdmaChanGetState(c->ch) != RDMA_CHAN_CONNECTED)
+            snprintf(c->err, sizeof(c->err), "%s", rdmaChanError(c->ch) ? rdmaChanError(c->ch) : "connect failed");
+        rdmaUpdate(c);
+    }
+    if (c->wh) c->wh(c, c->data);
 }
 
 /* ---------------------------------------------------- Connections --- */
@@ -187,7 +151,6 @@ static void rdmaNotify(rdmaChan *ch, void *data) {
 static nkConn *connNew(void) {
     nkConn *c = zcalloc(sizeof(*c));
     c->fd = -1;
-    c->chan_fd = -1;
     return c;
 }
 
@@ -201,7 +164,6 @@ nkConn *nkConnFromFd(nkLoop *l, int fd) {
 nkConn *nkConnFromChan(nkLoop *l, rdmaChan *ch) {
     nkConn *c = connNew();
     c->ch = ch;
-    rdmaChanSetNotify(ch, rdmaNotify, c);
     nkConnAttach(c, l);
     return c;
 }
@@ -226,16 +188,23 @@ nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const cha
     }
     c->connecting = 1;
     if (c->fd != -1) tcpUpdate(c);
+    else rdmaUpdate(c);
     return c;
 }
 
 void nkConnAttach(nkConn *c, nkLoop *l) {
     c->loop = l;
     if (c->ch) {
-        c->chan_fd = rdmaChanFd(c->ch);
-        if (c->chan_fd != -1) aeCreateFileEvent(l->el, c->chan_fd, AE_READABLE, rdmaEvent, c);
-        listAddNodeTail(l->rdma, c);
-        c->node = listLast(l->rdma);
+        c->ae = rdmaAeAdd(l->rdma, c->ch, rdmaReadProc, rdmaWriteProc, c);
+        if (!c->ae) {
+            /* Its reads then fail: the owner closes it as any failed link. */
+            snprintf(c->err, sizeof(c->err), "cannot watch the RDMA channel: %s", strerror(errno));
+            nkLog(LL_WARNING, "%s", c->err);
+            rdmaChanClose(c->ch);
+            c->ch = NULL;
+            return;
+        }
+        rdmaUpdate(c);
         if (l->wake) l->wake(l->wake_data);   /* look at it before sleeping */
     } else {
         tcpUpdate(c);
@@ -247,10 +216,9 @@ void nkConnDetach(nkConn *c) {
     if (!l) return;
     c->rh = c->wh = NULL;
     c->data = NULL;
-    if (c->ch) {
-        if (c->chan_fd != -1) aeDeleteFileEvent(l->el, c->chan_fd, AE_READABLE);
-        if (c->node) listDelNode(l->rdma, c->node);
-        c->node = NULL;
+    if (c->ae) {
+        rdmaAeDel(c->ae);
+        c->ae = NULL;
     } else if (c->ae_mask) {
         aeDeleteFileEvent(l->el, c->fd, c->ae_mask);
         c->ae_mask = 0;
@@ -263,11 +231,13 @@ void nkConnSetData(nkConn *c, void *data) { c->data = data; }
 void nkConnSetReadHandler(nkConn *c, nkConnHandler h) {
     c->rh = h;
     if (c->fd != -1) tcpUpdate(c);
+    else rdmaUpdate(c);
 }
 
 void nkConnSetWriteHandler(nkConn *c, nkConnHandler h) {
     c->wh = h;
     if (c->fd != -1) tcpUpdate(c);
+    else rdmaUpdate(c);
 }
 
 int nkConnHasWriteHandler(nkConn *c) { return c->wh != NULL; }

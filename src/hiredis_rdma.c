@@ -6,10 +6,16 @@
  * socket ones (net.c): in blocking mode they wait (up to the command
  * timeout) until bytes move; in non-blocking mode they return 0 for "try
  * again later". Errors set c->err and c->errstr with the channel's reason.
+ *
+ * In an ae event loop, a context's handlers are registered here (not with
+ * aeCreateFileEvent on c->fd) and the RDMA event-loop adapter (rdma_ae.c)
+ * runs them: one adapter per loop, made by redisRdmaAttachAeLoop(), found
+ * again by the loop's address.
  */
 
 #include "hiredis_rdma.h"
 #include "rdma_chan.h"
+#include "rdma_ae.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,42 +23,51 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ae.h"
 #include <hiredis.h>
 #include <async.h>
 
 int redisRdmaEnabled = 0;
 
-/* ----------------------------------------------------- Context registry --- */
+/* ------------------------------------------------------------ Loops --- */
 
-/* Every live RDMA context by descriptor, for the ae before-sleep hook.
- * Contexts may be made and freed by several threads (redis-benchmark's),
- * hence the lock; it is never contended on a hot path. */
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static rdmaChan **registry;
-static int registry_size;
+/* The adapter of each loop redisRdmaAttachAeLoop() was given. Loops may be
+ * made by one thread and run by another (redis-benchmark's), hence the
+ * lock; each thread remembers the last loop it asked about, so the lock is
+ * not taken on a hot path. */
+typedef struct aeLoopAdapter {
+    aeEventLoop *el;
+    rdmaAe *ra;
+} aeLoopAdapter;
 
-static void registryPut(int fd, rdmaChan *ch) {
-    pthread_mutex_lock(&registry_lock);
-    if (fd >= registry_size) {
-        int n = registry_size ? registry_size : 64;
-        while (n <= fd) n *= 2;
-        rdmaChan **grown = realloc(registry, sizeof(*registry) * n);
-        if (grown) {
-            memset(grown + registry_size, 0, sizeof(*registry) * (n - registry_size));
-            registry = grown;
-            registry_size = n;
-        }
+static pthread_mutex_t loops_lock = PTHREAD_MUTEX_INITIALIZER;
+static aeLoopAdapter *loops;
+static int nloops;
+static __thread aeLoopAdapter last_loop;
+
+static rdmaAe *loopAdapter(aeEventLoop *el) {
+    rdmaAe *ra = NULL;
+    if (last_loop.el == el) return last_loop.ra;
+    pthread_mutex_lock(&loops_lock);
+    for (int i = 0; i < nloops; i++)
+        if (loops[i].el == el) ra = loops[i].ra;
+    pthread_mutex_unlock(&loops_lock);
+    if (ra) {
+        last_loop.el = el;
+        last_loop.ra = ra;
     }
-    if (fd < registry_size) registry[fd] = ch;
-    pthread_mutex_unlock(&registry_lock);
+    return ra;
 }
 
-static void registryDel(int fd) {
-    pthread_mutex_lock(&registry_lock);
-    if (fd >= 0 && fd < registry_size) registry[fd] = NULL;
-    pthread_mutex_unlock(&registry_lock);
-}
+/* What an RDMA context keeps (c->privctx): its channel, and the ae-style
+ * handlers its owner registered, with their one clientData as ae keeps. */
+typedef struct rdmaCtx {
+    rdmaChan *ch;
+    int fd;                   /* rdmaChanFd(ch), what the handlers are told */
+    aeEventLoop *el;          /* the loop of ae, or NULL */
+    rdmaAeChan *ae;           /* registration in el's adapter, or NULL */
+    aeFileProc *rproc, *wproc;
+    void *data;
+} rdmaCtx;
 
 /* --------------------------------------------------- Context functions --- */
 
@@ -68,14 +83,15 @@ static long commandTimeoutMs(redisContext *c) {
 }
 
 static void redisRdmaFree(void *privctx) {
-    rdmaChan *ch = privctx;
-    if (!ch) return;
-    registryDel(rdmaChanFd(ch));
-    rdmaChanClose(ch);
+    rdmaCtx *ctx = privctx;
+    if (!ctx) return;
+    rdmaAeDel(ctx->ae);
+    rdmaChanClose(ctx->ch);
+    free(ctx);
 }
 
 static ssize_t redisRdmaRead(redisContext *c, char *buf, size_t bufcap) {
-    rdmaChan *ch = c->privctx;
+    rdmaChan *ch = ((rdmaCtx *)c->privctx)->ch;
     for (;;) {
         ssize_t n = rdmaChanRead(ch, buf, bufcap);
         if (n > 0) return n;
@@ -100,7 +116,7 @@ static ssize_t redisRdmaRead(redisContext *c, char *buf, size_t bufcap) {
 }
 
 static ssize_t redisRdmaWrite(redisContext *c) {
-    rdmaChan *ch = c->privctx;
+    rdmaChan *ch = ((rdmaCtx *)c->privctx)->ch;
     size_t len = hi_sdslen(c->obuf);
     for (;;) {
         ssize_t n = rdmaChanWrite(ch, c->obuf, len);
@@ -151,6 +167,7 @@ redisContext *redisConnectRdma(const char *ip, int port, const struct timeval *t
     char err[256];
     long timeout_ms = tv ? tv->tv_sec * 1000 + tv->tv_usec / 1000 : 10000;
     rdmaChan *ch;
+    rdmaCtx *ctx;
     redisContext *c;
 
     if (rdmaInit(NULL, err, sizeof(err)) == -1)
@@ -164,15 +181,18 @@ redisContext *redisConnectRdma(const char *ip, int port, const struct timeval *t
         return c;
     }
     /* hiredis owns the descriptor from here: redisFree() closes it. */
-    c = redisConnectFd(rdmaChanFd(ch));
+    ctx = calloc(1, sizeof(*ctx));
+    c = ctx ? redisConnectFd(rdmaChanFd(ch)) : NULL;
     if (!c) {
+        free(ctx);
         rdmaChanClose(ch);
         return NULL;
     }
     rdmaChanReleaseFd(ch);
+    ctx->ch = ch;
+    ctx->fd = rdmaChanFd(ch);
     c->funcs = &redisContextRdmaFuncs;
-    c->privctx = ch;
-    registryPut(rdmaChanFd(ch), ch);
+    c->privctx = ctx;
     return c;
 }
 
@@ -233,48 +253,125 @@ int redisIsRdma(const redisContext *c) {
 
 /* ------------------------------------------------------ ae integration --- */
 
-/* Registered as an RDMA context's read handler while its owner waits to
- * write (AE_WRITABLE only): wakes the loop when the peer's buffer turns up,
- * and the before-sleep hook then runs the write handler. */
-static void rdmaWakeup(aeEventLoop *el, int fd, void *data, int mask) {
-    rdmaChan *ch;
-    (void)el; (void)data; (void)mask;
-    pthread_mutex_lock(&registry_lock);
-    ch = fd < registry_size ? registry[fd] : NULL;
-    pthread_mutex_unlock(&registry_lock);
-    if (ch) rdmaChanHandleEvents(ch);
+static void ctxReadProc(rdmaAeChan *e, void *data) {
+    rdmaCtx *ctx = data;
+    (void)e;
+    ctx->rproc(ctx->el, ctx->fd, ctx->data, AE_READABLE);
+}
+
+static void ctxWriteProc(rdmaAeChan *e, void *data) {
+    rdmaCtx *ctx = data;
+    (void)e;
+    ctx->wproc(ctx->el, ctx->fd, ctx->data, AE_WRITABLE);
+}
+
+int redisRdmaAeCreateFileEvent(aeEventLoop *el, redisContext *c, int mask,
+                               aeFileProc *proc, void *data) {
+    rdmaCtx *ctx;
+    int want;
+    if (!redisIsRdma(c)) return aeCreateFileEvent(el, c->fd, mask, proc, data);
+    ctx = c->privctx;
+    if (ctx->ae && ctx->el != el) { errno = EINVAL; return AE_ERR; }
+    if (!ctx->ae) {
+        rdmaAe *ra = loopAdapter(el);
+        if (!ra) { errno = EINVAL; return AE_ERR; }    /* not attached */
+        ctx->ae = rdmaAeAdd(ra, ctx->ch, ctxReadProc, ctxWriteProc, ctx);
+        if (!ctx->ae) return AE_ERR;
+        ctx->el = el;
+    }
+    if (mask & AE_READABLE) ctx->rproc = proc;
+    if (mask & AE_WRITABLE) ctx->wproc = proc;
+    ctx->data = data;
+    want = rdmaAeGetMask(ctx->ae);
+    if (mask & AE_READABLE) want |= RDMA_AE_READABLE;
+    if (mask & AE_WRITABLE) want |= RDMA_AE_WRITABLE;
+    rdmaAeSetMask(ctx->ae, want);
+    return AE_OK;
+}
+
+void redisRdmaAeDeleteFileEvent(aeEventLoop *el, redisContext *c, int mask) {
+    rdmaCtx *ctx;
+    int want;
+    if (!redisIsRdma(c)) {
+        aeDeleteFileEvent(el, c->fd, mask);
+        return;
+    }
+    ctx = c->privctx;
+    if (!ctx->ae || ctx->el != el) return;
+    want = rdmaAeGetMask(ctx->ae);
+    if (mask & AE_READABLE) want &= ~RDMA_AE_READABLE;
+    if (mask & AE_WRITABLE) want &= ~RDMA_AE_WRITABLE;
+    rdmaAeSetMask(ctx->ae, want);
+}
+
+/* The async API's event hooks, as hiredis's adapters/ae.h has them for
+ * sockets, registering through the functions above. */
+typedef struct asyncAeEvents {
+    aeEventLoop *el;
+    redisAsyncContext *ac;
+} asyncAeEvents;
+
+static void asyncReadEvent(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)fd; (void)mask;
+    redisAsyncHandleRead(((asyncAeEvents *)data)->ac);
+}
+
+static void asyncWriteEvent(aeEventLoop *el, int fd, void *data, int mask) {
+    (void)el; (void)fd; (void)mask;
+    redisAsyncHandleWrite(((asyncAeEvents *)data)->ac);
+}
+
+/* One proc per direction, one clientData (ev) for both, as with ae. */
+static void asyncWatch(asyncAeEvents *ev, int mask, int on) {
+    if (on) redisRdmaAeCreateFileEvent(ev->el, &ev->ac->c, mask,
+                                       mask == AE_READABLE ? asyncReadEvent : asyncWriteEvent, ev);
+    else redisRdmaAeDeleteFileEvent(ev->el, &ev->ac->c, mask);
+}
+static void asyncAddRead(void *data) { asyncWatch(data, AE_READABLE, 1); }
+static void asyncDelRead(void *data) { asyncWatch(data, AE_READABLE, 0); }
+static void asyncAddWrite(void *data) { asyncWatch(data, AE_WRITABLE, 1); }
+static void asyncDelWrite(void *data) { asyncWatch(data, AE_WRITABLE, 0); }
+static void asyncCleanup(void *data) {
+    asyncWatch(data, AE_READABLE | AE_WRITABLE, 0);
+    free(data);
+}
+
+int redisRdmaAeAttach(aeEventLoop *el, redisAsyncContext *ac) {
+    asyncAeEvents *ev;
+    if (ac->ev.data != NULL) return REDIS_ERR;
+    if (!(ev = calloc(1, sizeof(*ev)))) return REDIS_ERR;
+    ev->el = el;
+    ev->ac = ac;
+    ac->ev.addRead = asyncAddRead;
+    ac->ev.delRead = asyncDelRead;
+    ac->ev.addWrite = asyncAddWrite;
+    ac->ev.delWrite = asyncDelWrite;
+    ac->ev.cleanup = asyncCleanup;
+    ac->ev.data = ev;
+    return REDIS_OK;
 }
 
 static void rdmaBeforeSleep(aeEventLoop *el) {
-    int fd, busy = 0, maxfd = el->maxfd;
-    if (!redisRdmaEnabled) return;
-    for (fd = 0; fd <= maxfd && fd < el->setsize; fd++) {
-        aeFileEvent *fe = &el->events[fd];
-        rdmaChan *ch;
-        if (fe->mask == AE_NONE) continue;
-        pthread_mutex_lock(&registry_lock);
-        ch = fd < registry_size ? registry[fd] : NULL;
-        pthread_mutex_unlock(&registry_lock);
-        if (!ch) continue;
-        if (fe->mask & AE_WRITABLE) {
-            rdmaChanHandleEvents(ch);
-            if (rdmaChanWritable(ch)) {
-                fe->wfileProc(el, fd, fe->clientData, AE_WRITABLE);
-                busy = 1;
-                continue;       /* the handler may have freed the context */
-            }
-            /* ae keeps one clientData per fd: pass the owner's along. */
-            if (!(fe->mask & AE_READABLE))
-                aeCreateFileEvent(el, fd, AE_READABLE, rdmaWakeup, fe->clientData);
-        }
-        if ((fe->mask & AE_READABLE) && fe->rfileProc != rdmaWakeup && rdmaChanReadPending(ch)) {
-            fe->rfileProc(el, fd, fe->clientData, AE_READABLE);
-            busy = 1;
-        }
-    }
-    aeSetDontWait(el, busy);
+    rdmaAe *ra = loopAdapter(el);
+    if (ra) rdmaAeBeforeSleep(ra);
 }
 
 void redisRdmaAttachAeLoop(aeEventLoop *el) {
+    aeLoopAdapter *grown;
+    rdmaAe *ra = rdmaAeCreate(el);
+    if (!ra) return;
+    pthread_mutex_lock(&loops_lock);
+    grown = realloc(loops, sizeof(*loops) * (nloops + 1));
+    if (grown) {
+        loops = grown;
+        loops[nloops].el = el;
+        loops[nloops].ra = ra;
+        nloops++;
+    }
+    pthread_mutex_unlock(&loops_lock);
+    if (!grown) {
+        rdmaAeFree(ra);
+        return;
+    }
     aeSetBeforeSleepProc(el, rdmaBeforeSleep);
 }

@@ -6,16 +6,16 @@
  * of the server reads, writes and closes RDMA connections through
  * connRead()/connWrite()/connClose() without knowing. What differs:
  *
- * - The descriptor the event loop polls is the channel's (a completion
- *   channel, or an epoll set for outgoing connections), registered for
- *   reading for the whole life of the connection: completions of every kind
- *   (data, the peer's buffer turns, keepalives, errors) arrive there.
- *   conn->fd stays -1, so upstream's anet helpers never touch it.
- * - There is no "writable" readiness in RDMA. A connection with a write
- *   handler, or with data already buffered that its read handler has not
- *   consumed, sits on a pending list; beforeSleep() calls
- *   rdmaProcessPendingData(), which runs the handlers that can make
- *   progress, and keeps the event loop from sleeping while any can.
+ * - The channel is driven from server.el by the RDMA event-loop adapter
+ *   (rdma_ae.c), which watches its descriptor for reading for the whole
+ *   life of the connection: completions of every kind (data, the peer's
+ *   buffer turns, keepalives, errors) arrive there. conn->fd stays -1, so
+ *   upstream's anet helpers never touch it.
+ * - There is no "writable" readiness in RDMA, and buffered input may not
+ *   announce itself again. The adapter keeps the connections whose handlers
+ *   can progress without an event; beforeSleep() calls
+ *   rdmaProcessPendingData(), which runs them, and keeps the event loop
+ *   from sleeping while any can.
  * - An accepted connection starts with a small receive buffer and gets the
  *   configured rdma-rx-size once its client has authenticated, so that
  *   unauthenticated connections pin little memory.
@@ -32,6 +32,7 @@
 #include "connhelpers.h"
 #include "rdma.h"
 #include "rdma_chan.h"
+#include "rdma_ae.h"
 
 #include <sys/resource.h>
 
@@ -40,20 +41,20 @@ rdmaServerConfig rdmaConf;
 typedef struct rdmaConnection {
     connection c;
     rdmaChan *ch;
-    int chan_fd;              /* registered in server.el, or -1 */
+    rdmaAeChan *ae;           /* its registration in rdmaServer.ae, or NULL */
     listNode *node;           /* in rdmaServer.conns */
-    listNode *pending_node;   /* in rdmaServer.pending, or NULL */
     int full_rx;              /* rdma-rx-size granted (client authenticated) */
 } rdmaConnection;
 
 static struct {
     int initialized;
+    char init_err[256];       /* why rdmaInit() failed */
     rdmaListener *listeners[CONFIG_BINDADDR_MAX];
     int nlisteners;
     char status[320];         /* "off", "on", or "error: why not" */
     int retry;                /* not listening, but worth retrying */
     list *conns;              /* every RDMA connection */
-    list *pending;            /* connections whose handlers can progress */
+    rdmaAe *ae;               /* drives their channels from server.el */
 } rdmaServer = { .status = "off" };
 
 ConnectionType CT_RDMA;
@@ -72,12 +73,13 @@ static void rdmaAsyncEventHandler(aeEventLoop *el, int fd, void *data, int mask)
     rdmaHandleAsyncEvents();
 }
 
-/* The connection lists exist even when the library could not start, so
+/* The connection list exists even when the library could not start, so
  * that a connection object can always be made (and fail cleanly). */
 static void rdmaEnsureLists(void) {
     if (rdmaServer.conns) return;
     rdmaServer.conns = listCreate();
-    rdmaServer.pending = listCreate();
+    rdmaServer.ae = rdmaAeCreate(server.el);
+    if (!rdmaServer.ae) serverPanic("RDMA: out of memory");
 }
 
 /* Initialise the RDMA library once, on first use, and watch its async
@@ -88,10 +90,13 @@ static int rdmaEnsureInit(void) {
     if (rdmaServer.initialized) return C_OK;
     if (rdmaInit(rdmaLogHook, err, sizeof(err)) == -1) {
         serverLog(LL_WARNING, "RDMA: cannot initialise: %s", err);
+        snprintf(rdmaServer.init_err, sizeof(rdmaServer.init_err), "%s", err);
         return C_ERR;
     }
     if (aeCreateFileEvent(server.el, rdmaAsyncFd(), AE_READABLE, rdmaAsyncEventHandler, NULL) == AE_ERR) {
-        serverLog(LL_WARNING, "RDMA: cannot watch async events: %s", strerror(errno));
+        snprintf(rdmaServer.init_err, sizeof(rdmaServer.init_err),
+                 "cannot watch async events: %s", strerror(errno));
+        serverLog(LL_WARNING, "RDMA: %s", rdmaServer.init_err);
         return C_ERR;
     }
     rdmaSetPinnedLimit(rdmaConf.max_pinned);
@@ -99,27 +104,6 @@ static int rdmaEnsureInit(void) {
     return C_OK;
 }
 
-
-static void rdmaMarkPending(rdmaConnection *rc) {
-    if (rc->pending_node) return;
-    listAddNodeTail(rdmaServer.pending, rc);
-    rc->pending_node = listLast(rdmaServer.pending);
-}
-
-static void rdmaUnmarkPending(rdmaConnection *rc) {
-    if (!rc->pending_node) return;
-    listDelNode(rdmaServer.pending, rc->pending_node);
-    rc->pending_node = NULL;
-}
-
-/* Can a handler of this connection make progress without an fd event? */
-static int rdmaConnNeedsService(rdmaConnection *rc) {
-    connection *conn = &rc->c;
-    if (!rc->ch) return 0;
-    if (conn->read_handler && rdmaChanReadPending(rc->ch)) return 1;
-    if (conn->write_handler && rdmaChanWritable(rc->ch)) return 1;
-    return 0;
-}
 
 /* A client that authenticated gets the full receive buffer from its next
  * buffer turn on. */
@@ -141,87 +125,71 @@ static void rdmaConnSetError(connection *conn, int err) {
 
 /* ------------------------------------------------------ Connection I/O --- */
 
-static void rdmaNotifyHandler(rdmaChan *ch, void *data) {
-    UNUSED(ch);
-    rdmaMarkPending(data);
-}
-
 static connection *rdmaConnNew(rdmaChan *ch) {
     rdmaConnection *rc = zcalloc(sizeof(*rc));
     rdmaEnsureLists();
     rc->c.type = &CT_RDMA;
     rc->c.fd = -1;
-    rc->chan_fd = -1;
     rc->ch = ch;
     listAddNodeTail(rdmaServer.conns, rc);
     rc->node = listLast(rdmaServer.conns);
-    if (ch) rdmaChanSetNotify(ch, rdmaNotifyHandler, rc);
     return &rc->c;
 }
 
-/* Watch the channel's descriptor for the rest of the connection's life. */
-static int rdmaConnWatch(rdmaConnection *rc) {
-    int fd = rdmaChanFd(rc->ch);
-    if (fd == -1) return C_ERR;
-    if (aeCreateFileEvent(server.el, fd, AE_READABLE, CT_RDMA.ae_handler, &rc->c) == AE_ERR)
-        return C_ERR;
-    rc->chan_fd = fd;
-    return C_OK;
-}
-
-static void rdmaConnUnwatch(rdmaConnection *rc) {
-    if (rc->chan_fd == -1) return;
-    aeDeleteFileEvent(server.el, rc->chan_fd, AE_READABLE | AE_WRITABLE);
-    rc->chan_fd = -1;
-}
-
-/* Run the read and write handlers that can make progress now, in the same
- * order rules as sockets: read first, unless a write barrier asks for the
- * reverse. */
-static void rdmaServeHandlers(rdmaConnection *rc) {
+/* What the adapter serves follows the connection's handlers: a connect in
+ * progress is reported to the write side, as with a socket. */
+static void rdmaConnUpdateMask(rdmaConnection *rc) {
     connection *conn = &rc->c;
-    int invert = conn->flags & CONN_FLAG_WRITE_BARRIER;
-    int call_read = conn->read_handler && rdmaChanReadPending(rc->ch);
-    int call_write = conn->write_handler && rdmaChanWritable(rc->ch);
-
-    if (!invert && call_read) {
-        if (!callHandler(conn, conn->read_handler)) return;
-        rdmaMaybeGrantRx(rc);
-    }
-    if (call_write) {
-        if (!callHandler(conn, conn->write_handler)) return;
-    }
-    if (invert && call_read) {
-        if (!callHandler(conn, conn->read_handler)) return;
-        rdmaMaybeGrantRx(rc);
-    }
-    if (rdmaConnNeedsService(rc)) rdmaMarkPending(rc);
+    int mask = 0;
+    if (!rc->ae) return;
+    if (conn->read_handler) mask |= RDMA_AE_READABLE;
+    if (conn->write_handler || conn->state == CONN_STATE_CONNECTING) mask |= RDMA_AE_WRITABLE;
+    if (conn->flags & CONN_FLAG_WRITE_BARRIER) mask |= RDMA_AE_BARRIER;
+    rdmaAeSetMask(rc->ae, mask);
 }
 
-static void connRdmaEventHandler(struct aeEventLoop *el, int fd, void *clientData, int mask) {
-    UNUSED(el); UNUSED(fd); UNUSED(mask);
-    connection *conn = clientData;
-    rdmaConnection *rc = (rdmaConnection *)conn;
-    int ev;
+static void rdmaConnReadProc(rdmaAeChan *e, void *data) {
+    rdmaConnection *rc = data;
+    UNUSED(e);
+    if (!callHandler(&rc->c, rc->c.read_handler)) return;
+    rdmaMaybeGrantRx(rc);
+}
 
-    if (!rc->ch) return;
-    ev = rdmaChanHandleEvents(rc->ch);
-
-    if (conn->state == CONN_STATE_CONNECTING && (ev & RDMA_EV_CONNECTED)) {
+static void rdmaConnWriteProc(rdmaAeChan *e, void *data) {
+    rdmaConnection *rc = data;
+    connection *conn = &rc->c;
+    UNUSED(e);
+    if (conn->state == CONN_STATE_CONNECTING) {
         if (rdmaChanGetState(rc->ch) == RDMA_CHAN_CONNECTED) {
             conn->state = CONN_STATE_CONNECTED;
         } else {
             conn->state = CONN_STATE_ERROR;
             conn->last_errno = ECONNREFUSED;
         }
+        rdmaConnUpdateMask(rc);
         if (conn->conn_handler) {
             ConnectionCallbackFunc handler = conn->conn_handler;
             conn->conn_handler = NULL;
-            if (!callHandler(conn, handler)) return;
+            callHandler(conn, handler);
         }
+        return;
     }
-    if (conn->state == CONN_STATE_CONNECTING) return;
-    rdmaServeHandlers(rc);
+    callHandler(conn, conn->write_handler);
+}
+
+/* Drive the channel from the event loop for the rest of the connection's
+ * life. */
+static int rdmaConnWatch(rdmaConnection *rc) {
+    rc->ae = rdmaAeAdd(rdmaServer.ae, rc->ch, rdmaConnReadProc, rdmaConnWriteProc, rc);
+    if (!rc->ae) return C_ERR;
+    rdmaConnUpdateMask(rc);
+    return C_OK;
+}
+
+static void rdmaConnUnwatch(rdmaConnection *rc) {
+    if (!rc->ae) return;
+    rdmaAeDel(rc->ae);
+    rc->ae = NULL;
 }
 
 static int connRdmaConnect(connection *conn, const char *addr, int port, const char *src_addr,
@@ -230,7 +198,8 @@ static int connRdmaConnect(connection *conn, const char *addr, int port, const c
     char err[256];
 
     if (!rdmaServer.initialized) {
-        snprintf(err, sizeof(err), "RDMA is not available (see the log at startup)");
+        snprintf(err, sizeof(err), "%s", rdmaServer.init_err[0] ? rdmaServer.init_err :
+                 "RDMA is not available (see the log at startup)");
         rc->ch = NULL;
     } else {
         rc->ch = rdmaChanConnect(addr, port, src_addr, rdmaConf.rx_size, rdmaConf.completion_vector,
@@ -242,14 +211,14 @@ static int connRdmaConnect(connection *conn, const char *addr, int port, const c
         conn->last_errno = ECONNREFUSED;
         return C_ERR;
     }
-    rdmaChanSetNotify(rc->ch, rdmaNotifyHandler, rc);
+    conn->state = CONN_STATE_CONNECTING;
+    conn->conn_handler = connect_handler;
     if (rdmaConnWatch(rc) == C_ERR) {
         conn->state = CONN_STATE_ERROR;
         conn->last_errno = errno;
+        conn->conn_handler = NULL;
         return C_ERR;
     }
-    conn->state = CONN_STATE_CONNECTING;
-    conn->conn_handler = connect_handler;
     return C_OK;
 }
 
@@ -260,13 +229,17 @@ static int connRdmaBlockingConnect(connection *conn, const char *addr, int port,
     rc->ch = rdmaServer.initialized ?
         rdmaChanConnect(addr, port, NULL, rdmaConf.rx_size, rdmaConf.completion_vector,
                         timeout, err, sizeof(err)) : NULL;
-    if (!rc->ch || rdmaChanWaitConnected(rc->ch, timeout) == -1 || rdmaConnWatch(rc) == C_ERR) {
+    if (!rc->ch || rdmaChanWaitConnected(rc->ch, timeout) == -1) {
         conn->state = CONN_STATE_ERROR;
         conn->last_errno = ETIMEDOUT;
         return C_ERR;
     }
-    rdmaChanSetNotify(rc->ch, rdmaNotifyHandler, rc);
     conn->state = CONN_STATE_CONNECTED;
+    if (rdmaConnWatch(rc) == C_ERR) {
+        conn->state = CONN_STATE_ERROR;
+        conn->last_errno = errno;
+        return C_ERR;
+    }
     return C_OK;
 }
 
@@ -300,7 +273,7 @@ static int connRdmaRead(connection *conn, void *buf, size_t buf_len) {
     } else if (n > 0 && rdmaChanReadPending(rc->ch)) {
         /* The caller read less than is buffered: no fd event will come
          * for the rest. */
-        rdmaMarkPending(rc);
+        if (rc->ae) rdmaAeMarkPending(rc->ae);
     }
     return (int)n;
 }
@@ -308,7 +281,6 @@ static int connRdmaRead(connection *conn, void *buf, size_t buf_len) {
 static void connRdmaClose(connection *conn) {
     rdmaConnection *rc = (rdmaConnection *)conn;
     rdmaConnUnwatch(rc);
-    rdmaUnmarkPending(rc);
     if (rc->ch) {
         const char *why = rdmaChanError(rc->ch);
         if (rdmaChanGetState(rc->ch) == RDMA_CHAN_ERROR && why) {
@@ -343,14 +315,14 @@ static int connRdmaSetWriteHandler(connection *conn, ConnectionCallbackFunc func
     conn->write_handler = func;
     if (barrier) conn->flags |= CONN_FLAG_WRITE_BARRIER;
     else conn->flags &= ~CONN_FLAG_WRITE_BARRIER;
-    if (func) rdmaMarkPending(rc);
+    rdmaConnUpdateMask(rc);
     return C_OK;
 }
 
 static int connRdmaSetReadHandler(connection *conn, ConnectionCallbackFunc func) {
     rdmaConnection *rc = (rdmaConnection *)conn;
     conn->read_handler = func;
-    if (func && rc->ch && rdmaChanReadPending(rc->ch)) rdmaMarkPending(rc);
+    rdmaConnUpdateMask(rc);
     return C_OK;
 }
 
@@ -394,7 +366,7 @@ static ssize_t connRdmaSyncRead(connection *conn, char *ptr, ssize_t size, long 
         if (n < 0 && errno != EAGAIN) { rdmaConnSetError(conn, errno); return -1; }
         if (n > 0) done += n;
     }
-    if (rdmaChanReadPending(rc->ch)) rdmaMarkPending(rc);
+    if (rc->ae && rdmaChanReadPending(rc->ch)) rdmaAeMarkPending(rc->ae);
     return size;
 }
 
@@ -432,8 +404,8 @@ static int connRdmaAddr(connection *conn, char *ip, size_t ip_len, int *port, in
     return C_OK;
 }
 
+/* No ae_handler: rdma_ae.c watches the channel's descriptor. */
 ConnectionType CT_RDMA = {
-    .ae_handler = connRdmaEventHandler,
     .connect = connRdmaConnect,
     .write = connRdmaWrite,
     .writev = connRdmaWritev,
@@ -461,33 +433,13 @@ connection *connCreateRdma(void) {
 /* --------------------------------------------- Pending-data handling --- */
 
 /* Run the handlers of connections that can progress without an fd event
- * (buffered input, room to write). Each connection on the list when we
- * start is served at most once; a handler may close any connection, which
- * takes it off the list, so the list is re-read from its head every time. */
+ * (buffered input, room to write): rdma_ae.c's before-sleep pass. */
 int rdmaProcessPendingData(void) {
-    int processed = 0, budget;
-    if (!rdmaServer.pending) return 0;
-    budget = (int)listLength(rdmaServer.pending);
-    while (budget-- > 0 && listLength(rdmaServer.pending)) {
-        listNode *ln = listFirst(rdmaServer.pending);
-        rdmaConnection *rc = listNodeValue(ln);
-        connection *conn = &rc->c;
-        rdmaUnmarkPending(rc);
-        if (conn->state == CONN_STATE_CONNECTING || !rc->ch) continue;
-        processed++;
-        rdmaServeHandlers(rc);
-    }
-    return processed;
+    return rdmaServer.ae ? rdmaAeServePending(rdmaServer.ae) : 0;
 }
 
 int rdmaHasPendingData(void) {
-    listIter li;
-    listNode *ln;
-    if (!rdmaServer.pending) return 0;
-    listRewind(rdmaServer.pending, &li);
-    while ((ln = listNext(&li)))
-        if (rdmaConnNeedsService(listNodeValue(ln))) return 1;
-    return 0;
+    return rdmaServer.ae ? rdmaAeHasPending(rdmaServer.ae) : 0;
 }
 
 /* ------------------------------------------------------------ Listener --- */
@@ -507,8 +459,6 @@ static void rdmaAcceptHandler(rdmaChan *ch, void *data) {
     }
     rdmaChanPeerAddr(ch, ip, sizeof(ip), &port);
     serverLog(LL_VERBOSE, "Accepted RDMA %s:%d", ip, port);
-    /* Input that arrived with the handshake produces no further fd event. */
-    rdmaMarkPending(rc);
     acceptCommonHandler(conn, 0, ip);
 }
 
@@ -544,7 +494,7 @@ static int rdmaOpenListeners(void) {
         return C_ERR;
     }
     if (rdmaEnsureInit() == C_ERR) {
-        snprintf(rdmaServer.status, sizeof(rdmaServer.status), "error: cannot initialise RDMA");
+        snprintf(rdmaServer.status, sizeof(rdmaServer.status), "error: %s", rdmaServer.init_err);
         return C_ERR;
     }
     addrs = sdssplitargs(rdmaConf.bind ? rdmaConf.bind : "", &count);
@@ -628,8 +578,6 @@ int rdmaApplyRxSize(const char **err) {
  * went away. */
 void rdmaServerCron(void) {
     static long calls;
-    listIter li;
-    listNode *ln;
     int failed = 0;
     calls++;
     if (!rdmaServer.initialized) return;
@@ -648,13 +596,7 @@ void rdmaServerCron(void) {
         rdmaOpenListeners();
         if (rdmaServer.nlisteners) serverLog(LL_NOTICE, "RDMA: listener is up again");
     }
-    listRewind(rdmaServer.conns, &li);
-    while ((ln = listNext(&li))) {
-        rdmaConnection *rc = listNodeValue(ln);
-        if (!rc->ch) continue;
-        rdmaChanCron(rc->ch);
-        if (rdmaChanGetState(rc->ch) == RDMA_CHAN_ERROR) rdmaMarkPending(rc);
-    }
+    if (rdmaServer.ae) rdmaAeCron(rdmaServer.ae);
 }
 
 /* ---------------------------------------------------------------- INFO --- */
@@ -668,6 +610,7 @@ sds rdmaInfoString(sds info) {
         where = sdscatfmt(where, "%s%s", i ? "," : "", rdmaListenerAddr(rdmaServer.listeners[i]));
     info = sdscatprintf(info,
         "# RDMA\r\n"
+        "rdma_built:%s\r\n"
         "rdma_listener:%s\r\n"
         "rdma_listen_addresses:%s\r\n"
         "rdma_port:%d\r\n"
@@ -676,7 +619,7 @@ sds rdmaInfoString(sds info) {
         "rdma_connections:%lu\r\n"
         "rdma_pinned_bytes:%zu\r\n"
         "rdma_pinned_limit:%zu\r\n",
-        rdmaServer.status, where, rdmaConf.port, rdmaConf.rx_size, rdmaConf.replication,
+        rdmaSupported() ? "yes" : "no", rdmaServer.status, where, rdmaConf.port, rdmaConf.rx_size, rdmaConf.replication,
         rdmaServer.conns ? listLength(rdmaServer.conns) : 0UL,
         rdmaServer.initialized ? rdmaPinnedBytes() : 0,
         rdmaServer.initialized ? rdmaEffectivePinnedLimit() : (size_t)rdmaConf.max_pinned);

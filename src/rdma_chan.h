@@ -137,6 +137,11 @@ typedef void (*rdmaAcceptFn)(rdmaChan *ch, void *data);
 
 /* ----------------------------------------------------------- Library --- */
 
+/* 1 in a build with RDMA; 0 in one made with `make BUILD_RDMA=no`, where
+ * rdma_none.c stands in for this library and every call that would start
+ * RDMA fails with "RDMA support was not built". */
+int rdmaSupported(void);
+
 /* Initialise once per process, before any other call and before any fork:
  * calls ibv_fork_init() so that registered memory is not shared with
  * children (BGSAVE, full sync). Returns 0, or -1 with a message in err. */

@@ -41,10 +41,10 @@
 #include "anet.h"
 #include <hiredis.h>
 #include <async.h>
-#include <adapters/ae.h>
 
 #include "hiredis_rdma.h"
 #include "rdma_chan.h"
+#include "rdma_ae.h"
 
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -64,6 +64,7 @@ static void die(const char *fmt, ...) {
 typedef struct proxyConn {
     int fd;                   /* TCP side */
     rdmaChan *ch;             /* RDMA side */
+    rdmaAeChan *ae;           /* its registration in P.ra */
     char *to_rdma;            /* TCP bytes not yet written to RDMA */
     size_t to_rdma_len, to_rdma_off;
     char *to_tcp;             /* RDMA bytes not yet written to TCP */
@@ -75,6 +76,7 @@ typedef struct proxyConn {
 
 static struct {
     aeEventLoop *el;
+    rdmaAe *ra;               /* drives the RDMA sides (rdma_ae.h) */
     const char *host;
     int port;
     proxyConn *conns;
@@ -82,7 +84,7 @@ static struct {
 
 static void proxyClose(proxyConn *pc) {
     aeDeleteFileEvent(P.el, pc->fd, AE_READABLE | AE_WRITABLE);
-    aeDeleteFileEvent(P.el, rdmaChanFd(pc->ch), AE_READABLE);
+    rdmaAeDel(pc->ae);
     close(pc->fd);
     rdmaChanClose(pc->ch);
     if (pc->prev) pc->prev->next = pc->next;
@@ -142,6 +144,10 @@ static int proxyPump(proxyConn *pc) {
         aeDeleteFileEvent(P.el, pc->fd, AE_WRITABLE);
         pc->tcp_out = 0;
     }
+    /* The RDMA side: read while the TCP side took everything, write while
+     * TCP bytes wait. */
+    rdmaAeSetMask(pc->ae, (pc->to_tcp_off == pc->to_tcp_len ? RDMA_AE_READABLE : 0) |
+                          (pc->to_rdma_len ? RDMA_AE_WRITABLE : 0));
     return 0;
 }
 
@@ -159,11 +165,9 @@ static void proxyTcpWritable(aeEventLoop *el, int fd, void *data, int mask) {
     if (proxyPump(data) == -1) proxyClose(data);
 }
 
-static void proxyRdmaReadable(aeEventLoop *el, int fd, void *data, int mask) {
-    (void)el; (void)fd; (void)mask;
-    proxyConn *pc = data;
-    rdmaChanHandleEvents(pc->ch);
-    if (proxyPump(pc) == -1) proxyClose(pc);
+static void proxyRdmaProc(rdmaAeChan *e, void *data) {
+    (void)e;
+    if (proxyPump(data) == -1) proxyClose(data);
 }
 
 static void proxyAccept(aeEventLoop *el, int lfd, void *data, int mask) {
@@ -189,35 +193,32 @@ static void proxyAccept(aeEventLoop *el, int lfd, void *data, int mask) {
         free(pc->to_rdma); free(pc->to_tcp); free(pc);
         return;
     }
+    pc->ae = rdmaAeAdd(P.ra, pc->ch, proxyRdmaProc, proxyRdmaProc, pc);
+    if (!pc->ae) {
+        fprintf(stderr, "proxy: cannot watch the RDMA channel: %s\n", strerror(errno));
+        rdmaChanClose(pc->ch);
+        close(fd);
+        free(pc->to_rdma); free(pc->to_tcp); free(pc);
+        return;
+    }
+    rdmaAeSetMask(pc->ae, RDMA_AE_READABLE);
     pc->next = P.conns;
     if (P.conns) P.conns->prev = pc;
     P.conns = pc;
-    aeCreateFileEvent(P.el, rdmaChanFd(pc->ch), AE_READABLE, proxyRdmaReadable, pc);
     aeCreateFileEvent(P.el, fd, AE_READABLE, proxyTcpReadable, pc);
     pc->tcp_watch = 1;
 }
 
-/* RDMA has no writable readiness: retry pending writes before sleeping, and
- * don't sleep while a read can progress without an event. */
+/* RDMA has no writable readiness: the adapter retries pending writes and
+ * buffered reads before sleeping. */
 static void proxyBeforeSleep(aeEventLoop *el) {
-    proxyConn *pc = P.conns, *next;
-    int busy = 0;
-    while (pc) {
-        next = pc->next;
-        if ((pc->to_rdma_len && rdmaChanWritable(pc->ch)) ||
-            (pc->to_tcp_off == pc->to_tcp_len && rdmaChanReadPending(pc->ch))) {
-            if (proxyPump(pc) == -1) { proxyClose(pc); pc = next; continue; }
-            if ((pc->to_rdma_len && rdmaChanWritable(pc->ch)) ||
-                (pc->to_tcp_off == pc->to_tcp_len && rdmaChanReadPending(pc->ch))) busy = 1;
-        }
-        pc = next;
-    }
-    aeSetDontWait(el, busy);
+    (void)el;
+    rdmaAeBeforeSleep(P.ra);
 }
 
 static int proxyCron(aeEventLoop *el, long long id, void *data) {
     (void)el; (void)id; (void)data;
-    for (proxyConn *pc = P.conns; pc; pc = pc->next) rdmaChanCron(pc->ch);
+    rdmaAeCron(P.ra);
     return 1000;
 }
 
@@ -229,6 +230,8 @@ static int cmdProxy(int argc, char **argv) {
     P.port = atoi(argv[4]);
     if (rdmaInit(NULL, err, sizeof(err)) == -1) die("rdmaInit: %s", err);
     P.el = aeCreateEventLoop(10240);
+    P.ra = rdmaAeCreate(P.el);
+    if (!P.ra) die("out of memory");
     lfd = anetTcpServer(err, atoi(argv[2]), "127.0.0.1", 511);
     if (lfd == ANET_ERR) die("listen: %s", err);
     anetNonBlock(NULL, lfd);
@@ -298,7 +301,7 @@ static int cmdAsync(int argc, char **argv) {
     redisRdmaAttachAeLoop(A.el);
     ac = redisAsyncConnectRdma(argv[2], atoi(argv[3]));
     if (!ac || ac->err) die("async: connect: %s", ac ? ac->errstr : "out of memory");
-    redisAeAttach(A.el, ac);
+    redisRdmaAeAttach(A.el, ac);
     A.biglen = 3 * 1024 * 1024 + 17;   /* larger than one receive buffer */
     big = malloc(A.biglen);
     for (size_t j = 0; j < A.biglen; j++) big[j] = 'a' + j % 26;

@@ -10,7 +10,7 @@ vpath %.c $(SKV_SRC)
 # Upstream headers first (-I.), then ours. Our objects put -I. before
 # upstream's -I../deps/hiredis, so that "sds.h" is the server's sds.
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
-SKV_OWN_OBJ = rdma_chan.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_replica.o nickv_conn.o
+SKV_OWN_OBJ = rdma_chan.o rdma_none.o rdma_ae.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_replica.o nickv_conn.o
 # SKV_DEBUG=yes: our sources check their invariants (rdmaInvariant in
 # rdma_chan.h). Objects do not notice the switch: make clean first.
 ifeq ($(SKV_DEBUG),yes)
@@ -18,26 +18,45 @@ SKV_DEBUG_CFLAGS = -DSKV_DEBUG
 endif
 $(SKV_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS) $(SKV_DEBUG_CFLAGS)
 
+# The RDMA channel library (rdma_chan.c, over rdma-core) and the event-loop
+# adapter that drives its channels (rdma_ae.c). BUILD_RDMA=no builds without
+# rdma-core, as BUILD_TLS=no builds without OpenSSL: rdma_none.c stands in
+# for the library, every RDMA entry point fails with "RDMA support was not
+# built", and nothing includes <infiniband/*> or links libibverbs/librdmacm.
+# The setting is remembered in .skv-build-rdma; when it changes, the library
+# object is rebuilt, so that every binary is linked again.
+ifeq ($(BUILD_RDMA),no)
+SKV_RDMA_LIB_OBJ = rdma_none.o
+else
+SKV_RDMA_LIB_OBJ = rdma_chan.o
+FINAL_LIBS += -libverbs -lrdmacm
+endif
+SKV_RDMA_OBJ = $(SKV_RDMA_LIB_OBJ) rdma_ae.o
+SKV_RDMA_SETTING := $(shell s='$(BUILD_RDMA)'; [ "$$(cat .skv-build-rdma 2>/dev/null)" = "$$s" ] || echo "$$s" > .skv-build-rdma)
+$(SKV_RDMA_LIB_OBJ): .skv-build-rdma
+
 
 # Objects linked into redis-server (and redis-sentinel, the same binary):
 # the RDMA transport (the channel library and the connection type) and the
 # master's side of Nic-KV.
-SKV_SERVER_OBJ = rdma_chan.o rdma.o nickv_server.o
+SKV_SERVER_OBJ = $(SKV_RDMA_OBJ) rdma.o nickv_server.o
 REDIS_SERVER_OBJ += $(SKV_SERVER_OBJ)
-FINAL_LIBS += -libverbs -lrdmacm
 
 # redis-cli and redis-benchmark: --rdma, through hiredis contexts over RDMA.
-REDIS_CLI_OBJ += hiredis_rdma.o rdma_chan.o
-REDIS_BENCHMARK_OBJ += hiredis_rdma.o rdma_chan.o
+REDIS_CLI_OBJ += hiredis_rdma.o $(SKV_RDMA_OBJ)
+REDIS_BENCHMARK_OBJ += hiredis_rdma.o $(SKV_RDMA_OBJ)
 
 # skv-rdma-tool: a TCP-to-RDMA proxy and RDMA test clients (tests/rdma).
+# Not built with BUILD_RDMA=no: it has nothing to do without RDMA.
 SKV_RDMA_TOOL_NAME = skv-rdma-tool
-SKV_RDMA_TOOL_OBJ = rdma_tool.o hiredis_rdma.o rdma_chan.o ae.o anet.o zmalloc.o monotonic.o redisassert.o
+SKV_RDMA_TOOL_OBJ = rdma_tool.o hiredis_rdma.o $(SKV_RDMA_OBJ) ae.o anet.o zmalloc.o monotonic.o redisassert.o
 -include rdma_tool.d
 
 # Our targets are defined before upstream's "all": keep "all" the default.
 .DEFAULT_GOAL := all
+ifneq ($(BUILD_RDMA),no)
 all: $(SKV_RDMA_TOOL_NAME)
+endif
 
 $(SKV_RDMA_TOOL_NAME): $(SKV_RDMA_TOOL_OBJ)
 	$(REDIS_LD) -o $@ $^ ../deps/hiredis/libhiredis.a $(FINAL_LIBS)
@@ -47,7 +66,7 @@ $(SKV_RDMA_TOOL_NAME): $(SKV_RDMA_TOOL_OBJ)
 SKV_NICKV_SRC = $(SKV_SRC)/../nic-kv
 vpath %.c $(SKV_NICKV_SRC)
 NICKV_NAME = nic-kv
-NICKV_OBJ = nickv.o nickv_replica.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_conn.o rdma_chan.o ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
+NICKV_OBJ = nickv.o nickv_replica.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_conn.o $(SKV_RDMA_OBJ) ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
 -include nickv.d nickv_replica.d nickv_upstream.d nickv_fullsync.d nickv_resp.d nickv_fanout.d nickv_backlog.d nickv_conn.d
 all: $(NICKV_NAME)
 
@@ -59,7 +78,7 @@ $(NICKV_NAME): $(NICKV_OBJ)
 # from objects of its own: the normal build is untouched. Not part of "all":
 # "make nic-kv-debug" at the top. The Tcl tests run it with SKV_NICKV=src/nic-kv-debug.
 NICKV_DEBUG_NAME = nic-kv-debug
-NICKV_DEBUG_OWN = nickv nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn rdma_chan
+NICKV_DEBUG_OWN = nickv nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn $(basename $(SKV_RDMA_OBJ))
 NICKV_DEBUG_OWN_OBJ = $(addsuffix -nkdebug.o,$(NICKV_DEBUG_OWN))
 NICKV_DEBUG_OBJ = $(NICKV_DEBUG_OWN_OBJ) ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
 -include $(addsuffix -nkdebug.d,$(NICKV_DEBUG_OWN))

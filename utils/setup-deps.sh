@@ -27,8 +27,9 @@ as_root() {
 }
 
 # Packages, by purpose. Kept short: only what a fresh Debian 12 lacks.
-build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils ca-certificates git
-            libibverbs-dev librdmacm-dev"
+# BUILD_RDMA=no (make's variable, in the environment) builds without rdma-core.
+build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils ca-certificates git"
+[ "${BUILD_RDMA:-yes}" = no ] || build_pkgs="$build_pkgs libibverbs-dev librdmacm-dev"
 test_pkgs="tcl procps iproute2 libjemalloc2 liblzf1 libatomic1"
 vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod
          python3-pip python3-venv busybox-static iptables"
