@@ -597,16 +597,23 @@ static void configDefaults(void) {
 }
 
 /* Load "name value..." lines (# comments, quotes as in redis.conf): the
- * config file, then the command line's options. Any error stops Nic-KV. */
-static void configLoad(const char *text, const char *origin) {
+ * config file, then the command line's options. Any error stops Nic-KV.
+ * The text is all of it, NUL bytes included: a line is parsed as a C
+ * string, so one with a NUL byte in it is refused, not cut short there. */
+static void configLoad(sds text, const char *origin) {
     int nlines = 0;
-    sds *lines = sdssplitlen(text, strlen(text), "\n", 1, &nlines);
+    sds *lines = sdssplitlen(text, sdslen(text), "\n", 1, &nlines);
     for (int i = 0; i < nlines; i++) {
         int argc = 0;
         sds *argv;
         const char *err = NULL;
         nkConfigOption *o;
         lines[i] = sdstrim(lines[i], " \t\r\n");
+        if (strlen(lines[i]) != sdslen(lines[i])) {
+            fprintf(stderr, "nic-kv: %s, line %d: '%s...': %s\n", origin, i + 1, lines[i],
+                    NK_CFG_NUL_ERR);
+            exit(1);
+        }
         if (lines[i][0] == '#' || lines[i][0] == '\0') continue;
         argv = sdssplitargs(lines[i], &argc);
         if (!argv) err = "Unbalanced quotes in configuration line";

@@ -30,6 +30,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>     /* abort(), for nkBug() in a debug build */
 #include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>

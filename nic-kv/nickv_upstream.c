@@ -75,6 +75,8 @@ static struct {
     long long link_connects;
     nkHandshake hs;                     /* NK_LINK_HANDSHAKE */
     sds hello;                          /* what our hello says */
+    char hs_failure_logged[256];        /* the handshake's last failure said
+                                         * this outage ("": none yet) */
 } L;
 
 static sds link_out;
@@ -285,6 +287,7 @@ static void startStreaming(void) {
     long long first, last;
     setState(NK_LINK_STREAMING);
     L.link_down_since = 0;
+    L.hs_failure_logged[0] = '\0';
     try_continue = 1;
     nkBacklogRange(&first, &last);
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
@@ -384,7 +387,15 @@ static void handleReply(const char *line) {
         handlePsyncReply(line);
         break;
     case NK_HS_FAILED:
-        linkClose(L.hs.err);      /* logged there, once an outage */
+        /* Said once an outage, as any failure of the link; but an outage
+         * that began otherwise (the master restarted, now with another
+         * password) must still say once why the link does not come back:
+         * linkClose() would only say it verbosely. */
+        if (L.link_down_since && strcmp(L.hs.err, L.hs_failure_logged))
+            nkLog(LL_WARNING, "Master %s:%d: %s", nk.cfg.master_host, nk.cfg.master_port,
+                  L.hs.err);
+        snprintf(L.hs_failure_logged, sizeof(L.hs_failure_logged), "%s", L.hs.err);
+        linkClose(L.hs.err);
         break;
     }
 }

@@ -170,6 +170,15 @@ start_server {tags {"nickv external:skip"}} {
         close $f
         catch {exec timeout 5 [nickv_binary] $conf 2>@1} out
         assert_match "*masterauth*the value contains a NUL byte*" $out
+        # A raw NUL byte in the file, not escaped: refused as well, not the
+        # password cut short there and the lines after it never read.
+        set f [open $conf w]
+        fconfigure $f -translation binary
+        puts -nonewline $f "port $port\nmasterauth sec\0ret\nrequirepass other\n"
+        close $f
+        set rc [catch {exec timeout 5 [nickv_binary] $conf 2>@1} out]
+        assert_equal 1 $rc
+        assert_match "*line 2*the value contains a NUL byte*" $out
     }
 }
 

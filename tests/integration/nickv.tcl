@@ -56,6 +56,28 @@ start_server {tags {"nickv repl external:skip"} overrides {requirepass s3cret}} 
         nickv_stop $nk
     }
 
+    test {Nic-KV: a master back with another password: the log says why the link stays down} {
+        set nk [nickv_start $mport --masterauth s3cret]
+        nickv_wait_link_up $nk
+        # The outage begins with the link closed; the AUTH refused comes after.
+        $master config set requirepass other
+        $master client kill type replica
+        wait_for_condition 100 100 {
+            [catch {exec grep -c "refused our AUTH" [dict get $nk log]} n] == 0 && $n >= 1
+        } else {
+            $master config set requirepass s3cret
+            catch {exec kill [dict get $nk pid]}
+            fail "the refused AUTH is not in the log: [exec tail -n 5 [dict get $nk log]]"
+        }
+        assert_equal down [nickv_info $nk master_link_status]
+        # Said once, not at every attempt.
+        after 2500
+        assert_equal 1 [exec grep -c "refused our AUTH" [dict get $nk log]]
+        $master config set requirepass s3cret
+        nickv_wait_link_up $nk
+        nickv_stop $nk
+    }
+
     start_server {} {
         set r [srv 0 client]
         test {Nic-KV: replicas with masterauth move behind an authenticated Nic-KV} {
