@@ -881,7 +881,7 @@ static void configSetCommand(nkClient *c, int argc, sds *argv) {
     old = zcalloc(sizeof(*old) * n);
     for (i = 0; i < n; i++) {
         sds name = argv[2 + i * 2];
-        if (!(opts[i] = configLookup(name))) {
+        if (argsHaveNul(1, &name) || !(opts[i] = configLookup(name))) {
             sds a = sdscatrepr(sdsempty(), name, sdslen(name) > 64 ? 64 : sdslen(name));
             nkClientReply(c, "-ERR Unknown option or number of arguments for CONFIG SET - '%.*s'\r\n",
                           (int)sdslen(a) - 2, a + 1);
@@ -1025,8 +1025,11 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
     if (!strcasecmp(cmd, "auth")) {
         const char *user = argc == 3 ? argv[1] : "default";
         const char *given = argc == 3 ? argv[2] : (argc == 2 ? argv[1] : NULL);
-        int user_ok = !strcmp(user, "default") ||
-                      (nk.cfg.masteruser && !strcmp(user, nk.cfg.masteruser));
+        /* A NUL in the user or password would end the comparison early:
+         * "pass\0anything" is not "pass". */
+        int user_ok = !argsHaveNul(argc - 1, argv + 1) &&
+                      (!strcmp(user, "default") ||
+                       (nk.cfg.masteruser && !strcmp(user, nk.cfg.masteruser)));
         if (!given) {
             nkClientReply(c, "-ERR wrong number of arguments for 'auth' command\r\n");
         } else if (!pass) {

@@ -386,7 +386,8 @@ nkHandshakeResult nkHandshakeReply(nkHandshake *hs, const char *line);
 void nkHandshakePsync(nkHandshake *hs, const char *replid, long long offset);
 void nkHandshakeReset(nkHandshake *hs);
 const char *nkHandshakeStepName(const nkHandshake *hs);
-sds nkNextLine(sds *in);
+#define NK_REPLY_LINE_MAX (64*1024)
+sds nkNextLine(sds *in, const char **err);
 #define NK_RDB_PREAMBLE (-2)        /* left: before the $ line */
 #define NK_RDB_EOFMARK (-1)         /* left: until the mark */
 #define NK_RDB_PREAMBLE_MAX 128     /* a $ line longer than this is garbage */

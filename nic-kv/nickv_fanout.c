@@ -376,11 +376,16 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
     }
 }
 
+/* The fan-out thread's own worker (ae's before-sleep hook has no data
+ * argument; scanning workers[] instead raced with nkFanoutStart() still
+ * filling in the later ones). */
+static __thread nkWorker *self;
+
 static void workerBeforeSleep(aeEventLoop *el) {
-    nkWorker *w = NULL;
+    nkWorker *w = self;
     listIter li;
     listNode *ln;
-    for (int i = 0; i < nworkers; i++) if (workers[i].el == el) w = &workers[i];
+    (void)el;
     if (!w) return;
     nkLoopBeforeSleep(w->loop);
     listRewind(w->mine, &li);
@@ -400,6 +405,7 @@ static void workerWake(void *data) {
 
 static void *workerMain(void *arg) {
     nkWorker *w = arg;
+    self = w;
     aeMain(w->el);
     return NULL;
 }

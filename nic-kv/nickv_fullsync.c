@@ -171,7 +171,9 @@ static void fsReadable(nkConn *conn, void *data) {
             if (used == 0) break;
             continue;
         }
-        sds line = nkNextLine(&fs->in);
+        const char *err;
+        sds line = nkNextLine(&fs->in, &err);
+        if (err) fsEnd(c, err);
         if (!line) break;
         if (sdslen(line)) fsHandleLine(c, line);
         sdsfree(line);

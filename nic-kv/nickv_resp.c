@@ -153,11 +153,18 @@ void nkHandshakeReset(nkHandshake *hs) {
 }
 
 /* The next complete line of *in (without its CR LF), taken out of it; NULL
- * until one is complete. Free it with sdsfree(). */
-sds nkNextLine(sds *in) {
+ * until one is complete, and then *err is set if what is there is already
+ * longer than any reply line a master sends (the caller closes). Free the
+ * line with sdsfree(). */
+sds nkNextLine(sds *in, const char **err) {
     char *nl = memchr(*in, '\n', sdslen(*in));
     sds line;
-    if (!nl) return NULL;
+    *err = NULL;
+    if (!nl) {
+        if (sdslen(*in) > NK_REPLY_LINE_MAX)
+            *err = "protocol error: a reply line from the master longer than 64 KB";
+        return NULL;
+    }
     line = sdsnewlen(*in, nl - *in);
     sdsrange(*in, nl - *in + 1, -1);
     return sdstrim(line, "\r");

@@ -413,7 +413,9 @@ static size_t consumeRdb(const char *p, size_t len) {
     return (size_t)used;
 }
 
-/* Into the backlog, as much as it takes now; tell whoever waits for it. */
+/* Into the backlog, as much as it takes now; tell whoever waits for it.
+ * Telling may close the link (a PSYNC waiter handed over reports its
+ * replica to the master, and that write may fail): callers check L.link. */
 static size_t streamAppend(const char *p, size_t len) {
     size_t n = nkBacklogAppend(p, len);
     if (n) {
@@ -427,7 +429,7 @@ static size_t streamAppend(const char *p, size_t len) {
  * link_in and the link stops reading until nkLinkResume() placed it. */
 static void linkAppend(const char *p, size_t len) {
     size_t n = streamAppend(p, len);
-    if (n == len) return;
+    if (n == len || !L.link) return;
     if (p != L.link_in) L.link_in = sdscatlen(L.link_in, p + n, len - n);
     else sdsrange(L.link_in, n, -1);
     if (!L.link_paused) {
@@ -444,6 +446,7 @@ void nkLinkResume(void) {
     if (!L.link_paused || !L.link) return;
     len = sdslen(L.link_in);
     n = streamAppend(L.link_in, len);
+    if (!L.link) return;
     if (n) {
         sdsrange(L.link_in, n, -1);
         L.link_paused_since = nkMstime();     /* it moves: no one to blame yet */
@@ -494,7 +497,9 @@ static void linkReadable(nkConn *conn, void *data) {
             if (!L.link_paused) sdsclear(L.link_in);
             break;
         }
-        sds line = nkNextLine(&L.link_in);
+        const char *err;
+        sds line = nkNextLine(&L.link_in, &err);
+        if (err) linkClose(err);
         if (!line) break;
         if (sdslen(line)) handleReply(line);   /* empty lines are keepalives */
         sdsfree(line);

@@ -459,8 +459,14 @@ static void nickvMasterWatch(mstime_t now) {
             nickvForgetDaemon("is gone");
         } else if (!nickvUserOk(d)) {
             nickvForgetDaemon("is no longer authenticated as the nickv-user: closing its link");
+        } else if ((d->flags & CLIENT_SLAVE) && d->replstate != SLAVE_STATE_ONLINE) {
+            /* Its PSYNC became a full sync (our history is not the one
+             * it streamed): a replica's full sync, which may wait for
+             * repl-diskless-sync-delay and the RDB, and which
+             * repl-timeout bounds. No heartbeat meanwhile. */
+            NK.daemon_heard = now;
         } else if (d->replstate != SLAVE_STATE_ONLINE) {
-            /* Between its hello and its stream: no heartbeat yet. */
+            /* Between its hello and its PSYNC: no heartbeat yet. */
             if (now - NK.daemon_hello > NICKV_DAEMON_JOIN_MS)
                 nickvForgetDaemon("said hello but did not start streaming in time: closing its link");
             else

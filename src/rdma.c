@@ -335,8 +335,10 @@ static const char *connRdmaGetLastError(connection *conn) {
 /* ------------------------------------------------- Synchronous I/O --- */
 
 /* Used by the replica's handshake with its master. Same contracts as
- * syncio.c: all bytes within the timeout, or -1. */
-static ssize_t connRdmaSyncWrite(connection *conn, char *ptr, ssize_t size, long long timeout) {
+ * syncio.c: all size bytes moved within the timeout, or -1. One loop for
+ * both directions: wait until the channel can move bytes, move what it
+ * takes, until all are moved or the time is up. */
+static ssize_t rdmaSyncIo(connection *conn, char *ptr, ssize_t size, long long timeout, int writing) {
     rdmaConnection *rc = (rdmaConnection *)conn;
     long long deadline = mstime() + timeout;
     ssize_t done = 0;
@@ -344,30 +346,25 @@ static ssize_t connRdmaSyncWrite(connection *conn, char *ptr, ssize_t size, long
         ssize_t n;
         long long left = deadline - mstime();
         if (!rc->ch || left <= 0) { errno = ETIMEDOUT; return -1; }
-        if (rdmaChanWaitWritable(rc->ch, left) == -1) return -1;
-        n = rdmaChanWrite(rc->ch, ptr + done, size - done);
+        if ((writing ? rdmaChanWaitWritable(rc->ch, left) : rdmaChanWaitReadable(rc->ch, left)) == -1)
+            return -1;
+        n = writing ? rdmaChanWrite(rc->ch, ptr + done, size - done)
+                    : rdmaChanRead(rc->ch, ptr + done, size - done);
+        if (n == 0 && !writing) { conn->state = CONN_STATE_CLOSED; return -1; }
         if (n < 0 && errno != EAGAIN) { rdmaConnSetError(conn, errno); return -1; }
         if (n > 0) done += n;
     }
+    /* What the channel holds beyond the bytes asked for, no event announces. */
+    if (!writing && rc->ae && rdmaChanReadPending(rc->ch)) rdmaAeMarkPending(rc->ae);
     return size;
 }
 
+static ssize_t connRdmaSyncWrite(connection *conn, char *ptr, ssize_t size, long long timeout) {
+    return rdmaSyncIo(conn, ptr, size, timeout, 1);
+}
+
 static ssize_t connRdmaSyncRead(connection *conn, char *ptr, ssize_t size, long long timeout) {
-    rdmaConnection *rc = (rdmaConnection *)conn;
-    long long deadline = mstime() + timeout;
-    ssize_t done = 0;
-    while (done < size) {
-        ssize_t n;
-        long long left = deadline - mstime();
-        if (!rc->ch || left <= 0) { errno = ETIMEDOUT; return -1; }
-        if (rdmaChanWaitReadable(rc->ch, left) == -1) return -1;
-        n = rdmaChanRead(rc->ch, ptr + done, size - done);
-        if (n == 0) { conn->state = CONN_STATE_CLOSED; return -1; }
-        if (n < 0 && errno != EAGAIN) { rdmaConnSetError(conn, errno); return -1; }
-        if (n > 0) done += n;
-    }
-    if (rc->ae && rdmaChanReadPending(rc->ch)) rdmaAeMarkPending(rc->ae);
-    return size;
+    return rdmaSyncIo(conn, ptr, size, timeout, 0);
 }
 
 /* Read a line ending in \n, which is dropped (and a \r before it), within

@@ -90,13 +90,33 @@ proc nickv_start {master_port args} {
 
 # The same, the command run under $prefix (a list: {prlimit --nofile=128:128}).
 proc nickv_start_under {prefix master_port args} {
-    set port [find_available_port [expr {$::baseport + 250}] 200]
-    set dir [file normalize [tmpdir nickv]]
-    set log $dir/nickv.log
-    # Its stdout and stderr go to a file: a nic-kv left running by a failed
-    # test must not hold the harness's output open.
-    set pid [exec {*}$prefix [nickv_binary] --port $port --master-port $master_port --logfile $log \
-                 {*}$args >>& $dir/nickv.out &]
+    # The port is free when picked, but the harness's servers take ports
+    # from the same range (find_available_port's cursor is shared): one may
+    # take it before nic-kv binds it. Then nic-kv exits ("Cannot listen"),
+    # and a PING on the port would reach that server instead: wait for
+    # nic-kv's own "listening on port" line, and pick another port if it
+    # could not bind.
+    for {set attempt 0} {$attempt < 5} {incr attempt} {
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        set dir [file normalize [tmpdir nickv]]
+        set log $dir/nickv.log
+        # Its stdout and stderr go to a file: a nic-kv left running by a
+        # failed test must not hold the harness's output open.
+        set pid [exec {*}$prefix [nickv_binary] --port $port --master-port $master_port --logfile $log \
+                     {*}$args >>& $dir/nickv.out &]
+        wait_for_condition 100 50 {
+            ([file exists $log] && ![catch {exec grep -q "listening on port $port," $log}]) ||
+            [catch {exec kill -0 $pid}]
+        } else {
+            catch {exec tail -n 20 $log} tail
+            fail "nic-kv did not start: $tail"
+        }
+        if {![catch {exec kill -0 $pid}]} break
+        if {![file exists $log] || [catch {exec grep -q "Cannot listen" $log}]} {
+            catch {exec tail -n 20 $log} tail
+            fail "nic-kv exited at start: $tail"
+        }
+    }
     set nk [dict create port $port pid $pid log $log args $args master $master_port]
     # The password its clients give: requirepass, else masterauth.
     foreach opt {--masterauth --requirepass} {

@@ -28,6 +28,33 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         catch {exec kill $fake}
     }
 
+    test {Nic-KV: a daemon whose PSYNC became a full sync is not cut off by the join timer} {
+        # Our stream's history is gone (a master restarted empty looks the
+        # same): the daemon's PSYNC gets a full sync, which waits for
+        # repl-diskless-sync-delay, longer here than the 5 s join timer.
+        set nk [nickv_start $mport]
+        nickv_wait_link_up $nk
+        set connects [nickv_info $nk master_link_connects]
+        set delay [lindex [$master config get repl-diskless-sync-delay] 1]
+        $master config set repl-diskless-sync-delay 6
+        $master debug change-repl-id
+        $master client kill type replica
+        wait_for_condition 200 100 {
+            [nickv_info $nk master_link_status] eq {up} &&
+            [nickv_info $nk master_replid] eq [status $master master_replid]
+        } else {
+            set tail [exec tail -n 5 [dict get $nk log]]
+            nickv_stop $nk
+            $master config set repl-diskless-sync-delay $delay
+            fail "Nic-KV did not rejoin after its full sync: $tail"
+        }
+        # One connect, one full sync: never closed half-way.
+        assert_equal [expr {$connects + 1}] [nickv_info $nk master_link_connects]
+        assert_equal 0 [count_log_message 0 "did not start streaming in time"]
+        $master config set repl-diskless-sync-delay $delay
+        nickv_stop $nk
+    }
+
     test {Nic-KV: a hello with no stream after it is forgotten, and counts as no replica} {
         set c [redis $mhost $mport]
         set reply [$c replconf nickv "hello 10.0.0.66 6666 0"]

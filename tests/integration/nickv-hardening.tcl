@@ -120,6 +120,57 @@ start_server {tags {"nickv external:skip"}} {
         assert_equal "$err 'masterauth') - the value contains a NUL byte" \
             [nickv_cmd $nk config set masterauth "sec\0ret"]
         assert_equal $before [nickv_cmd $nk config get masterauth]
+        # ... nor may a NUL cut an option's name short.
+        assert_equal {ERR Unknown option or number of arguments for CONFIG SET - 'masterauth\x00junk'} \
+            [nickv_cmd $nk config set "masterauth\0junk" x]
+        assert_equal $before [nickv_cmd $nk config get masterauth]
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: a master whose reply line never ends is dropped, not buffered without end} {
+        # A "master" that answers the first command with "+" and then 4 MB
+        # with no newline, and keeps the connection open.
+        set fport [find_available_port [expr {$::baseport + 450}] 100]
+        set script [tmpfile fake-endless-master.tcl]
+        set f [open $script w]
+        puts $f [string map [list @PORT@ $fport] {
+            proc serve {fd addr port} {
+                fconfigure $fd -translation binary -blocking 1
+                catch {
+                    gets $fd
+                    puts -nonewline $fd "+[string repeat a [expr {4*1024*1024}]]"
+                    flush $fd
+                }
+            }
+            socket -server serve @PORT@
+            vwait forever
+        }]
+        close $f
+        set fake [exec tclsh $script &]
+        after 300
+        set nk [nickv_start $fport]
+        wait_for_condition 100 100 {
+            [catch {exec grep -c "longer than 64 KB" [dict get $nk log]} n] == 0 && $n >= 1
+        } else {
+            exec kill $fake
+            nickv_stop $nk
+            fail "the endless reply line was not refused: [exec tail -n 3 [dict get $nk log]]"
+        }
+        exec kill $fake
+        nickv_stop $nk
+    }
+
+    test {Nic-KV: AUTH compares every byte: a NUL does not end the password} {
+        set nk [nickv_start $mport --requirepass pw]
+        set c [redis 127.0.0.1 [dict get $nk port]]
+        catch {$c auth "pw\0anything"} e
+        assert_match {WRONGPASS*} $e
+        catch {$c auth default "pw\0anything"} e
+        assert_match {WRONGPASS*} $e
+        catch {$c auth "default\0x" pw} e
+        assert_match {WRONGPASS*} $e
+        assert_equal OK [$c auth pw]
+        $c close
         nickv_stop $nk
     }
 
