@@ -8,6 +8,9 @@
 #   sentinel  upstream's Sentinel suite
 #   cluster   upstream's Cluster suite
 #   skv       SKV's own tests (tests/unit, tests/integration), in upstream's harness
+#   skv-debug the Nic-KV tests (tests/integration/nickv*) again, against
+#             nic-kv-debug (make nic-kv-debug): its invariants checked, a
+#             broken one (nkBug) aborting the daemon
 #   rdma      the RDMA tests, inside a Soft-RoCE VM (tests/rdma/run-in-vm.sh
 #             through utils/rdma-vm.sh). When the VM cannot start they are
 #             skipped with a message, unless SKV_REQUIRE_RDMA_VM=1 (CI sets
@@ -33,7 +36,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree="$top/build/redis"
 logs="$top/build/test-logs"
-suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv rdma}
+suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv skv-debug rdma}
 clients=${SKV_TEST_CLIENTS:-4}
 
 [ -x "$tree/src/redis-server" ] || { echo "run-tests: build first (make)" >&2; exit 1; }
@@ -163,6 +166,16 @@ for suite in $suites; do
             bash -c "cd '$tree' && ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}"
         # A test that failed half-way may leave its nic-kv running.
         pkill -f '^src/nic-kv ' 2>/dev/null || true
+        pkill -f 'tests/skv/fake-peer.tcl' 2>/dev/null || true ;;
+    skv-debug)
+        if [ ! -x "$tree/src/nic-kv-debug" ] || [ "$tree/src/nic-kv" -nt "$tree/src/nic-kv-debug" ]; then
+            make -C "$top" nic-kv-debug >/dev/null || { echo "run-tests: make nic-kv-debug failed" >&2; total_fail=$((total_fail+1)); continue; }
+        fi
+        args=()
+        for u in $(skv_units | grep '^integration/nickv'); do args+=(--single "skv/$u"); done
+        run_suite skv-debug count_runtest \
+            bash -c "cd '$tree' && SKV_NICKV=src/nic-kv-debug ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}"
+        pkill -f '^src/nic-kv-debug ' 2>/dev/null || true
         pkill -f 'tests/skv/fake-peer.tcl' 2>/dev/null || true ;;
     rdma)
         run_rdma ;;
