@@ -70,12 +70,21 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
         }
 
         test {Nic-KV pin timeout: three RDMA replicas behind Nic-KV, one across the veth} {
+            # The first connection across the veth has been seen to take
+            # 25 s and more under emulation (in CI once more than 30 s):
+            # resolve the neighbours both ways first (a TCP connect from that
+            # address, refused or not), then give it 2 minutes.
+            foreach dst [list $::pin_master $::rdma_host2] {
+                catch {close [socket -myaddr $::pin_host $dst $mport]}
+            }
             foreach r $replicas { $r replicaof $::pin_master $mrport }
-            wait_for_condition 300 100 {
+            set t0 [clock milliseconds]
+            wait_for_condition 1200 100 {
                 [status $r1 master_link_status] eq {up}
             } else {
                 fail "the replica on $::pin_host did not sync: [exec tail -n 15 [srv -2 stdout]]"
             }
+            puts "    (the replica on $::pin_host synced [expr {[clock milliseconds] - $t0}] ms after REPLICAOF)"
             foreach r $replicas { wait_for_sync $r }
             nickv_wait_replicas $nk 3
             for {set i 0} {$i < 3} {incr i} {
@@ -125,12 +134,16 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
             }
             # Its NIC answers again: it comes back with a partial resync (the
             # master's backlog is larger than what it missed), no full sync.
-            wait_for_condition 300 100 {
+            # Under emulation that has taken from a few seconds to over 20
+            # (its side of the cut connection must time out first).
+            set t0 [clock milliseconds]
+            wait_for_condition 900 100 {
                 [status $r1 master_link_status] eq {up} &&
                 [nickv_info $nk connected_replicas] == 3
             } else {
                 fail "the cut-off replica did not come back: [exec tail -n 20 [dict get $nk log]]"
             }
+            puts "    (the cut-off replica was back [expr {[clock milliseconds] - $t0}] ms after the cut ended)"
             nickv_assert_digests $master $replicas
             assert_equal $full [status $master sync_full]
             assert_equal $proxied [nickv_info $nk sync_full_proxied]
