@@ -1244,8 +1244,10 @@ static void nkRdmaAccept(rdmaChan *ch, void *data) {
     char ip[64];
     int port = 0;
     (void)data;
+    nkConn *conn;
     if (rdmaChanPeerAddr(ch, ip, sizeof(ip), &port) == -1) snprintf(ip, sizeof(ip), "?");
-    nkClientCreate(nkConnFromChan(nk.loop, ch), ip, port);
+    if (!(conn = nkConnFromChan(nk.loop, ch))) return;   /* closed, logged */
+    nkClientCreate(conn, ip, port);
 }
 
 static void nkRdmaListenerEvent(aeEventLoop *el, int fd, void *data, int mask) {

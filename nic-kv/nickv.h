@@ -91,7 +91,8 @@ nkConn *nkConnFromChan(nkLoop *l, rdmaChan *ch);
  * nkConnError() then says whether it failed. */
 nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const char *src,
                       size_t rx_size, char *err, size_t errlen);
-void nkConnAttach(nkConn *c, nkLoop *l);
+/* -1 when the loop cannot watch its RDMA channel: it is closed then. */
+int nkConnAttach(nkConn *c, nkLoop *l);
 void nkConnDetach(nkConn *c);
 void nkConnSetData(nkConn *c, void *data);
 void nkConnSetReadHandler(nkConn *c, nkConnHandler h);
@@ -102,7 +103,6 @@ ssize_t nkConnWrite(nkConn *c, const void *buf, size_t len);
 const char *nkConnError(nkConn *c);
 int nkConnIsRdma(nkConn *c);
 rdmaChan *nkConnChan(nkConn *c);
-int nkConnFd(nkConn *c);
 void nkConnClose(nkConn *c);
 
 /* ----------------------------------------------------------- Config --- */
@@ -384,7 +384,6 @@ void nkHandshakeStart(nkHandshake *hs, const char *user, const char *pass);
 nkHandshakeResult nkHandshakeReply(nkHandshake *hs, const char *line);
 /* PSYNC replid offset, or PSYNC ? -1 with no replid. */
 void nkHandshakePsync(nkHandshake *hs, const char *replid, long long offset);
-void nkHandshakeReset(nkHandshake *hs);
 const char *nkHandshakeStepName(const nkHandshake *hs);
 #define NK_REPLY_LINE_MAX (64*1024)
 sds nkNextLine(sds *in, const char **err);

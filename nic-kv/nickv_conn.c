@@ -161,10 +161,14 @@ nkConn *nkConnFromFd(nkLoop *l, int fd) {
     return c;
 }
 
+/* NULL when the loop cannot watch the channel (closed then, and logged). */
 nkConn *nkConnFromChan(nkLoop *l, rdmaChan *ch) {
     nkConn *c = connNew();
     c->ch = ch;
-    nkConnAttach(c, l);
+    if (nkConnAttach(c, l) == -1) {
+        zfree(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -174,7 +178,10 @@ nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const cha
     if (rdma) {
         rdmaChan *ch = rdmaChanConnect(host, port, src, rx_size, -1, 5000, err, errlen);
         if (!ch) return NULL;
-        c = nkConnFromChan(l, ch);
+        if (!(c = nkConnFromChan(l, ch))) {
+            snprintf(err, errlen, "cannot watch the RDMA channel");
+            return NULL;
+        }
     } else {
         char aerr[ANET_ERR_LEN];
         int fd = (src && *src) ? anetTcpNonBlockBestEffortBindConnect(aerr, host, port, src) :
@@ -192,23 +199,26 @@ nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const cha
     return c;
 }
 
-void nkConnAttach(nkConn *c, nkLoop *l) {
+int nkConnAttach(nkConn *c, nkLoop *l) {
     c->loop = l;
     if (c->ch) {
         c->ae = rdmaAeAdd(l->rdma, c->ch, rdmaReadProc, rdmaWriteProc, c);
         if (!c->ae) {
-            /* Its reads then fail: the owner closes it as any failed link. */
+            /* No handler of it would ever run: the channel is closed, and
+             * the caller drops the connection (nkConnClose, or zfree for
+             * one that was never handed out). */
             snprintf(c->err, sizeof(c->err), "cannot watch the RDMA channel: %s", strerror(errno));
             nkLog(LL_WARNING, "%s", c->err);
             rdmaChanClose(c->ch);
             c->ch = NULL;
-            return;
+            return -1;
         }
         rdmaUpdate(c);
         if (l->wake) l->wake(l->wake_data);   /* look at it before sleeping */
     } else {
         tcpUpdate(c);
     }
+    return 0;
 }
 
 void nkConnDetach(nkConn *c) {
@@ -263,7 +273,6 @@ ssize_t nkConnWrite(nkConn *c, const void *buf, size_t len) {
 const char *nkConnError(nkConn *c) { return c->err[0] ? c->err : NULL; }
 int nkConnIsRdma(nkConn *c) { return c->ch != NULL; }
 rdmaChan *nkConnChan(nkConn *c) { return c->ch; }
-int nkConnFd(nkConn *c) { return c->fd; }
 
 /* Close. The memory stays until the loop's next nkLoopCollect(): the
  * caller's callers may still look at c (they see closed set). A detached

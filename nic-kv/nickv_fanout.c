@@ -37,6 +37,7 @@
  */
 
 #include "nickv.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -295,12 +296,6 @@ static void replicaReadable(nkConn *conn, void *data) {
     }
 }
 
-static long long monoUs(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* An RDMA replica's channel registers the ring it was given (r->pin.region: the
  * backlog when it started; a resize since then has marked it to be killed,
  * and keeps that ring mapped while r refers to it) before anything is sent
@@ -312,7 +307,7 @@ static void replicaRegister(nkWorker *w, nkReplica *r) {
     char err[256];
     long long start, took;
     if (!r->rdma || r->registered || r->kill || r->state != NK_REPLICA_ONLINE) return;
-    start = monoUs();
+    start = (long long)getMonotonicUs();
     if (rdmaChanAttachRegion(nkConnChan(r->conn), r->pin.region, (size_t)r->pin.region_size,
                              err, sizeof(err)) == -1) {
         char why[320];
@@ -321,7 +316,7 @@ static void replicaRegister(nkWorker *w, nkReplica *r) {
         replicaGone(w, r, why);
         return;
     }
-    took = monoUs() - start;
+    took = (long long)getMonotonicUs() - start;
     r->registered = 1;
     nkLog(LL_VERBOSE, "Replica %s:%d: registered the %lld KiB backlog in %lld us (fan-out thread %d)",
           r->ip, r->port, r->pin.region_size / 1024, took, w->index);
@@ -333,19 +328,28 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
     char buf[256];
     listIter li;
     listNode *ln;
+    list *adopted = listCreate();
     while (read(fd, buf, sizeof(buf)) > 0) {}
     w->wake_pending = 0;
-    /* Adopt new replicas. */
+    /* Adopt new replicas: taken under the lock, attached outside it. */
     pthread_mutex_lock(&w->lock);
     while (listLength(w->incoming)) {
-        nkReplica *r = listNodeValue(listFirst(w->incoming));
+        listAddNodeTail(adopted, listNodeValue(listFirst(w->incoming)));
         listDelNode(w->incoming, listFirst(w->incoming));
+    }
+    pthread_mutex_unlock(&w->lock);
+    while (listLength(adopted)) {
+        nkReplica *r = listNodeValue(listFirst(adopted));
+        listDelNode(adopted, listFirst(adopted));
         listAddNodeTail(w->mine, r);
-        nkConnAttach(r->conn, w->loop);
+        if (nkConnAttach(r->conn, w->loop) == -1) {
+            replicaGone(w, r, nkConnError(r->conn));
+            continue;
+        }
         nkConnSetData(r->conn, r);
         nkConnSetReadHandler(r->conn, replicaReadable);
     }
-    pthread_mutex_unlock(&w->lock);
+    listRelease(adopted);
     if (w->stop) {
         aeStop(w->el);
         return;

@@ -86,8 +86,11 @@ static void hsPort(nkHandshake *hs) {
     hs->step = NK_HS_PORT;
 }
 
+/* (Re)start: whatever a previous handshake left is dropped. */
 void nkHandshakeStart(nkHandshake *hs, const char *user, const char *pass) {
     if (!hs->out) hs->out = sdsempty();
+    sdsclear(hs->out);
+    hs->err[0] = '\0';
     if (pass) {
         if (user) hs->out = catCommand(hs->out, "AUTH", user, pass, NULL);
         else hs->out = catCommand(hs->out, "AUTH", pass, NULL);
@@ -144,12 +147,6 @@ void nkHandshakePsync(nkHandshake *hs, const char *replid, long long offset) {
         hs->out = catCommand(hs->out, "PSYNC", "?", "-1", NULL);
     }
     hs->step = NK_HS_PSYNC;
-}
-
-void nkHandshakeReset(nkHandshake *hs) {
-    if (hs->out) sdsclear(hs->out);
-    hs->step = NK_HS_AUTH;
-    hs->err[0] = '\0';
 }
 
 /* The next complete line of *in (without its CR LF), taken out of it; NULL

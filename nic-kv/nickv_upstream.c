@@ -521,7 +521,6 @@ static void linkConnected(nkConn *conn, void *data) {
     sdsclear(L.hello);
     L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d",
                            nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, R ? R->rdma_port() : 0);
-    nkHandshakeReset(&L.hs);
     L.hs.port = nk.cfg.port;
     L.hs.capa_eof = 1;
     L.hs.hello = L.hello;
@@ -565,7 +564,10 @@ void nkLinkCron(void) {
     time_t now = time(NULL);
     if (L.link_state == NK_LINK_NONE) {
         linkConnect();
-    } else if (L.link_state == NK_LINK_STREAMING) {
+    } else if (L.link_state == NK_LINK_STREAMING || L.link_state == NK_LINK_RDB) {
+        /* Idle time, as a Redis replica counts it: an RDB may take longer
+         * than repl-timeout as long as it moves (the master sends newlines
+         * while it prepares one). */
         if (now - L.link_lastio > nk.cfg.repl_timeout) linkClose("timeout: no data from the master");
     } else if (now - state_since > nk.cfg.repl_timeout) {
         linkClose("timeout during the handshake");

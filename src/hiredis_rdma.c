@@ -358,8 +358,16 @@ static void rdmaBeforeSleep(aeEventLoop *el) {
 
 void redisRdmaAttachAeLoop(aeEventLoop *el) {
     aeLoopAdapter *grown;
-    rdmaAe *ra = rdmaAeCreate(el);
-    if (!ra) return;
+    rdmaAe *ra;
+    /* A loop made where a deleted one was (redis-benchmark makes its
+     * threads' loops again for every test) keeps that address's adapter,
+     * whose clients are all gone by then: a thread's cached lookup
+     * (last_loop) must not lead to an adapter that no loop serves. */
+    if (loopAdapter(el)) {
+        aeSetBeforeSleepProc(el, rdmaBeforeSleep);
+        return;
+    }
+    if (!(ra = rdmaAeCreate(el))) return;
     pthread_mutex_lock(&loops_lock);
     grown = realloc(loops, sizeof(*loops) * (nloops + 1));
     if (grown) {

@@ -462,8 +462,10 @@ static void nickvMasterWatch(mstime_t now) {
         } else if ((d->flags & CLIENT_SLAVE) && d->replstate != SLAVE_STATE_ONLINE) {
             /* Its PSYNC became a full sync (our history is not the one
              * it streamed): a replica's full sync, which may wait for
-             * repl-diskless-sync-delay and the RDB, and which
-             * repl-timeout bounds. No heartbeat meanwhile. */
+             * repl-diskless-sync-delay and the RDB. The daemon gives up
+             * on an RDB that stops moving for repl-timeout; upstream's
+             * own timeouts for a replica in a full sync apply here. No
+             * heartbeat meanwhile. */
             NK.daemon_heard = now;
         } else if (d->replstate != SLAVE_STATE_ONLINE) {
             /* Between its hello and its PSYNC: no heartbeat yet. */

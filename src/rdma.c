@@ -42,7 +42,6 @@ typedef struct rdmaConnection {
     connection c;
     rdmaChan *ch;
     rdmaAeChan *ae;           /* its registration in rdmaServer.ae, or NULL */
-    listNode *node;           /* in rdmaServer.conns */
     int full_rx;              /* rdma-rx-size granted (client authenticated) */
 } rdmaConnection;
 
@@ -53,8 +52,7 @@ static struct {
     int nlisteners;
     char status[320];         /* "off", "on", or "error: why not" */
     int retry;                /* not listening, but worth retrying */
-    list *conns;              /* every RDMA connection */
-    rdmaAe *ae;               /* drives their channels from server.el */
+    rdmaAe *ae;               /* drives the connections' channels from server.el */
 } rdmaServer = { .status = "off" };
 
 ConnectionType CT_RDMA;
@@ -73,11 +71,10 @@ static void rdmaAsyncEventHandler(aeEventLoop *el, int fd, void *data, int mask)
     rdmaHandleAsyncEvents();
 }
 
-/* The connection list exists even when the library could not start, so
- * that a connection object can always be made (and fail cleanly). */
-static void rdmaEnsureLists(void) {
-    if (rdmaServer.conns) return;
-    rdmaServer.conns = listCreate();
+/* The adapter exists even when the library could not start, so that a
+ * connection object can always be made (and fail cleanly). */
+static void rdmaEnsureAe(void) {
+    if (rdmaServer.ae) return;
     rdmaServer.ae = rdmaAeCreate(server.el);
     if (!rdmaServer.ae) serverPanic("RDMA: out of memory");
 }
@@ -86,7 +83,7 @@ static void rdmaEnsureLists(void) {
  * events. Returns C_OK or C_ERR (logged). */
 static int rdmaEnsureInit(void) {
     char err[256];
-    rdmaEnsureLists();
+    rdmaEnsureAe();
     if (rdmaServer.initialized) return C_OK;
     if (rdmaInit(rdmaLogHook, err, sizeof(err)) == -1) {
         serverLog(LL_WARNING, "RDMA: cannot initialise: %s", err);
@@ -127,12 +124,10 @@ static void rdmaConnSetError(connection *conn, int err) {
 
 static connection *rdmaConnNew(rdmaChan *ch) {
     rdmaConnection *rc = zcalloc(sizeof(*rc));
-    rdmaEnsureLists();
+    rdmaEnsureAe();
     rc->c.type = &CT_RDMA;
     rc->c.fd = -1;
     rc->ch = ch;
-    listAddNodeTail(rdmaServer.conns, rc);
-    rc->node = listLast(rdmaServer.conns);
     return &rc->c;
 }
 
@@ -296,7 +291,6 @@ static void connRdmaClose(connection *conn) {
         conn->flags |= CONN_FLAG_CLOSE_SCHEDULED;
         return;
     }
-    if (rc->node) listDelNode(rdmaServer.conns, rc->node);
     zfree(rc);
 }
 
@@ -613,11 +607,11 @@ sds rdmaInfoString(sds info) {
         "rdma_port:%d\r\n"
         "rdma_rx_size:%zu\r\n"
         "rdma_replication:%d\r\n"
-        "rdma_connections:%lu\r\n"
+        "rdma_connections:%d\r\n"
         "rdma_pinned_bytes:%zu\r\n"
         "rdma_pinned_limit:%zu\r\n",
         rdmaSupported() ? "yes" : "no", rdmaServer.status, where, rdmaConf.port, rdmaConf.rx_size, rdmaConf.replication,
-        rdmaServer.conns ? listLength(rdmaServer.conns) : 0UL,
+        rdmaServer.ae ? rdmaAeCount(rdmaServer.ae) : 0,
         rdmaServer.initialized ? rdmaPinnedBytes() : 0,
         rdmaServer.initialized ? rdmaEffectivePinnedLimit() : (size_t)rdmaConf.max_pinned);
     for (const rdmaStatField *f = rdmaStatFields; f->name; f++)

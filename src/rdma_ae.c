@@ -223,8 +223,6 @@ void rdmaAeFree(rdmaAe *ra) {
     free(ra);
 }
 
-aeEventLoop *rdmaAeEventLoop(rdmaAe *ra) { return ra->el; }
-
 void rdmaAeSetWake(rdmaAe *ra, void (*wake)(void *data), void *data) {
     ra->wake = wake;
     ra->wake_data = data;
@@ -266,8 +264,6 @@ void rdmaAeSetMask(rdmaAeChan *e, int mask) {
 }
 
 int rdmaAeGetMask(rdmaAeChan *e) { return e->mask; }
-void rdmaAeSetData(rdmaAeChan *e, void *data) { e->data = data; }
-rdmaChan *rdmaAeChannel(rdmaAeChan *e) { return e->ch; }
 void rdmaAeMarkPending(rdmaAeChan *e) { markPending(e); }
 int rdmaAeCount(rdmaAe *ra) { return ra->count; }
 

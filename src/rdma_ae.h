@@ -55,7 +55,6 @@ typedef void rdmaAeProc(rdmaAeChan *e, void *data);
 rdmaAe *rdmaAeCreate(struct aeEventLoop *el);
 /* Every registration must have been removed. */
 void rdmaAeFree(rdmaAe *ra);
-struct aeEventLoop *rdmaAeEventLoop(rdmaAe *ra);
 /* A loop driven by another thread than the RDMA library's handlers: how to
  * wake it (thread-safe, e.g. a write to a pipe it watches). */
 void rdmaAeSetWake(rdmaAe *ra, void (*wake)(void *data), void *data);
@@ -70,8 +69,6 @@ rdmaAeChan *rdmaAeAdd(rdmaAe *ra, rdmaChan *ch, rdmaAeProc *rproc, rdmaAeProc *w
  * RDMA_AE_BARRIER or not), both, or RDMA_AE_NONE. */
 void rdmaAeSetMask(rdmaAeChan *e, int mask);
 int rdmaAeGetMask(rdmaAeChan *e);
-void rdmaAeSetData(rdmaAeChan *e, void *data);
-rdmaChan *rdmaAeChannel(rdmaAeChan *e);
 /* Stop watching and serving the channel, which stays open (the caller
  * closes it, or registers it with another loop). Forget e afterwards. */
 void rdmaAeDel(rdmaAeChan *e);

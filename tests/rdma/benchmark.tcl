@@ -33,6 +33,20 @@ start_server [list tags {"rdma"} overrides [rdma_overrides $port]] {
         assert {[r llen mylist] >= 2000}
     }
 
+    test {RDMA benchmark: --threads 2 runs test after test (each makes its loops again)} {
+        # redis-benchmark makes its threads' event loops again for every
+        # test; a new loop where a freed one was must not keep the old
+        # loop's RDMA adapter (its clients then stalled from the 2nd test).
+        set status [catch {
+            exec timeout 60 src/redis-benchmark --rdma -h $::rdma_host -p $port -q \
+                --threads 2 -n 2000 -c 4 -t set,get,incr,lpush 2>@1
+        } out]
+        assert_equal 0 $status
+        foreach t {SET GET INCR LPUSH} {
+            assert_match "*$t: * requests per second*" [string map {"\r" "\n"} $out]
+        }
+    }
+
     test {RDMA benchmark: pipelining (-P 16)} {
         r flushall
         lassign [rdma_bench $port -n 5000 -c 8 -P 16 -t set,get] status out
