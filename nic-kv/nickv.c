@@ -1351,6 +1351,12 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
     (void)id; (void)data;
     if (nk.shutdown_asap) {
         nkLog(LL_WARNING, "Nic-KV is shutting down");
+        /* The master first: it must forget us before a replica we drop
+         * reaches it, or it would send that replica back to our port, to
+         * the Nic-KV started after us, which cannot serve it yet (its
+         * backlog starts where the master is then) and sends it back to
+         * the master for NICKV_HOLD_SECONDS. */
+        nkLinkShutdown();
         nkReplicasDropAll("Nic-KV is shutting down");
         if (nk.cfg.pidfile) unlink(nk.cfg.pidfile);
         aeStop(el);

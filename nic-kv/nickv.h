@@ -328,6 +328,10 @@ sds nkLinkInfo(sds s, long long last);
 /* Called whenever the stream grew (main wires nkPsyncWaitersCheck in). */
 void nkLinkOnStream(void (*fn)(void));
 void nkLinkCron(void);
+/* Leave the master for good (shutdown): close the link, never reconnect.
+ * Called before the replicas are dropped, so that the master forgets us
+ * before any of them comes back to it and cannot redirect one to us. */
+void nkLinkShutdown(void);
 /* Our ACK and backlog report to the master, every NICKV_HEARTBEAT_MS. */
 void nkLinkHeartbeat(void);
 /* nickv.c: the RDMA port the master may send replicas to (0: none). */

@@ -83,6 +83,7 @@ static sds link_out;
 static void (*on_stream)(void);        /* the stream grew: see nkLinkOnStream */
 static time_t state_since;
 static int try_continue = 1;           /* PSYNC from our own backlog */
+static int leaving;                    /* nkLinkShutdown: never reconnect */
 static nkRdbReader link_rdb;    /* NK_LINK_RDB: the RDB we drop */
 /* The replicas above us: main wires them in (nkLinkOnReplicas). */
 static const nkLinkReplicaOps *R;
@@ -560,8 +561,20 @@ void nkLinkHeartbeat(void) {
     nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
 }
 
+void nkLinkShutdown(void) {
+    if (L.link) {
+        nkLog(LL_NOTICE, "Leaving the master %s:%d", nk.cfg.master_host, nk.cfg.master_port);
+        nkConnClose(L.link);
+        L.link = NULL;
+    }
+    L.link_paused = 0;
+    leaving = 1;
+    setState(NK_LINK_NONE);
+}
+
 void nkLinkCron(void) {
     time_t now = time(NULL);
+    if (leaving) return;
     if (L.link_state == NK_LINK_NONE) {
         linkConnect();
     } else if (L.link_state == NK_LINK_STREAMING || L.link_state == NK_LINK_RDB) {

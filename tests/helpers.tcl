@@ -194,6 +194,13 @@ proc nickv_wait_replicas {nk n} {
             $m close
         }
         catch {append why [exec tail -n 15 [dict get $nk log]]}
+        # Each server's last lines about Nic-KV: a redirect, a hold, a bounce.
+        foreach s $::servers {
+            catch {
+                set lines [exec grep -a "Nic-KV" [dict get $s stdout] | tail -n 4]
+                append why "\n--- server [dict get $s port]:\n$lines"
+            }
+        }
         fail "Nic-KV serves [nickv_info $nk connected_replicas] replicas, not $n\n$why"
     }
 }

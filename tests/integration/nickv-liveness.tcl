@@ -168,3 +168,59 @@ start_server {tags {"nickv repl external:skip"} overrides {save "" hz 1}} {
     }
     nickv_stop $nk
 }
+
+# A Nic-KV that shuts down (SIGTERM: a restart, an upgrade) must leave the
+# master before it closes its replicas' links: a Redis 7 replica reconnects
+# to the master the moment its link ends, and a master that still counted
+# the daemon would redirect it back to the daemon's port, where the Nic-KV
+# started next cannot serve it (its backlog begins where the master is by
+# then): it bounced, and stayed with the master for nickv-hold's 30 s. A
+# hand-written replica plays the Redis replica, as fast as one can be.
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport]
+
+    test {Nic-KV: shut down, it leaves the master before its replicas reconnect to it} {
+        nickv_wait_link_up $nk
+        for {set i 0} {$i < 5} {incr i} {
+            wait_for_condition 100 50 {
+                [nickv_status $master nickv_daemon] eq {healthy} &&
+                [nickv_status $master nickv_backlog_first_byte_offset] > 0
+            } else {
+                fail "Nic-KV did not rejoin"
+            }
+            set fd [nickv_fake_replica $nk $master]
+            $master set shutdown:$i 1
+            wait_for_condition 100 10 {
+                [nickv_replica_sent $nk 1] == [status $master master_repl_offset]
+            } else {
+                fail "Nic-KV did not stream to the replica"
+            }
+            set replid [status $master master_replid]
+            exec kill -TERM [dict get $nk pid]
+            # Everything Nic-KV sent, up to the end of the link.
+            fconfigure $fd -blocking 1
+            set got [string length [read $fd]]
+            close $fd
+            # At once, as replicationHandleMasterDisconnection does.
+            set m [socket 127.0.0.1 $mport]
+            fconfigure $m -translation binary -buffering none
+            puts -nonewline $m [nickv_resp REPLCONF capa eof capa psync2 capa nickv]
+            assert_match {+OK*} [gets $m]
+            puts -nonewline $m [nickv_resp PSYNC $replid [expr {[status $master master_repl_offset] + 1}]]
+            set reply [gets $m]
+            close $m
+            assert_match "+CONTINUE*" $reply
+            wait_for_condition 100 50 {
+                [catch {exec kill -0 [dict get $nk pid]}] == 1
+            } else {
+                fail "nic-kv did not stop"
+            }
+            nickv_assert_no_bug $nk
+            set nk [nickv_restart $nk]
+        }
+        assert_equal 0 [nickv_status $master nickv_redirects]
+    }
+    nickv_stop $nk
+}
