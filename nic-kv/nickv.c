@@ -140,6 +140,7 @@
 
 #include "anet.h"
 #include "util.h"
+#include "sha256.h"
 #include "zmalloc.h"
 #include "skv_version.h"
 
@@ -452,6 +453,14 @@ static nkConfigOption nkConfigs[] = {
      "<n>", "fan-out threads, never more than min(cores, replicas)"},
     {"repl-timeout", NK_CFG_INT, 0, &nk.cfg.repl_timeout, 1, INT_MAX, 60, NULL, NULL, NULL, NULL, NULL,
      "<secs>", "silence from the master before reconnecting"},
+    {"probe-interval", NK_CFG_INT, 0, &nk.cfg.probe_interval, 10, 60000, 100, NULL, NULL, NULL, NULL,
+     NULL, "<ms>", "probe the master and every replica this often"},
+    {"waiting-time", NK_CFG_INT, 0, &nk.cfg.waiting_time, 10, 3600000, 500, NULL, NULL, NULL, NULL,
+     NULL, "<ms>", "a node that leaves a probe unanswered this long is\n"
+     "                        invalid (a refused connection: at once)"},
+    {"min-slaves", NK_CFG_INT, 0, &nk.cfg.min_slaves, 0, 1000000, 0, NULL, NULL, NULL, NULL, NULL,
+     "<n>", "the master refuses writes (-NOREPLICAS) while fewer\n"
+     "                        replicas answer probes (0: never)"},
     {"daemonize", NK_CFG_BOOL, IMM, &nk.cfg.daemonize, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "run in the background"},
     {"logfile", NK_CFG_STRING, IMM, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
@@ -813,6 +822,9 @@ static sds genInfo(int nsec, sds *secs) {
             "auth_timeouts:%lld\r\n\r\n",
             stats.rejected_conn, stats.obuf_drops, stats.auth_timeouts);
     }
+    if (infoWants(nsec, secs, "failover", NULL)) {
+        s = nkProbeInfo(s);
+    }
     if (infoWants(nsec, secs, "rdma", NULL)) {
         rdmaStats st;
         rdmaGetStats(&st);
@@ -959,6 +971,7 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
         memset(&stats, 0, sizeof(stats));
         nkReplicaResetStats();
         nkLinkResetStats();
+        nkProbeResetStats();
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else {
@@ -971,9 +984,12 @@ static void roleCommand(nkClient *c) {
     nkReplica *r;
     long long first, last;
     nkBacklogRange(&first, &last);
+    const char *mhost;
+    int mport;
+    nkLinkMaster(&mhost, &mport);
     nkClientReply(c, "*6\r\n$5\r\nnickv\r\n");
-    replyBulk(c, nk.cfg.master_host, strlen(nk.cfg.master_host));
-    nkClientReply(c, ":%d\r\n", nk.cfg.master_port);
+    replyBulk(c, mhost, strlen(mhost));
+    nkClientReply(c, ":%d\r\n", mport);
     const char *st = nkLinkStreaming() ? "connected" : "connecting";
     replyBulk(c, st, strlen(st));
     nkClientReply(c, ":%lld\r\n*%lu\r\n", last, nkReplicaCount());
@@ -1013,6 +1029,23 @@ static void nkAuthFailuresCron(void) {
     nk.auth_fail_logged = now;
 }
 
+/* A password compared in a time that does not depend on where it differs
+ * from the one given (as upstream's ACL check): both hashed, the digests
+ * compared whole. */
+static int secretEqual(const char *given, const char *pass) {
+    BYTE hg[SHA256_BLOCK_SIZE], hp[SHA256_BLOCK_SIZE];
+    SHA256_CTX ctx;
+    unsigned diff = 0;
+    sha256_init(&ctx);
+    sha256_update(&ctx, (const BYTE *)given, strlen(given));
+    sha256_final(&ctx, hg);
+    sha256_init(&ctx);
+    sha256_update(&ctx, (const BYTE *)pass, strlen(pass));
+    sha256_final(&ctx, hp);
+    for (int i = 0; i < SHA256_BLOCK_SIZE; i++) diff |= hg[i] ^ hp[i];
+    return diff == 0;
+}
+
 static void execCommand(nkClient *c, int argc, sds *argv) {
     const char *cmd = argv[0];
     const char *pass = requiredPassword();
@@ -1034,7 +1067,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
             nkClientReply(c, "-ERR wrong number of arguments for 'auth' command\r\n");
         } else if (!pass) {
             nkClientReply(c, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n");
-        } else if (user_ok && !strcmp(given, pass)) {
+        } else if (secretEqual(given, pass) && user_ok) {
             c->authenticated = 1;
             nkClientReply(c, "+OK\r\n");
         } else {
@@ -1069,7 +1102,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
         if (sdslen(info) == 0) {
             /* Not a section we have: say so rather than answer nothing. */
             nkClientReply(c, "-ERR no such INFO section (Nic-KV has server, upstream, backlog, "
-                          "replicas, stats, rdma, clients, memory, cpu)\r\n");
+                          "replicas, stats, failover, rdma, clients, memory, cpu)\r\n");
         } else {
             replyBulk(c, info, sdslen(info));
         }
@@ -1388,6 +1421,7 @@ static void beforeSleep(aeEventLoop *el) {
     nkLinkResume();               /* before the pass: it may re-arm the link */
     nkLoopBeforeSleep(nk.loop);
     nkFanoutFlushHandovers();
+    nkProbeAfterEvents();
     if (nk.shutdown_asap) aeSetDontWait(nk.el, 1);
 }
 
@@ -1497,6 +1531,7 @@ int main(int argc, char **argv) {
         aeCreateFileEvent(nk.el, fd, AE_READABLE, nkAcceptHandler, NULL);
     }
     nkRdmaStart();
+    nkProbeStart();
     aeCreateTimeEvent(nk.el, 1, nkCron, NULL, NULL);
     aeSetBeforeSleepProc(nk.el, beforeSleep);
     nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, master %s:%d, backlog %lld bytes, "

@@ -7,6 +7,8 @@
  *                  replicas' list and their main-thread side
  * nickv_fullsync.c proxied full syncs (a client's RDB through us)
  * nickv_upstream.c the link to the master
+ * nickv_probe.c    failure detection: probes of the master and replicas,
+ *                  what the master learns of them (min-slaves)
  * nickv_resp.c     RESP: argv commands, requests, the RDB reader
  * nickv_fanout.c   the fan-out threads (sending, ACKs, RDMA registration)
  * nickv_backlog.c  the backlog: the ring, its lock, the RDMA pins
@@ -137,6 +139,9 @@ typedef struct nkConfig {
     long long obuf_hard;      /* a proxied full sync's queued bytes: at once */
     long long obuf_soft;      /* ... or over this for obuf_soft_seconds */
     int obuf_soft_seconds;
+    int probe_interval;       /* ms between probes of a node */
+    int waiting_time;         /* ms unanswered: the node is invalid */
+    int min_slaves;           /* writes need this many valid replicas */
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master
@@ -164,7 +169,10 @@ static inline long long nkRingIndex(long long offset, long long size) { return o
  * (nkBacklogAppend). Registered with nkBacklogPinAdd by the main thread. */
 typedef struct nkBacklogPin {
     _Atomic long long off;              /* [thread], read by main */
-    long long gen;                      /* [thread] the ring's gen when pinned */
+    long long gen;                      /* [thread] the ring's gen when pinned:
+                                         * written under the backlog's read lock
+                                         * (pushRdma), read by main under its
+                                         * write lock, which orders the two */
     char *region;                       /* [main] the ring its channel registers */
     long long region_size;              /* [main] its size */
     void *owner;                        /* [main] what nkPinDropFn drops */
@@ -316,6 +324,13 @@ long long nkUnixTime(void);
 
 /* nickv_upstream.c: the link to the master, which owns its state. */
 void nkLinkInit(void);
+/* The master the link follows (master-host/port at start). */
+void nkLinkMaster(const char **host, int *port);
+/* The master moved there (the probes saw it: nickv_probe.c): the link
+ * goes to it at once, continuing the stream if it continues the history
+ * (a promoted replica does). rdma_port: its RDMA port, 0 if none (used
+ * only if master-rdma-port is set). */
+void nkLinkFollow(const char *host, int port, int rdma_port);
 /* Streaming from the master (PSYNCs can be served). */
 int nkLinkStreaming(void);
 /* The master's replication id, as our stream carries it. */
@@ -358,6 +373,13 @@ void nkLinkResetStats(void);
 void nkLinkMessage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct nkClient;
 int nkProxyFullSync(struct nkClient *c);
+
+/* nickv_probe.c: failure detection (probes of every node), min-slaves. */
+void nkProbeStart(void);
+/* A verdict changed in an event handler: tell the master before sleeping. */
+void nkProbeAfterEvents(void);
+sds nkProbeInfo(sds s);
+void nkProbeResetStats(void);
 
 /* nickv_resp.c: commands as argument vectors, a master's full sync reply. */
 /* Append a command (first, then the arguments in ap up to a NULL) to out

@@ -205,13 +205,16 @@ static void fsConnected(nkConn *conn, void *data) {
  * tear it down. Called again by the client's writer to resume reading. */
 int nkProxyFullSync(nkClient *c) {
     char err[256];
+    const char *mhost;
+    int mport;
     nkConn *conn;
     if (c->fs) {
         if (!c->conn) fsEnd(c, NULL);
         else fsPump(c);
         return 0;
     }
-    conn = nkConnConnect(nk.loop, nk.cfg.master_host, nk.cfg.master_port, 0, NULL, 0, err, sizeof(err));
+    nkLinkMaster(&mhost, &mport);
+    conn = nkConnConnect(nk.loop, mhost, mport, 0, NULL, 0, err, sizeof(err));
     if (!conn) {
         nkLog(LL_WARNING, "Full sync for replica %s:%d: cannot connect to the master: %s",
               c->ip, c->listening_port, err);

@@ -79,6 +79,15 @@ static struct {
                                          * this outage ("": none yet) */
 } L;
 
+/* The master we follow: master-host and master-port (or master-rdma-port)
+ * at start, then wherever the probes saw the master move (nkLinkFollow). */
+static struct {
+    char host[256];
+    int port;                           /* TCP */
+    int rdma_port;                      /* > 0: the link goes over RDMA */
+    long long moves;
+} M;
+
 static sds link_out;
 static void (*on_stream)(void);        /* the stream grew: see nkLinkOnStream */
 static time_t state_since;
@@ -130,6 +139,35 @@ void nkLinkResetStats(void) {
 
 void nkLinkInit(void) {
     L.link_in = sdsempty();
+    snprintf(M.host, sizeof(M.host), "%s", nk.cfg.master_host);
+    M.port = nk.cfg.master_port;
+    M.rdma_port = nk.cfg.master_rdma_port;
+}
+
+void nkLinkMaster(const char **host, int *port) {
+    *host = M.host;
+    *port = M.port;
+}
+
+static void linkConnect(void);
+static void linkClose(const char *why);
+
+void nkLinkFollow(const char *host, int port, int rdma_port) {
+    /* Over RDMA only when configured so: to the configured port on the
+     * configured master, else where the new master's INFO says it listens. */
+    int rdma = 0;
+    if (nk.cfg.master_rdma_port > 0)
+        rdma = (!strcmp(host, nk.cfg.master_host) && port == nk.cfg.master_port) ?
+               nk.cfg.master_rdma_port : rdma_port;
+    if (!strcmp(host, M.host) && port == M.port && rdma == M.rdma_port) return;
+    nkLog(LL_WARNING, "The master moved: following %s:%d%s (was %s:%d)", host,
+          rdma ? rdma : port, rdma ? " (RDMA)" : "", M.host, M.rdma_port ? M.rdma_port : M.port);
+    snprintf(M.host, sizeof(M.host), "%s", host);
+    M.port = port;
+    M.rdma_port = rdma;
+    M.moves++;
+    if (L.link_state != NK_LINK_NONE) linkClose("the master moved");
+    if (!leaving) linkConnect();
 }
 
 int nkLinkStreaming(void) {
@@ -163,14 +201,14 @@ sds nkLinkInfo(sds s, long long last) {
             "master_repl_offset:%lld\r\n"
             "master_link_connects:%lld\r\n"
             "master_bytes_in:%llu\r\n"
-            "master_reads:%llu\r\n\r\n",
-            nk.cfg.master_host, nk.cfg.master_rdma_port ? nk.cfg.master_rdma_port : nk.cfg.master_port,
-            nk.cfg.master_rdma_port ? "rdma" : "tcp",
+            "master_reads:%llu\r\n"
+            "master_moves:%lld\r\n\r\n",
+            M.host, M.rdma_port ? M.rdma_port : M.port, M.rdma_port ? "rdma" : "tcp",
             L.link_state == NK_LINK_STREAMING ? "up" : "down", L.link_paused, nkLinkStateName(),
             L.master_is_skv,
             L.link_lastio ? nkUnixTime() - (long long)L.link_lastio : -1,
             L.link_state == NK_LINK_STREAMING ? 0 : (L.link_down_since ? nkUnixTime() - (long long)L.link_down_since : -1),
-            L.master_replid, last, L.link_connects, L.link_bytes_in, L.link_reads);
+            L.master_replid, last, L.link_connects, L.link_bytes_in, L.link_reads, M.moves);
     return s;
 }
 
@@ -241,10 +279,10 @@ static void linkClose(const char *why) {
     L.link_paused = 0;
     /* Once per outage: a master that stays away is retried every second. */
     if (L.link_state == NK_LINK_STREAMING || !L.link_down_since)
-        nkLog(LL_WARNING, "Link with the master %s:%d lost (%s)", nk.cfg.master_host,
-              nk.cfg.master_port, why);
+        nkLog(LL_WARNING, "Link with the master %s:%d lost (%s)", M.host,
+              M.port, why);
     else
-        nkLog(LL_VERBOSE, "Master %s:%d: %s", nk.cfg.master_host, nk.cfg.master_port, why);
+        nkLog(LL_VERBOSE, "Master %s:%d: %s", M.host, M.port, why);
     if (L.link_state == NK_LINK_STREAMING || !L.link_down_since) L.link_down_since = time(NULL);
     sdsclear(L.link_in);
     if (link_out) sdsclear(link_out);
@@ -292,7 +330,7 @@ static void startStreaming(void) {
     try_continue = 1;
     nkBacklogRange(&first, &last);
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
-          nk.cfg.master_host, nk.cfg.master_port, L.master_replid, last,
+          M.host, M.port, L.master_replid, last,
           L.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
     nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
     if (R) R->announce();
@@ -393,8 +431,7 @@ static void handleReply(const char *line) {
          * password) must still say once why the link does not come back:
          * linkClose() would only say it verbosely. */
         if (L.link_down_since && strcmp(L.hs.err, L.hs_failure_logged))
-            nkLog(LL_WARNING, "Master %s:%d: %s", nk.cfg.master_host, nk.cfg.master_port,
-                  L.hs.err);
+            nkLog(LL_WARNING, "Master %s:%d: %s", M.host, M.port, L.hs.err);
         snprintf(L.hs_failure_logged, sizeof(L.hs_failure_logged), "%s", L.hs.err);
         linkClose(L.hs.err);
         break;
@@ -532,14 +569,14 @@ static void linkConnected(nkConn *conn, void *data) {
 
 static void linkConnect(void) {
     char err[256];
-    int rdma = nk.cfg.master_rdma_port > 0;
-    int port = rdma ? nk.cfg.master_rdma_port : nk.cfg.master_port;
+    int rdma = M.rdma_port > 0;
+    int port = rdma ? M.rdma_port : M.port;
     L.link_connects++;
-    L.link = nkConnConnect(nk.loop, nk.cfg.master_host, port, rdma, NULL,
+    L.link = nkConnConnect(nk.loop, M.host, port, rdma, NULL,
                             (size_t)nk.cfg.rdma_rx_size, err, sizeof(err));
     if (!L.link) {
         if (L.link_connects <= 1 || L.link_connects % 60 == 0)
-            nkLog(LL_WARNING, "Cannot connect to the master %s:%d%s: %s", nk.cfg.master_host,
+            nkLog(LL_WARNING, "Cannot connect to the master %s:%d%s: %s", M.host,
                   port, rdma ? " (RDMA)" : "", err);
         return;
     }
@@ -563,7 +600,7 @@ void nkLinkHeartbeat(void) {
 
 void nkLinkShutdown(void) {
     if (L.link) {
-        nkLog(LL_NOTICE, "Leaving the master %s:%d", nk.cfg.master_host, nk.cfg.master_port);
+        nkLog(LL_NOTICE, "Leaving the master %s:%d", M.host, M.port);
         nkConnClose(L.link);
         L.link = NULL;
     }

@@ -36,6 +36,15 @@
  * sent every NICKV_HEARTBEAT_MS: also its heartbeat. */
 #define NICKV_MSG_BACKLOG "backlog"
 #define NICKV_MSG_BACKLOG_ARGC 4
+/* health <min-slaves> <n> [<ip> <port>]...: Nic-KV's probes' verdicts
+ * (nic-kv/nickv_probe.c), sent when they change and with every heartbeat.
+ * The n replicas listed (by the address and listening port the master
+ * knows them by) do not answer probes: they count neither for WAIT nor
+ * for min-replicas-to-write, and while fewer than min-slaves valid
+ * replicas remain the master refuses writes with -NOREPLICAS. */
+#define NICKV_MSG_HEALTH "health"
+#define NICKV_MSG_HEALTH_ARGC 3         /* and two words per replica listed */
+#define NICKV_HEALTH_MAX 64             /* replicas listed at most */
 
 /* ------------------------------------------------------------ Replies --- */
 

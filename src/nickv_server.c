@@ -92,6 +92,12 @@ static struct {
     long long idle_offset;     /* master_repl_offset when last seen moving */
     mstime_t idle_since;       /* ... and since when it stands still */
     time_t refused_logged;     /* rate limit for refused hellos */
+    /* The daemon's probes (NICKV_MSG_HEALTH), while it is alive. */
+    int health_known;          /* reported since the daemon joined */
+    int min_slaves;            /* writes need this many valid replicas */
+    int ninvalid;              /* replicas that do not answer probes: */
+    struct { char ip[NET_IP_STR_LEN]; int port; } invalid[NICKV_HEALTH_MAX];
+    long long health_reports;
     /* Replica side. */
     nickvPath path;           /* where the link goes: see "Replica side" */
     char redirect_from[NET_HOST_STR_LEN];   /* the master that redirected us */
@@ -166,6 +172,7 @@ static void nickvForgetDaemon(const char *why) {
     }
     NK.daemon_id = 0;
     nickvDropReplicas();
+    NK.health_known = NK.ninvalid = NK.min_slaves = 0;
 }
 
 /* May this client speak for Nic-KV? Only the user named by nickv-user. */
@@ -200,6 +207,86 @@ static nickvReplica *nickvFindReplica(long long id, listNode **node) {
     return NULL;
 }
 
+/* health <min-slaves> <n> [<ip> <port>]...: replaces what the daemon said
+ * before, or is ignored whole if malformed. */
+static void nickvHealth(int argc, sds *argv) {
+    long long min, n, port;
+    int i;
+    if (!string2ll(argv[1], sdslen(argv[1]), &min) || min < 0 || min > INT_MAX ||
+        !string2ll(argv[2], sdslen(argv[2]), &n) || n < 0 || n > NICKV_HEALTH_MAX ||
+        argc != NICKV_MSG_HEALTH_ARGC + 2 * n) goto bad;
+    for (i = 0; i < n; i++) {
+        sds ip = argv[NICKV_MSG_HEALTH_ARGC + 2 * i];
+        sds p = argv[NICKV_MSG_HEALTH_ARGC + 2 * i + 1];
+        if (sdslen(ip) == 0 || sdslen(ip) >= NET_IP_STR_LEN ||
+            !string2ll(p, sdslen(p), &port) || port < 0 || port > 65535) goto bad;
+    }
+    for (i = 0; i < n; i++) {
+        memcpy(NK.invalid[i].ip, argv[NICKV_MSG_HEALTH_ARGC + 2 * i],
+               sdslen(argv[NICKV_MSG_HEALTH_ARGC + 2 * i]) + 1);
+        NK.invalid[i].port = atoi(argv[NICKV_MSG_HEALTH_ARGC + 2 * i + 1]);
+    }
+    if ((int)min != NK.min_slaves || (int)n != NK.ninvalid || !NK.health_known)
+        serverLog(LL_NOTICE, "Nic-KV: min-slaves %lld; %lld replicas do not answer its probes", min, n);
+    NK.ninvalid = (int)n;
+    NK.min_slaves = (int)min;
+    NK.health_known = 1;
+    NK.health_reports++;
+    return;
+bad:
+    serverLog(LL_WARNING, "Nic-KV: ignoring a malformed health message from the daemon");
+}
+
+/* Do the daemon's probes count this replica (ip, listening port) out? Only
+ * while the daemon is alive: a dead Nic-KV's verdicts lapse at once. */
+static int nickvAddrInvalid(const char *ip, int port) {
+    if (!NK.health_known || !NK.ninvalid || !nickvDaemonAlive()) return 0;
+    for (int i = 0; i < NK.ninvalid; i++)
+        if (NK.invalid[i].port == port && !strcmp(NK.invalid[i].ip, ip)) return 1;
+    return 0;
+}
+
+int nickvReplicaInvalid(client *slave) {
+    char ip[NET_IP_STR_LEN];
+    const char *addr = slave->slave_addr;
+    if (!NK.health_known || !NK.ninvalid) return 0;
+    if (!addr) {
+        /* As INFO replication names it, which is what the daemon read. */
+        if (connPeerToString(slave->conn, ip, sizeof(ip), NULL) == -1) return 0;
+        addr = ip;
+    }
+    return nickvAddrInvalid(addr, slave->slave_listening_port);
+}
+
+/* Online replicas the probes do not count out: direct ones and those
+ * behind Nic-KV. */
+static int nickvCountValidReplicas(void) {
+    listIter li;
+    listNode *ln;
+    int n = 0;
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li))) {
+        client *s = listNodeValue(ln);
+        if (s->replstate == SLAVE_STATE_ONLINE && !nickvIsDaemon(s) && !nickvReplicaInvalid(s)) n++;
+    }
+    if (nickvDaemon() && NK.replicas) {
+        listRewind(NK.replicas, &li);
+        while ((ln = listNext(&li))) {
+            nickvReplica *r = listNodeValue(ln);
+            if (!nickvAddrInvalid(r->ip, r->port)) n++;
+        }
+    }
+    return n;
+}
+
+/* min-slaves is the daemon's option, enforced while it is alive: a dead
+ * Nic-KV stops no write (the master's own min-replicas-to-write still
+ * applies). */
+int nickvEnoughValidReplicas(void) {
+    if (!NK.health_known || !NK.min_slaves || !nickvDaemonAlive()) return 1;
+    return nickvCountValidReplicas() >= NK.min_slaves;
+}
+
 /* REPLCONF nickv "<verb> <args>": see nic-kv/nickv.c for the messages. */
 void nickvReplconf(client *c, sds message) {
     int argc = 0;
@@ -213,6 +300,13 @@ void nickvReplconf(client *c, sds message) {
     if (!strcasecmp(argv[0], NICKV_MSG_HELLO) && argc == NICKV_MSG_HELLO_ARGC) {
         if (!nickvOffload) {
             addReplyError(c, "nickv-offload is off on this master");
+            goto out;
+        }
+        if (server.masterhost) {
+            /* A daemon here would stream from a replica and serve nobody:
+             * it follows the master instead (its probes read our INFO). */
+            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " this node is a replica of %s:%d",
+                                server.masterhost, server.masterport);
             goto out;
         }
         if (!nickvUserOk(c)) {
@@ -254,6 +348,7 @@ void nickvReplconf(client *c, sds message) {
         NK.backlog_first = NK.backlog_last = 0;
         NK.backlog_known = 0;
         NK.daemon_slots = -1;
+        NK.health_known = NK.ninvalid = NK.min_slaves = 0;
         NK.daemon_joins++;
         if (!NK.replicas) NK.replicas = listCreate();
         /* The daemon PSYNCs from where we are now: make sure a backlog
@@ -306,6 +401,8 @@ void nickvReplconf(client *c, sds message) {
         NK.backlog_known = 1;
         NK.daemon_slots = slots;
         NK.daemon_heard = mstime();
+    } else if (!strcasecmp(argv[0], NICKV_MSG_HEALTH) && argc >= NICKV_MSG_HEALTH_ARGC) {
+        nickvHealth(argc, argv);
     } else {
         serverLog(LL_WARNING, "Nic-KV: unknown message from the daemon: %s", message);
     }
@@ -366,7 +463,7 @@ int nickvCountAcksByOffset(long long offset) {
     listRewind(NK.replicas, &li);
     while ((ln = listNext(&li))) {
         nickvReplica *r = listNodeValue(ln);
-        if (r->ack_off >= offset) count++;
+        if (r->ack_off >= offset && !nickvAddrInvalid(r->ip, r->port)) count++;
     }
     return count;
 }
@@ -379,7 +476,8 @@ int nickvCountGoodReplicas(void) {
     listRewind(NK.replicas, &li);
     while ((ln = listNext(&li))) {
         nickvReplica *r = listNodeValue(ln);
-        if (server.unixtime - r->ack_time <= server.repl_min_slaves_max_lag) good++;
+        if (server.unixtime - r->ack_time <= server.repl_min_slaves_max_lag &&
+            !nickvAddrInvalid(r->ip, r->port)) good++;
     }
     return good;
 }
@@ -704,7 +802,11 @@ sds nickvInfoString(sds info) {
         "nickv_bounces:%lld\r\n"
         "nickv_daemon_timeouts:%lld\r\n"
         "nickv_daemons_refused:%lld\r\n"
-        "nickv_via_timeouts:%lld\r\n",
+        "nickv_via_timeouts:%lld\r\n"
+        "nickv_min_slaves:%d\r\n"
+        "nickv_valid_replicas:%d\r\n"
+        "nickv_invalid_replicas:%d\r\n"
+        "nickv_health_reports:%lld\r\n",
         nickvOffload,
         d ? (nickvDaemonHealthy() ? "healthy" : "lagging") : "none",
         d ? NK.daemon_host : "", d ? NK.daemon_port : 0, d ? NK.daemon_rdma_port : 0,
@@ -714,7 +816,11 @@ sds nickvInfoString(sds info) {
         (server.masterhost && NK.path == NICKV_PATH_VIA) ? NK.target_host : "",
         server.masterhost ? pathNames[NK.path] : "",
         NK.redirects_followed, NK.bounces, NK.daemon_timeouts, NK.daemons_refused,
-        NK.via_timeouts);
+        NK.via_timeouts,
+        (NK.health_known && nickvDaemonAlive()) ? NK.min_slaves : 0,
+        server.masterhost ? 0 : nickvCountValidReplicas(),
+        (NK.health_known && nickvDaemonAlive()) ? NK.ninvalid : 0,
+        NK.health_reports);
     return info;
 }
 
@@ -722,4 +828,5 @@ void nickvResetStats(void) {
     NK.redirects = NK.handoffs = NK.daemon_joins = NK.stream_writes = 0;
     NK.redirects_followed = NK.bounces = 0;
     NK.daemon_timeouts = NK.daemons_refused = NK.via_timeouts = 0;
+    NK.health_reports = 0;
 }

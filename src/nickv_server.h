@@ -35,6 +35,11 @@ int nickvIsDaemon(struct client *c);
 int nickvCountAcksByOffset(long long offset);
 int nickvCountGoodReplicas(void);
 long nickvReplicaCount(void);
+/* Nic-KV's probes: a replica that does not answer them counts for neither
+ * WAIT nor min-replicas-to-write; writes need Nic-KV's min-slaves valid
+ * replicas (checkGoodReplicasStatus). */
+int nickvReplicaInvalid(struct client *slave);
+int nickvEnoughValidReplicas(void);
 long nickvDaemonCount(void);
 sds nickvInfoReplicas(sds info, int *slaveid);
 /* Once a second (from replicationCron): hand-overs. */

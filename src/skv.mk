@@ -10,7 +10,10 @@ vpath %.c $(SKV_SRC)
 # Upstream headers first (-I.), then ours. Our objects put -I. before
 # upstream's -I../deps/hiredis, so that "sds.h" is the server's sds.
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
-SKV_OWN_OBJ = rdma_chan.o rdma_none.o rdma_ae.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o nickv.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_replica.o nickv_conn.o
+# The daemon's own sources (../nic-kv), named once: nic-kv and nic-kv-debug
+# below are built from this list.
+NICKV_OWN = nickv nickv_probe nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn
+SKV_OWN_OBJ = rdma_chan.o rdma_none.o rdma_ae.o rdma.o nickv_server.o hiredis_rdma.o rdma_tool.o $(addsuffix .o,$(NICKV_OWN))
 # SKV_DEBUG=yes: our sources check their invariants (rdmaInvariant in
 # rdma_chan.h). Objects do not notice the switch: make clean first.
 ifeq ($(SKV_DEBUG),yes)
@@ -66,8 +69,8 @@ $(SKV_RDMA_TOOL_NAME): $(SKV_RDMA_TOOL_OBJ)
 SKV_NICKV_SRC = $(SKV_SRC)/../nic-kv
 vpath %.c $(SKV_NICKV_SRC)
 NICKV_NAME = nic-kv
-NICKV_OBJ = nickv.o nickv_replica.o nickv_upstream.o nickv_fullsync.o nickv_resp.o nickv_fanout.o nickv_backlog.o nickv_conn.o $(SKV_RDMA_OBJ) ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
--include nickv.d nickv_replica.d nickv_upstream.d nickv_fullsync.d nickv_resp.d nickv_fanout.d nickv_backlog.d nickv_conn.d
+NICKV_OBJ = $(addsuffix .o,$(NICKV_OWN)) $(SKV_RDMA_OBJ) ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
+-include $(addsuffix .d,$(NICKV_OWN))
 all: $(NICKV_NAME)
 
 $(NICKV_NAME): $(NICKV_OBJ)
@@ -78,7 +81,7 @@ $(NICKV_NAME): $(NICKV_OBJ)
 # from objects of its own: the normal build is untouched. Not part of "all":
 # "make nic-kv-debug" at the top. The Tcl tests run it with SKV_NICKV=src/nic-kv-debug.
 NICKV_DEBUG_NAME = nic-kv-debug
-NICKV_DEBUG_OWN = nickv nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn $(basename $(SKV_RDMA_OBJ))
+NICKV_DEBUG_OWN = $(NICKV_OWN) $(basename $(SKV_RDMA_OBJ))
 NICKV_DEBUG_OWN_OBJ = $(addsuffix -nkdebug.o,$(NICKV_DEBUG_OWN))
 NICKV_DEBUG_OBJ = $(NICKV_DEBUG_OWN_OBJ) ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
 -include $(addsuffix -nkdebug.d,$(NICKV_DEBUG_OWN))

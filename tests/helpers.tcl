@@ -51,6 +51,13 @@ proc rdma_overrides {port {host {}}} {
     list rdma-port $port rdma-bind $host protected-mode no
 }
 
+# Nic-KV probes every node over TCP at the address it knows it by, which
+# for an RDMA peer is its RDMA address: a test server (bound to 127.0.0.1,
+# where the harness reaches it) then listens on every address.
+proc nickv_listen_everywhere {r} {
+    assert_equal OK [$r config set bind "* -::*"]
+}
+
 # redis-cli over RDMA; returns its output (stdout + stderr).
 proc rdma_cli {port args} {
     rdma_cli_to $::rdma_host $port {*}$args

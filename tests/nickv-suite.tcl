@@ -64,6 +64,7 @@ proc nickv_suite {transport} {
         set r2 [srv -1 client]
         set r3 [srv 0 client]
         set replicas [list $r1 $r2 $r3]
+        if {$rdma} { foreach r [concat $master $replicas] { nickv_listen_everywhere $r } }
 
         test "$t: replicas configured with replicaof <master> end up behind Nic-KV" {
             if {$rdma} {

@@ -62,6 +62,7 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
         set r2 [srv -1 client]
         set r3 [srv 0 client]
         set replicas [list $r1 $r2 $r3]
+        foreach r [concat $master $replicas] { nickv_listen_everywhere $r }
 
         test {Nic-KV pin timeout: iptables is there to cut one replica's NIC off} {
             if {[catch {exec iptables -w -L INPUT -n} e]} {

@@ -1,0 +1,617 @@
+/* nickv_probe.c -- failure detection: Nic-KV probes the master and every
+ * replica, and tells the master which replicas do not answer.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * ========================================================================
+ * Probes
+ * ========================================================================
+ *
+ * The nodes: the master (master-host:master-port), the replicas streaming
+ * from us (their address and REPLCONF listening-port), and the master's
+ * direct replicas, as its INFO replication lists them online (read every
+ * second on the master's probe connection; those it lists via=nickv are
+ * ours already). Each node has a TCP connection of its own, never a
+ * replication link, so a busy stream delays no probe.
+ *
+ * Every probe-interval, a node with nothing outstanding gets a PING (the
+ * master an INFO replication too, once a second). A node is:
+ *
+ *   valid   --the oldest request it has not answered (or the connect that
+ *             has not completed) was sent waiting-time ago,
+ *             or its port refuses a connection (the process is gone)-->
+ *   invalid --any answer at all: +PONG, -LOADING, -BUSY, -NOAUTH,
+ *             -MASTERDOWN...: it runs and reads its socket--> valid
+ *
+ * (probeInvalid and probeValid make those moves, and only they.) A node
+ * starts valid when it appears: the master lists only replicas whose link
+ * is up. One that stops being listed (its replication link is gone) no
+ * longer counts, and is forgotten after NK_PROBE_FORGET_MS.
+ *
+ * What the master learns (REPLCONF nickv "health ...", nickv_proto.h):
+ * min-slaves and the listed replicas that are invalid, when that changes
+ * and with every heartbeat; never before the master's replica list was
+ * read once, so that a starting Nic-KV does not count direct replicas out.
+ * The master then counts neither those replicas' ACKs for WAIT nor them
+ * for min-replicas-to-write, and refuses writes (-NOREPLICAS) while fewer
+ * than min-slaves valid replicas remain: within waiting-time of a replica
+ * hanging, at once when its process dies.
+ *
+ * A replica that never answers (its listening address is not reachable
+ * from here: replica-announce-ip/port) is invalid too, and the log says
+ * so: Nic-KV could neither see it fail nor promote it, so its
+ * acknowledgements are not a promise Nic-KV can keep.
+ */
+
+#include "nickv.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "anet.h"
+#include "monotonic.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define NK_IP_LEN 64                     /* as nkReplica.ip */
+#define NK_PROBE_QUEUE 4                 /* requests in flight per node */
+#define NK_PROBE_INFO_US 1000000LL       /* the master's replica list, this often */
+#define NK_PROBE_FORGET_MS 60000         /* an unlisted node is kept this long */
+#define NK_PROBE_REPLY_MAX (4*1024*1024) /* a longer INFO reply is garbage */
+
+typedef enum { PROBE_AUTH, PROBE_PING, PROBE_INFO } probeKind;
+
+typedef struct probeNode {
+    char ip[NK_IP_LEN];
+    int port;
+    int is_master;
+    int behind;                 /* streams from us (else a direct replica) */
+    int listed;                 /* the master, or a replica listed now */
+    int seen;                   /* listed in this pass (nodesRefresh) */
+    long long unlisted_ms;      /* ... when it stopped being listed */
+    nkConn *conn;
+    int connected;
+    long long connect_us;       /* when the current connection was started */
+    sds in, out;
+    struct { probeKind kind; long long sent_us; } q[NK_PROBE_QUEUE];
+    int qhead, qlen;
+    long long bulk_left;        /* bytes of a bulk reply still to come, -1: none */
+    long long waiting_since_us; /* the oldest request (or connect) not answered, 0: none */
+    int valid;
+    int ever_answered;
+    long long state_ms;         /* when it became valid or invalid */
+    char why[320];              /* why it is invalid */
+    char conn_err[256];         /* why the last connect failed, "" if it did not */
+    long long rtt_us, max_rtt_us;
+    long long probes, answers;
+} probeNode;
+
+static list *nodes;                      /* probeNode; the master first */
+static struct { char ip[NK_IP_LEN]; int port; } *direct;
+static int ndirect;
+static int view_read;                    /* the master's replica list read once */
+static char view_err[128];               /* why it could not be read */
+static long long next_info_us;
+static sds last_health;
+static long long health_sent_us;
+static long long health_messages;
+static int health_dirty;
+
+static long long nowMs(void) { return (long long)(getMonotonicUs() / 1000); }
+
+static sds catCommand(sds out, const char *first, ...) __attribute__((sentinel));
+static sds catCommand(sds out, const char *first, ...) {
+    va_list ap;
+    va_start(ap, first);
+    out = nkCatCommandV(out, first, ap);
+    va_end(ap);
+    return out;
+}
+
+/* ------------------------------------------------------------ Verdicts --- */
+
+static const char *nodeRole(const probeNode *n) {
+    return n->is_master ? "master" : "replica";
+}
+
+static void probeInvalid(probeNode *n, const char *why) {
+    snprintf(n->why, sizeof(n->why), "%s", why);
+    if (!n->valid) return;
+    n->valid = 0;
+    n->state_ms = nowMs();
+    health_dirty = 1;
+    if (!n->ever_answered && !n->is_master)
+        nkLog(LL_WARNING, "Probe: replica %s:%d has not answered since it appeared (%s): "
+              "is its listening address reachable from Nic-KV? It counts as invalid",
+              n->ip, n->port, why);
+    else
+        nkLog(LL_WARNING, "Probe: %s %s:%d is invalid: %s", nodeRole(n), n->ip, n->port, why);
+}
+
+static void probeValid(probeNode *n) {
+    n->ever_answered = 1;
+    if (n->valid) return;
+    nkLog(LL_NOTICE, "Probe: %s %s:%d answers again, after %lld ms", nodeRole(n), n->ip, n->port,
+          nowMs() - n->state_ms);
+    n->valid = 1;
+    n->state_ms = nowMs();
+    n->why[0] = '\0';
+    health_dirty = 1;
+}
+
+/* --------------------------------------------------------- Connections --- */
+
+static void probeConnect(probeNode *n);
+static void probeSend(probeNode *n, probeKind kind);
+
+static void probeClose(probeNode *n) {
+    if (n->conn) nkConnClose(n->conn);
+    n->conn = NULL;
+    n->connected = 0;
+    n->qlen = n->qhead = 0;
+    n->bulk_left = -1;
+    if (n->in) sdsclear(n->in);
+    if (n->out) sdsclear(n->out);
+}
+
+/* The connection ended or failed. What was not answered stays unanswered
+ * (waiting_since goes on); a port that refuses means the process is gone. */
+static void probeLost(probeNode *n, const char *why) {
+    probeClose(n);
+    if (why && strstr(why, "refused")) probeInvalid(n, "connection refused");
+    /* The next tick connects again: a killed process's port refuses then,
+     * within a probe interval of its death, and a node that accepts and
+     * closes at once (maxclients) costs one connect per interval. */
+}
+
+static void probeFlush(probeNode *n) {
+    while (n->conn && n->connected && sdslen(n->out)) {
+        ssize_t w = nkConnWrite(n->conn, n->out, sdslen(n->out));
+        if (w < 0 && errno != EAGAIN) {
+            probeLost(n, nkConnError(n->conn) ? nkConnError(n->conn) : strerror(errno));
+            return;
+        }
+        if (w <= 0) break;
+        sdsrange(n->out, w, -1);
+    }
+}
+
+static void probeWritable(nkConn *conn, void *data) {
+    probeNode *n = data;
+    (void)conn;
+    probeFlush(n);
+    if (n->conn) nkConnSetWriteHandler(n->conn, sdslen(n->out) ? probeWritable : NULL);
+}
+
+static void nodeRetarget(probeNode *n, const char *ip, int port);
+
+/* The master's INFO replication and rdma. Still a master: its direct
+ * replicas, online, and the link follows it there if it moved (below). A
+ * replica now (an operator's FAILOVER or REPLICAOF, a cluster failover):
+ * we probe its master instead, and once that answers as a master, the
+ * link follows. Our own failover is not built yet: Nic-KV follows a
+ * change, it never makes one. */
+static void probeReadView(probeNode *m, const char *info, size_t len) {
+    sds *lines;
+    int count;
+    char role[16] = "", mhost[256] = "";
+    int mport = 0, rdma_port = 0, rdma_on = 0;
+    lines = sdssplitlen(info, (ssize_t)len, "\r\n", 2, &count);
+    for (int i = 0; i < count; i++) {
+        const char *l = lines[i];
+        if (!strncmp(l, "role:", 5)) snprintf(role, sizeof(role), "%s", l + 5);
+        else if (!strncmp(l, "master_host:", 12)) snprintf(mhost, sizeof(mhost), "%s", l + 12);
+        else if (!strncmp(l, "master_port:", 12)) mport = atoi(l + 12);
+        else if (!strncmp(l, "rdma_port:", 10)) rdma_port = atoi(l + 10);
+        else if (!strcmp(l, "rdma_listener:on")) rdma_on = 1;
+    }
+    if (!strcmp(role, "slave")) {
+        sdsfreesplitres(lines, count);
+        if (!mhost[0] || mport <= 0 || mport > 65535 || (!strcmp(mhost, m->ip) && mport == m->port))
+            return;
+        nkLog(LL_WARNING, "Probe: the master %s:%d is now a replica of %s:%d: following it",
+              m->ip, m->port, mhost, mport);
+        nodeRetarget(m, mhost, mport);
+        return;
+    }
+    if (strcmp(role, "master")) {
+        sdsfreesplitres(lines, count);
+        return;
+    }
+    nkLinkFollow(m->ip, m->port, rdma_on ? rdma_port : 0);
+    ndirect = 0;
+    direct = zrealloc(direct, sizeof(*direct) * (count + 1));
+    for (int i = 0; i < count; i++) {
+        char ip[NK_IP_LEN] = "", state[32] = "";
+        int port = 0, via = 0;
+        const char *p = lines[i];
+        if (strncmp(p, "slave", 5) || !isdigit((unsigned char)p[5]) || !strchr(p, ':')) continue;
+        p = strchr(p, ':') + 1;
+        int nf = 0;
+        sds *f = sdssplitlen(p, (ssize_t)strlen(p), ",", 1, &nf);
+        for (int j = 0; j < nf; j++) {
+            if (!strncmp(f[j], "ip=", 3)) snprintf(ip, sizeof(ip), "%s", f[j] + 3);
+            else if (!strncmp(f[j], "port=", 5)) port = atoi(f[j] + 5);
+            else if (!strncmp(f[j], "state=", 6)) snprintf(state, sizeof(state), "%s", f[j] + 6);
+            else if (!strcmp(f[j], "via=nickv")) via = 1;
+        }
+        sdsfreesplitres(f, nf);
+        if (via || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
+        snprintf(direct[ndirect].ip, sizeof(direct[ndirect].ip), "%s", ip);
+        direct[ndirect].port = port;
+        ndirect++;
+    }
+    sdsfreesplitres(lines, count);
+    if (!view_read || view_err[0]) nkLog(LL_NOTICE, "Probe: the master lists %d direct replicas", ndirect);
+    view_read = 1;
+    view_err[0] = '\0';
+}
+
+/* A whole reply to the oldest request (payload: a bulk's bytes or the
+ * line). Any reply means the node runs. */
+static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_error) {
+    probeKind kind = n->q[n->qhead].kind;
+    long long now = getMonotonicUs();
+    n->rtt_us = now - n->q[n->qhead].sent_us;
+    if (n->rtt_us > n->max_rtt_us) n->max_rtt_us = n->rtt_us;
+    n->qhead = (n->qhead + 1) % NK_PROBE_QUEUE;
+    n->qlen--;
+    n->answers++;
+    n->waiting_since_us = n->qlen ? n->q[n->qhead].sent_us : 0;
+    probeValid(n);
+    if (kind == PROBE_INFO) {
+        if (is_error) {
+            if (strcmp(view_err, payload))
+                nkLog(LL_WARNING, "Probe: cannot read the master's replicas (INFO replication): "
+                      "%.*s; min-slaves is not enforced meanwhile", (int)len, payload);
+            snprintf(view_err, sizeof(view_err), "%.*s", (int)len, payload);
+        } else {
+            probeReadView(n, payload, len);
+        }
+    }
+}
+
+static void probeReadable(nkConn *conn, void *data) {
+    probeNode *n = data;
+    char buf[16384];
+    ssize_t r = nkConnRead(conn, buf, sizeof(buf));
+    if (r == 0 || (r < 0 && errno != EAGAIN)) {
+        probeLost(n, r == 0 ? "connection closed" :
+                  (nkConnError(conn) ? nkConnError(conn) : strerror(errno)));
+        return;
+    }
+    if (r < 0) return;
+    n->in = sdscatlen(n->in, buf, r);
+    while (n->conn && sdslen(n->in)) {
+        if (n->bulk_left >= 0) {
+            long long blen = n->bulk_left;
+            if ((long long)sdslen(n->in) < blen + 2) break;
+            n->bulk_left = -1;
+            if (n->qlen) probeAnswered(n, n->in, blen, 0);
+            if (!n->conn) return;       /* closed, or retargeted (probeReadView) */
+            sdsrange(n->in, blen + 2, -1);
+            continue;
+        }
+        const char *err;
+        sds line = nkNextLine(&n->in, &err);
+        if (err) {
+            probeLost(n, err);
+            return;
+        }
+        if (!line) break;
+        if (line[0] == '$') {
+            long long blen;
+            if (!string2ll(line + 1, sdslen(line) - 1, &blen) || blen > NK_PROBE_REPLY_MAX) {
+                sdsfree(line);
+                probeLost(n, "a malformed reply");
+                return;
+            }
+            if (blen >= 0) n->bulk_left = blen;
+            else if (n->qlen) probeAnswered(n, "", 0, 1);
+        } else if (n->qlen) {
+            /* A line not asked for (a server at maxclients says so and
+             * closes) is no answer to anything. */
+            probeAnswered(n, line + (sdslen(line) ? 1 : 0), sdslen(line) ? sdslen(line) - 1 : 0,
+                          line[0] == '-');
+        }
+        sdsfree(line);
+    }
+}
+
+static void probeConnected(nkConn *conn, void *data) {
+    probeNode *n = data;
+    if (nkConnError(conn)) {
+        snprintf(n->conn_err, sizeof(n->conn_err), "%s", nkConnError(conn));
+        probeLost(n, nkConnError(conn));
+        return;
+    }
+    n->connected = 1;
+    nkConnSetWriteHandler(conn, NULL);
+    nkConnSetReadHandler(conn, probeReadable);
+    /* The same credentials as the link: the nickv-user's ACL recipe goes on
+     * every node (NIC-KV.md). A failed AUTH still shows the node runs. */
+    if (nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
+    probeSend(n, PROBE_PING);
+}
+
+static void probeConnect(probeNode *n) {
+    char err[256];
+    probeClose(n);
+    n->connect_us = getMonotonicUs();
+    if (!n->waiting_since_us) n->waiting_since_us = n->connect_us;
+    errno = 0;
+    n->conn_err[0] = '\0';
+    n->conn = nkConnConnect(nk.loop, n->ip, n->port, 0, NULL, 0, err, sizeof(err));
+    if (!n->conn) {
+        /* Out of descriptors, no route...: it stays unanswered. */
+        snprintf(n->conn_err, sizeof(n->conn_err), "%s", err);
+        if (strstr(err, "refused")) probeInvalid(n, "connection refused");
+        return;
+    }
+    nkConnSetData(n->conn, n);
+    nkConnSetWriteHandler(n->conn, probeConnected);
+}
+
+static void probeSend(probeNode *n, probeKind kind) {
+    int slot;
+    if (n->qlen == NK_PROBE_QUEUE) return;
+    slot = (n->qhead + n->qlen) % NK_PROBE_QUEUE;
+    n->q[slot].kind = kind;
+    n->q[slot].sent_us = getMonotonicUs();
+    if (!n->qlen && !n->waiting_since_us) n->waiting_since_us = n->q[slot].sent_us;
+    n->qlen++;
+    if (kind == PROBE_AUTH)
+        n->out = nk.cfg.masteruser ? catCommand(n->out, "AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL)
+                                   : catCommand(n->out, "AUTH", nk.cfg.masterauth, NULL);
+    else if (kind == PROBE_INFO)
+        n->out = catCommand(n->out, "INFO", "replication", "rdma", NULL);
+    else
+        n->out = catCommand(n->out, "PING", NULL);
+    n->probes++;
+    probeFlush(n);
+    if (n->conn) nkConnSetWriteHandler(n->conn, sdslen(n->out) ? probeWritable : NULL);
+}
+
+/* ---------------------------------------------------------------- Nodes --- */
+
+static probeNode *nodeFind(const char *ip, int port, int is_master) {
+    listIter li;
+    listNode *ln;
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        if (n->port == port && n->is_master == is_master && !strcmp(n->ip, ip)) return n;
+    }
+    return NULL;
+}
+
+static probeNode *nodeAdd(const char *ip, int port, int is_master) {
+    probeNode *n = zcalloc(sizeof(*n));
+    snprintf(n->ip, sizeof(n->ip), "%s", ip);
+    n->port = port;
+    n->is_master = is_master;
+    n->valid = 1;
+    n->state_ms = nowMs();
+    n->bulk_left = -1;
+    n->in = sdsempty();
+    n->out = sdsempty();
+    n->listed = is_master;      /* a replica: by nodesRefresh's pass */
+    if (is_master) listAddNodeHead(nodes, n); else listAddNodeTail(nodes, n);
+    health_dirty = 1;
+    return n;
+}
+
+/* The master node now means another address: a fresh start there. The
+ * master's replica list is read again from the new one before the master
+ * hears from us again. */
+static void nodeRetarget(probeNode *n, const char *ip, int port) {
+    probeClose(n);
+    snprintf(n->ip, sizeof(n->ip), "%s", ip);
+    n->port = port;
+    n->valid = 1;
+    n->ever_answered = 0;
+    n->waiting_since_us = 0;
+    n->state_ms = nowMs();
+    n->why[0] = '\0';
+    n->rtt_us = n->max_rtt_us = 0;
+    ndirect = 0;
+    view_read = 0;
+    next_info_us = 0;
+    health_dirty = 1;
+}
+
+static void nodeFree(probeNode *n) {
+    probeClose(n);
+    sdsfree(n->in);
+    sdsfree(n->out);
+    zfree(n);
+}
+
+static void nodeSeen(const char *ip, int port, int behind) {
+    probeNode *n = nodeFind(ip, port, 0);
+    if (!n) {
+        n = nodeAdd(ip, port, 0);
+        nkLog(LL_VERBOSE, "Probe: replica %s:%d (%s)", ip, port, behind ? "behind Nic-KV" : "direct");
+    }
+    n->seen = 1;
+    n->behind = behind;
+}
+
+/* Who is a replica now: ours, and the master's direct ones. */
+static void nodesRefresh(void) {
+    listIter li;
+    listNode *ln;
+    nkReplicaIter it;
+    nkReplica *r;
+    long long now = nowMs();
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) ((probeNode *)listNodeValue(ln))->seen = 0;
+    nkReplicaIterInit(&it);
+    while ((r = nkReplicaIterNext(&it)))
+        if (!atomic_load(&r->kill) && atomic_load(&r->state) == NK_REPLICA_ONLINE && r->port > 0)
+            nodeSeen(r->ip, r->port, 1);
+    for (int i = 0; i < ndirect; i++) {
+        probeNode *n = nodeFind(direct[i].ip, direct[i].port, 0);
+        if (!n || !n->seen) nodeSeen(direct[i].ip, direct[i].port, 0);
+    }
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        if (n->is_master) continue;
+        if (n->seen && !n->listed) {
+            n->listed = 1;
+            n->unlisted_ms = 0;
+            health_dirty = 1;
+        } else if (!n->seen && n->listed) {
+            n->listed = 0;
+            n->unlisted_ms = now;
+            health_dirty = 1;
+        } else if (!n->seen && now - n->unlisted_ms >= NK_PROBE_FORGET_MS) {
+            nkLog(LL_VERBOSE, "Probe: forgetting %s:%d, no longer a replica", n->ip, n->port);
+            nodeFree(n);
+            listDelNode(nodes, ln);
+        }
+    }
+}
+
+/* ------------------------------------------------------ To the master --- */
+
+static void healthSend(void) {
+    listIter li;
+    listNode *ln;
+    int ninvalid = 0;
+    sds list = sdsempty(), msg;
+    long long now = getMonotonicUs();
+    if (!view_read) {
+        sdsfree(list);
+        return;
+    }
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        if (n->is_master || !n->listed || n->valid || ninvalid == NICKV_HEALTH_MAX) continue;
+        list = sdscatprintf(list, " %s %d", n->ip, n->port);
+        ninvalid++;
+    }
+    msg = sdscatprintf(sdsempty(), NICKV_MSG_HEALTH " %d %d%s", nk.cfg.min_slaves, ninvalid, list);
+    sdsfree(list);
+    if (!health_dirty && last_health && !strcmp(msg, last_health) &&
+        now - health_sent_us < NICKV_HEARTBEAT_MS * 1000LL) {
+        sdsfree(msg);
+        return;
+    }
+    nkLinkMessage("%s", msg);
+    health_messages++;
+    health_sent_us = now;
+    health_dirty = 0;
+    sdsfree(last_health);
+    last_health = msg;
+}
+
+/* ----------------------------------------------------------------- Tick --- */
+
+static void nodeTick(probeNode *n, long long now) {
+    long long wait_us = nk.cfg.waiting_time * 1000LL;
+    if (!n->conn) {
+        probeConnect(n);
+    } else if (n->connected && n->qlen == 0) {
+        probeSend(n, PROBE_PING);
+        if (n->is_master && now >= next_info_us) {
+            probeSend(n, PROBE_INFO);
+            next_info_us = now + NK_PROBE_INFO_US;
+        }
+    }
+    if (!n->waiting_since_us || now - n->waiting_since_us < wait_us) return;
+    if (n->valid) {
+        char why[320];
+        snprintf(why, sizeof(why), "no answer for %lld ms%s%s%s", (now - n->waiting_since_us) / 1000,
+                 n->conn_err[0] ? " (cannot connect: " : "", n->conn_err, n->conn_err[0] ? ")" : "");
+        probeInvalid(n, why);
+    }
+    /* A connection silent this long may be dead without a reset (a cut
+     * cable, a partition): try a new one. The wait goes on. */
+    if (now - n->waiting_since_us >= 4 * wait_us + 1000000LL &&
+        now - n->connect_us >= 4 * wait_us + 1000000LL) {
+        long long since = n->waiting_since_us;
+        probeConnect(n);
+        n->waiting_since_us = since;
+    }
+}
+
+/* Also after a verdict changed: the master hears of it at once. */
+void nkProbeAfterEvents(void) {
+    if (health_dirty && nodes) healthSend();
+}
+
+static int probeTick(aeEventLoop *el, long long id, void *data) {
+    listIter li;
+    listNode *ln;
+    long long now = getMonotonicUs();
+    (void)el; (void)id; (void)data;
+    if (nk.shutdown_asap) return AE_NOMORE;
+    nodesRefresh();
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) nodeTick(listNodeValue(ln), now);
+    healthSend();
+    return nk.cfg.probe_interval;
+}
+
+void nkProbeStart(void) {
+    nodes = listCreate();
+    nodeAdd(nk.cfg.master_host, nk.cfg.master_port, 1);
+    next_info_us = getMonotonicUs();
+    aeCreateTimeEvent(nk.el, 1, probeTick, NULL, NULL);
+}
+
+/* ----------------------------------------------------------------- INFO --- */
+
+sds nkProbeInfo(sds s) {
+    listIter li;
+    listNode *ln;
+    int valid = 0, invalid = 0, i = 0;
+    long long now = nowMs();
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        if (n->is_master || !n->listed) continue;
+        if (n->valid) valid++; else invalid++;
+    }
+    s = sdscatprintf(s,
+        "# Failover\r\n"
+        "probe_interval:%d\r\n"
+        "waiting_time:%d\r\n"
+        "min_slaves:%d\r\n"
+        "replica_view:%s%s\r\n"
+        "valid_replicas:%d\r\n"
+        "invalid_replicas:%d\r\n"
+        "health_messages:%lld\r\n",
+        nk.cfg.probe_interval, nk.cfg.waiting_time, nk.cfg.min_slaves,
+        view_err[0] ? "error: " : (view_read ? "ok" : "pending"), view_err,
+        valid, invalid, health_messages);
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        s = sdscatprintf(s,
+            "node%d:addr=%s:%d,role=%s,via=%s,flags=%s,since_ms=%lld,rtt_us=%lld,max_rtt_us=%lld,"
+            "probes=%lld,answers=%lld%s%s\r\n",
+            i++, n->ip, n->port, nodeRole(n), n->is_master ? "" : (n->behind ? "nickv" : "direct"),
+            !n->listed ? "unlisted" : (n->valid ? "ok" : "invalid"), now - n->state_ms,
+            n->rtt_us, n->max_rtt_us, n->probes, n->answers,
+            n->valid ? "" : ",why=", n->valid ? "" : n->why);
+    }
+    return sdscat(s, "\r\n");
+}
+
+void nkProbeResetStats(void) {
+    listIter li;
+    listNode *ln;
+    health_messages = 0;
+    if (!nodes) return;
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        n->probes = n->answers = n->max_rtt_us = 0;
+    }
+}

@@ -1,0 +1,275 @@
+# Nic-KV's failure detection: it probes the master and every replica (those
+# behind it and direct ones) on connections of their own; a replica that
+# does not answer within waiting-time stops counting for WAIT and
+# min-replicas, and with min-slaves set the master refuses writes while too
+# few replicas answer. A dead Nic-KV stops no write.
+
+source tests/skv/helpers.tcl
+
+# The fields of node lines in Nic-KV's INFO failover, by address.
+proc nickv_probe_node {nk addr} {
+    foreach line [split [nickv_cmd $nk info failover] "\r\n"] {
+        if {[regexp "^node\\d+:addr=$addr,(.*)$" $line -> rest]} { return $rest }
+    }
+    return ""
+}
+
+proc nickv_write_refused {master key} {
+    expr {[catch {$master set $key 1} e] == 1 && [string match "NOREPLICAS*" $e]}
+}
+
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mhost [srv 0 host]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport --waiting-time 500]
+
+    start_server {overrides {save ""}} {
+    start_server {overrides {save ""}} {
+    start_server {overrides {save "" nickv-offload no}} {
+        set r1 [srv -2 client]
+        set r2 [srv -1 client]
+        set r3 [srv 0 client]
+        set p1 [srv -2 port]
+        set p3 [srv 0 port]
+        set pid1 [srv -2 pid]
+        set pid3 [srv 0 pid]
+        set replicas [list $r1 $r2 $r3]
+        foreach r $replicas { $r replicaof $mhost $mport }
+        foreach r $replicas { wait_for_sync $r }
+        nickv_wait_replicas $nk 2
+
+        test {Nic-KV probes: every node is listed and valid, direct replicas included} {
+            wait_for_condition 100 100 {
+                [nickv_info $nk valid_replicas] == 3 && [nickv_info $nk replica_view] eq {ok}
+            } else {
+                fail "Nic-KV does not see three valid replicas: [nickv_cmd $nk info failover]"
+            }
+            assert_equal 0 [nickv_info $nk invalid_replicas]
+            assert_match {role=master,via=,flags=ok,*} [nickv_probe_node $nk "127.0.0.1:$mport"]
+            assert_match {role=replica,via=nickv,flags=ok,*} [nickv_probe_node $nk "127.0.0.1:$p1"]
+            assert_match {role=replica,via=direct,flags=ok,*} [nickv_probe_node $nk "127.0.0.1:$p3"]
+            # Probes are answered: their round trip is measured.
+            regexp {rtt_us=(\d+)} [nickv_probe_node $nk "127.0.0.1:$p3"] -> rtt
+            assert {$rtt > 0}
+            wait_for_condition 50 100 {
+                [nickv_status $master nickv_health_reports] > 0
+            } else {
+                fail "the master heard nothing of the probes"
+            }
+            assert_equal 3 [nickv_status $master nickv_valid_replicas]
+            assert_equal 0 [nickv_status $master nickv_invalid_replicas]
+            # min-slaves 0: nothing is enforced.
+            assert_equal 0 [nickv_status $master nickv_min_slaves]
+        }
+
+        test {Nic-KV probes: min-slaves, CONFIG SET at run time, reaches the master} {
+            assert_equal {min-slaves 0} [nickv_cmd $nk config get min-slaves]
+            assert_equal OK [nickv_cmd $nk config set min-slaves 3]
+            assert_equal {waiting-time 500} [nickv_cmd $nk config get waiting-time]
+            assert_equal {probe-interval 100} [nickv_cmd $nk config get probe-interval]
+            catch {nickv_cmd $nk config set waiting-time 5} e
+            assert_match {*waiting-time*} $e
+            wait_for_condition 50 100 {
+                [nickv_status $master nickv_min_slaves] == 3
+            } else {
+                fail "the master did not learn min-slaves"
+            }
+            $master set with-three 1
+            assert_equal 3 [$master wait 3 2000]
+        }
+
+        test {Nic-KV probes: a stopped replica behind Nic-KV is invalid within waiting-time: -NOREPLICAS, WAIT does not count it} {
+            exec kill -STOP $pid1
+            set start [clock milliseconds]
+            wait_for_condition 100 20 {
+                [nickv_write_refused $master stopped1]
+            } else {
+                exec kill -CONT $pid1
+                fail "writes still accepted with a replica that answers nothing"
+            }
+            set took [expr {[clock milliseconds] - $start}]
+            puts [format "    (writes refused %d ms after SIGSTOP; waiting-time 500)" $took]
+            catch {$master set stopped1 1} e
+            assert_equal {NOREPLICAS Not enough good replicas to write.} $e
+            assert_match {*flags=invalid,*why=no answer for * ms} [nickv_probe_node $nk "127.0.0.1:$p1"]
+            assert_equal 1 [nickv_status $master nickv_invalid_replicas]
+            assert_equal 2 [nickv_status $master nickv_valid_replicas]
+            # WAIT counts only the two that answer, though the stopped one's
+            # last ACK covered everything before.
+            $master config set min-replicas-to-write 0
+            assert_equal 2 [$master wait 3 300]
+            # Reads still work.
+            assert_equal 1 [$master get with-three]
+            exec kill -CONT $pid1
+            wait_for_condition 100 50 {
+                ![nickv_write_refused $master resumed1]
+            } else {
+                fail "writes still refused once the replica answers again"
+            }
+            assert_match {*flags=ok,*} [nickv_probe_node $nk "127.0.0.1:$p1"]
+            assert_equal 0 [nickv_status $master nickv_invalid_replicas]
+            assert_equal 3 [$master wait 3 2000]
+            nickv_assert_digests $master $replicas
+        }
+
+        test {Nic-KV probes: a stopped direct replica counts out the same way} {
+            exec kill -STOP $pid3
+            wait_for_condition 100 20 {
+                [nickv_write_refused $master stopped3]
+            } else {
+                exec kill -CONT $pid3
+                fail "writes still accepted with a direct replica that answers nothing"
+            }
+            assert_match {role=replica,via=direct,flags=invalid,*} [nickv_probe_node $nk "127.0.0.1:$p3"]
+            $master config set min-replicas-to-write 0
+            assert_equal 2 [$master wait 3 300]
+            # min-slaves 0: a replica that does not answer still stops
+            # counting for WAIT, but no write is refused.
+            assert_equal OK [nickv_cmd $nk config set min-slaves 0]
+            wait_for_condition 50 100 {
+                ![nickv_write_refused $master min0]
+            } else {
+                fail "writes refused with min-slaves 0"
+            }
+            assert_equal 2 [$master wait 3 300]
+            exec kill -CONT $pid3
+            wait_for_condition 100 50 {
+                [nickv_status $master nickv_invalid_replicas] == 0
+            } else {
+                fail "the direct replica did not count again"
+            }
+            assert_equal 3 [$master wait 3 2000]
+        }
+
+        test {Nic-KV probes: a dead Nic-KV stops no write; its verdicts lapse} {
+            assert_equal OK [nickv_cmd $nk config set min-slaves 3]
+            exec kill -STOP $pid1
+            wait_for_condition 100 20 {
+                [nickv_write_refused $master beforedeath]
+            } else {
+                exec kill -CONT $pid1
+                fail "writes not refused"
+            }
+            nickv_stop $nk KILL
+            wait_for_condition 100 50 {
+                ![nickv_write_refused $master afterdeath]
+            } else {
+                exec kill -CONT $pid1
+                fail "writes still refused after Nic-KV died"
+            }
+            assert_equal 0 [nickv_status $master nickv_min_slaves]
+            exec kill -CONT $pid1
+            set nk [nickv_restart $nk]
+            assert_equal OK [nickv_cmd $nk config set min-slaves 3]
+            wait_for_condition 100 100 {
+                [nickv_status $master nickv_min_slaves] == 3 &&
+                [nickv_status $master nickv_valid_replicas] == 3
+            } else {
+                fail "the restarted Nic-KV did not report again"
+            }
+            assert_equal OK [nickv_cmd $nk config set min-slaves 0]
+        }
+
+        test {Nic-KV probes: a replica killed (kill -9) is invalid at once: its port refuses} {
+            assert_equal OK [nickv_cmd $nk config set min-slaves 3]
+            wait_for_condition 50 100 {
+                ![nickv_write_refused $master beforekill]
+            } else {
+                fail "writes refused with three replicas"
+            }
+            exec kill -9 $pid3
+            wait_for_condition 100 20 {
+                [string match {*why=connection refused*} [nickv_probe_node $nk "127.0.0.1:$p3"]]
+            } else {
+                fail "Nic-KV did not see the port refuse: [nickv_probe_node $nk 127.0.0.1:$p3]"
+            }
+            catch {$master set afterkill 1} e
+            assert_equal {NOREPLICAS Not enough good replicas to write.} $e
+            assert_equal OK [nickv_cmd $nk config set min-slaves 2]
+            wait_for_condition 50 100 {
+                ![nickv_write_refused $master two]
+            } else {
+                fail "writes refused with min-slaves 2 and two replicas"
+            }
+            assert_equal 2 [$master wait 2 2000]
+            nickv_assert_no_bug $nk
+        }
+    }
+    }
+    }
+    nickv_stop $nk
+}
+
+# A master change made by someone else (here an operator's FAILOVER) is
+# followed, not fought: the probes see the master become a replica, probe
+# its new master, and the link goes there, continuing the stream (a
+# partial resync: the new master keeps the old history as its replid2);
+# the fan-out goes on for the new master. Before, Nic-KV kept streaming
+# from the demoted node and served nobody.
+start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport]
+    start_server {overrides {save ""}} {
+    start_server {overrides {save "" nickv-offload no}} {
+        set r1 [srv -1 client]
+        set d [srv 0 client]
+        set dport [srv 0 port]
+        $r1 replicaof 127.0.0.1 $mport
+        $d replicaof 127.0.0.1 $mport
+        wait_for_sync $r1
+        wait_for_sync $d
+        # D joined as a direct replica (no capa nickv: FAILOVER needs one);
+        # as a master it takes a Nic-KV.
+        $d config set nickv-offload yes
+        nickv_wait_replicas $nk 1
+
+        test {Nic-KV follows an operator's FAILOVER: the link goes to the new master, no full sync} {
+            $m set before 1
+            nickv_assert_digests $m [list $r1 $d]
+            assert_equal 0 [nickv_info $nk master_moves]
+            set full_m [status $m sync_full]
+            set full_d [status $d sync_full]
+            assert_equal OK [$m failover to 127.0.0.1 $dport]
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_port] == $dport && [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "Nic-KV did not follow the new master: [exec tail -n 20 [dict get $nk log]]"
+            }
+            assert_equal 1 [nickv_info $nk master_moves]
+            wait_for_condition 100 100 {
+                [nickv_status $d nickv_daemon] eq {healthy}
+            } else {
+                fail "the new master does not have Nic-KV as its daemon"
+            }
+            assert_equal none [nickv_status $m nickv_daemon]
+            assert_match "*node0:addr=127.0.0.1:$dport,role=master,*flags=ok*" [nickv_cmd $nk info failover]
+            # The demoted master refuses the daemon role: it is a replica.
+            set c [redis 127.0.0.1 $mport]
+            catch {$c replconf nickv "hello ? 1 0"} e
+            $c close
+            assert_match "NICKV refused: this node is a replica of 127.0.0.1:$dport" $e
+            $d set after 1
+            $d incr counter
+            nickv_assert_digests $d [list $m $r1]
+            # Only partial resyncs: Nic-KV continued its stream.
+            assert_equal $full_d [status $d sync_full]
+            assert_equal $full_m [status $m sync_full]
+            # The fan-out goes on for the new master: the old one, now its
+            # replica, is handed over to Nic-KV.
+            wait_for_condition 100 100 {
+                [nickv_status $m nickv_link_via] ne {}
+            } else {
+                fail "the demoted master does not stream through Nic-KV: [$d info replication]"
+            }
+            $d set via 1
+            nickv_assert_digests $d [list $m $r1]
+            assert_equal $full_d [status $d sync_full]
+            assert_equal $full_m [status $m sync_full]
+            nickv_assert_no_bug $nk
+        }
+    }
+    }
+    nickv_stop $nk
+}
