@@ -460,7 +460,8 @@ static nkConfigOption nkConfigs[] = {
      "                        invalid (a refused connection: at once)"},
     {"min-slaves", NK_CFG_INT, 0, &nk.cfg.min_slaves, 0, 1000000, 0, NULL, NULL, NULL, NULL, NULL,
      "<n>", "the master refuses writes (-NOREPLICAS) while fewer\n"
-     "                        replicas answer probes (0: never)"},
+     "                        replicas answer probes, and WAIT counts only those\n"
+     "                        (0: the probes change nothing)"},
     {"daemonize", NK_CFG_BOOL, IMM, &nk.cfg.daemonize, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "run in the background"},
     {"logfile", NK_CFG_STRING, IMM, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,

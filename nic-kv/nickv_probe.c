@@ -1,5 +1,5 @@
 /* nickv_probe.c -- failure detection: Nic-KV probes the master and every
- * replica, and tells the master which replicas do not answer.
+ * replica, and tells the master which replicas answer.
  *
  * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
  *
@@ -15,7 +15,8 @@
  * replication link, so a busy stream delays no probe.
  *
  * Every probe-interval, a node with nothing outstanding gets a PING (the
- * master an INFO replication too, once a second). A node is:
+ * master an INFO replication and rdma too, once a second: see
+ * probeReadView for how the link follows a master that moved). A node is:
  *
  *   valid   --the oldest request it has not answered (or the connect that
  *             has not completed) was sent waiting-time ago,
@@ -29,22 +30,31 @@
  * longer counts, and is forgotten after NK_PROBE_FORGET_MS.
  *
  * What the master learns (REPLCONF nickv "health ...", nickv_proto.h):
- * min-slaves and the listed replicas that are invalid, when that changes
- * and with every heartbeat; never before the master's replica list was
- * read once, so that a starting Nic-KV does not count direct replicas out.
- * The master then counts neither those replicas' ACKs for WAIT nor them
- * for min-replicas-to-write, and refuses writes (-NOREPLICAS) while fewer
- * than min-slaves valid replicas remain: within waiting-time of a replica
- * hanging, at once when its process dies.
+ * min-slaves and the listed replicas that are valid, when that changes,
+ * when the link (re)joins, and with every heartbeat; never before the
+ * master's replica list was read (and not while it cannot be), so that a
+ * starting Nic-KV counts no direct replica out. With min-slaves > 0 the
+ * master counts a replica not named valid neither for WAIT nor for
+ * min-replicas-to-write, and refuses writes (-NOREPLICAS) while fewer
+ * than min-slaves remain: within waiting-time of a replica hanging, at
+ * once when its process dies. With min-slaves 0 the verdicts are shown,
+ * and change nothing. What cannot be named (an address the message could
+ * not carry, more than NICKV_HEALTH_MAX replicas) counts out: the safe
+ * side.
  *
- * A replica that never answers (its listening address is not reachable
- * from here: replica-announce-ip/port) is invalid too, and the log says
- * so: Nic-KV could neither see it fail nor promote it, so its
- * acknowledgements are not a promise Nic-KV can keep.
+ * A replica is probed at a numeric address only (a name would block the
+ * loop on DNS), with PING alone (the master's probe alone authenticates,
+ * as the link does: no password goes to an address a replica announced);
+ * a direct replica the master sees on its own loopback is probed on the
+ * master's address. One that never answers (unreachable from here:
+ * replica-announce-ip/port, a firewall, TLS-only replication) is invalid
+ * too, and the log says so: Nic-KV could neither see it fail nor promote
+ * it, so its acknowledgements are not a promise Nic-KV can keep.
  */
 
 #include "nickv.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -55,7 +65,7 @@
 #include "util.h"
 #include "zmalloc.h"
 
-#define NK_IP_LEN 64                     /* as nkReplica.ip */
+#define NK_IP_LEN 256                    /* a host name or address, as the master's */
 #define NK_PROBE_QUEUE 4                 /* requests in flight per node */
 #define NK_PROBE_INFO_US 1000000LL       /* the master's replica list, this often */
 #define NK_PROBE_FORGET_MS 60000         /* an unlisted node is kept this long */
@@ -64,7 +74,8 @@
 typedef enum { PROBE_AUTH, PROBE_PING, PROBE_INFO } probeKind;
 
 typedef struct probeNode {
-    char ip[NK_IP_LEN];
+    char ip[NK_IP_LEN];         /* as the master knows it (INFO, health) */
+    char reach[NK_IP_LEN];      /* where we connect (nodeReach) */
     int port;
     int is_master;
     int behind;                 /* streams from us (else a direct replica) */
@@ -74,6 +85,8 @@ typedef struct probeNode {
     nkConn *conn;
     int connected;
     long long connect_us;       /* when the current connection was started */
+    long long ping_us;          /* when the last PING went */
+    int warned;                 /* said why it cannot be listed to the master */
     sds in, out;
     struct { probeKind kind; long long sent_us; } q[NK_PROBE_QUEUE];
     int qhead, qlen;
@@ -98,8 +111,29 @@ static sds last_health;
 static long long health_sent_us;
 static long long health_messages;
 static int health_dirty;
+static int was_streaming;                /* the link, at the last healthSend */
 
 static long long nowMs(void) { return (long long)(getMonotonicUs() / 1000); }
+
+/* An address the master can hold and split (health message words). */
+static int addrSendable(const char *a) {
+    if (!*a || strlen(a) >= NK_IP_LEN) return 0;
+    for (; *a; a++)
+        if (!isalnum((unsigned char)*a) && !strchr(".:%_-", *a)) return 0;
+    return 1;
+}
+
+/* A replica is probed at a numeric address only: resolving a name would
+ * block the event loop (and the master would then drop us as silent). */
+static int addrNumeric(const char *a) {
+    struct in_addr v4;
+    struct in6_addr v6;
+    return inet_pton(AF_INET, a, &v4) == 1 || inet_pton(AF_INET6, a, &v6) == 1;
+}
+
+static int addrLoopback(const char *a) {
+    return !strncmp(a, "127.", 4) || !strcmp(a, "::1") || !strcmp(a, "localhost");
+}
 
 static sds catCommand(sds out, const char *first, ...) __attribute__((sentinel));
 static sds catCommand(sds out, const char *first, ...) {
@@ -263,10 +297,16 @@ static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_
     probeValid(n);
     if (kind == PROBE_INFO) {
         if (is_error) {
-            if (strcmp(view_err, payload))
+            char err[sizeof(view_err)];
+            snprintf(err, sizeof(err), "%.*s", (int)len, payload);
+            if (strcmp(view_err, err))
                 nkLog(LL_WARNING, "Probe: cannot read the master's replicas (INFO replication): "
-                      "%.*s; min-slaves is not enforced meanwhile", (int)len, payload);
-            snprintf(view_err, sizeof(view_err), "%.*s", (int)len, payload);
+                      "%s; min-slaves is not enforced meanwhile", err);
+            memcpy(view_err, err, sizeof(view_err));
+            /* No report on a view we cannot read: the master lets the last
+             * one lapse. */
+            view_read = 0;
+            ndirect = 0;
         } else {
             probeReadView(n, payload, len);
         }
@@ -311,8 +351,9 @@ static void probeReadable(nkConn *conn, void *data) {
             if (blen >= 0) n->bulk_left = blen;
             else if (n->qlen) probeAnswered(n, "", 0, 1);
         } else if (n->qlen) {
-            /* A line not asked for (a server at maxclients says so and
-             * closes) is no answer to anything. */
+            /* A line with nothing asked is no answer to anything. (A server
+             * at maxclients answers our first request with its error, which
+             * does show it runs.) */
             probeAnswered(n, line + (sdslen(line) ? 1 : 0), sdslen(line) ? sdslen(line) - 1 : 0,
                           line[0] == '-');
         }
@@ -330,9 +371,10 @@ static void probeConnected(nkConn *conn, void *data) {
     n->connected = 1;
     nkConnSetWriteHandler(conn, NULL);
     nkConnSetReadHandler(conn, probeReadable);
-    /* The same credentials as the link: the nickv-user's ACL recipe goes on
-     * every node (NIC-KV.md). A failed AUTH still shows the node runs. */
-    if (nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
+    /* The master's probe reads its INFO: it authenticates as the link does.
+     * A replica's answers nothing but PING, for which -NOAUTH is as good an
+     * answer as +PONG: no password goes to an address a replica announced. */
+    if (n->is_master && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
     probeSend(n, PROBE_PING);
 }
 
@@ -343,7 +385,11 @@ static void probeConnect(probeNode *n) {
     if (!n->waiting_since_us) n->waiting_since_us = n->connect_us;
     errno = 0;
     n->conn_err[0] = '\0';
-    n->conn = nkConnConnect(nk.loop, n->ip, n->port, 0, NULL, 0, err, sizeof(err));
+    if (!n->is_master && !addrNumeric(n->reach)) {
+        probeInvalid(n, "not a numeric address: not probed (see replica-announce-ip)");
+        return;
+    }
+    n->conn = nkConnConnect(nk.loop, n->reach, n->port, 0, NULL, 0, err, sizeof(err));
     if (!n->conn) {
         /* Out of descriptors, no route...: it stays unanswered. */
         snprintf(n->conn_err, sizeof(n->conn_err), "%s", err);
@@ -369,6 +415,7 @@ static void probeSend(probeNode *n, probeKind kind) {
         n->out = catCommand(n->out, "INFO", "replication", "rdma", NULL);
     else
         n->out = catCommand(n->out, "PING", NULL);
+    if (kind == PROBE_PING) n->ping_us = n->q[slot].sent_us;
     n->probes++;
     probeFlush(n);
     if (n->conn) nkConnSetWriteHandler(n->conn, sdslen(n->out) ? probeWritable : NULL);
@@ -390,6 +437,7 @@ static probeNode *nodeFind(const char *ip, int port, int is_master) {
 static probeNode *nodeAdd(const char *ip, int port, int is_master) {
     probeNode *n = zcalloc(sizeof(*n));
     snprintf(n->ip, sizeof(n->ip), "%s", ip);
+    snprintf(n->reach, sizeof(n->reach), "%s", ip);
     n->port = port;
     n->is_master = is_master;
     n->valid = 1;
@@ -409,6 +457,7 @@ static probeNode *nodeAdd(const char *ip, int port, int is_master) {
 static void nodeRetarget(probeNode *n, const char *ip, int port) {
     probeClose(n);
     snprintf(n->ip, sizeof(n->ip), "%s", ip);
+    snprintf(n->reach, sizeof(n->reach), "%s", ip);
     n->port = port;
     n->valid = 1;
     n->ever_answered = 0;
@@ -437,6 +486,12 @@ static void nodeSeen(const char *ip, int port, int behind) {
     }
     n->seen = 1;
     n->behind = behind;
+    /* A direct replica the master sees on its loopback runs on the
+     * master's host: reach it there, not on our own loopback. */
+    if (!behind && addrLoopback(ip) && !addrLoopback(((probeNode *)listNodeValue(listFirst(nodes)))->reach))
+        snprintf(n->reach, sizeof(n->reach), "%s", ((probeNode *)listNodeValue(listFirst(nodes)))->reach);
+    else
+        snprintf(n->reach, sizeof(n->reach), "%s", ip);
 }
 
 /* Who is a replica now: ours, and the master's direct ones. */
@@ -481,21 +536,32 @@ static void nodesRefresh(void) {
 static void healthSend(void) {
     listIter li;
     listNode *ln;
-    int ninvalid = 0;
-    sds list = sdsempty(), msg;
+    int nvalid = 0;
+    sds list, msg;
     long long now = getMonotonicUs();
-    if (!view_read) {
-        sdsfree(list);
-        return;
-    }
+    int streaming = nkLinkStreaming();
+    /* A link that (re)joined: the master forgot our verdicts. */
+    if (streaming && !was_streaming) health_dirty = 1;
+    was_streaming = streaming;
+    if (!view_read || !streaming) return;
+    list = sdsempty();
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
-        if (n->is_master || !n->listed || n->valid || ninvalid == NICKV_HEALTH_MAX) continue;
+        if (n->is_master || !n->listed || !n->valid) continue;
+        if (!addrSendable(n->ip) || nvalid == NICKV_HEALTH_MAX) {
+            /* Left out, it does not count: the safe side. */
+            if (!n->warned)
+                nkLog(LL_WARNING, "Probe: replica %s:%d cannot be named to the master (%s): "
+                      "it does not count for min-slaves", n->ip, n->port,
+                      nvalid == NICKV_HEALTH_MAX ? "too many replicas" : "unusual address");
+            n->warned = 1;
+            continue;
+        }
         list = sdscatprintf(list, " %s %d", n->ip, n->port);
-        ninvalid++;
+        nvalid++;
     }
-    msg = sdscatprintf(sdsempty(), NICKV_MSG_HEALTH " %d %d%s", nk.cfg.min_slaves, ninvalid, list);
+    msg = sdscatprintf(sdsempty(), NICKV_MSG_HEALTH " %d %d%s", nk.cfg.min_slaves, nvalid, list);
     sdsfree(list);
     if (!health_dirty && last_health && !strcmp(msg, last_health) &&
         now - health_sent_us < NICKV_HEARTBEAT_MS * 1000LL) {
@@ -516,7 +582,7 @@ static void nodeTick(probeNode *n, long long now) {
     long long wait_us = nk.cfg.waiting_time * 1000LL;
     if (!n->conn) {
         probeConnect(n);
-    } else if (n->connected && n->qlen == 0) {
+    } else if (n->connected && n->qlen == 0 && now - n->ping_us >= nk.cfg.probe_interval * 1000LL) {
         probeSend(n, PROBE_PING);
         if (n->is_master && now >= next_info_us) {
             probeSend(n, PROBE_INFO);
@@ -542,7 +608,7 @@ static void nodeTick(probeNode *n, long long now) {
 
 /* Also after a verdict changed: the master hears of it at once. */
 void nkProbeAfterEvents(void) {
-    if (health_dirty && nodes) healthSend();
+    if (nodes && (health_dirty || nkLinkStreaming() != was_streaming)) healthSend();
 }
 
 static int probeTick(aeEventLoop *el, long long id, void *data) {
@@ -555,7 +621,10 @@ static int probeTick(aeEventLoop *el, long long id, void *data) {
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) nodeTick(listNodeValue(ln), now);
     healthSend();
-    return nk.cfg.probe_interval;
+    /* At least every NICKV_CRON_MS, so that CONFIG SET probe-interval and
+     * waiting-time take effect at once; each node is PINGed at its own
+     * interval (nodeTick). */
+    return nk.cfg.probe_interval < NICKV_CRON_MS ? nk.cfg.probe_interval : NICKV_CRON_MS;
 }
 
 void nkProbeStart(void) {

@@ -36,15 +36,17 @@
  * sent every NICKV_HEARTBEAT_MS: also its heartbeat. */
 #define NICKV_MSG_BACKLOG "backlog"
 #define NICKV_MSG_BACKLOG_ARGC 4
-/* health <min-slaves> <n> [<ip> <port>]...: Nic-KV's probes' verdicts
+/* health <min-slaves> <n> [<addr> <port>]...: Nic-KV's probes' verdicts
  * (nic-kv/nickv_probe.c), sent when they change and with every heartbeat.
  * The n replicas listed (by the address and listening port the master
- * knows them by) do not answer probes: they count neither for WAIT nor
- * for min-replicas-to-write, and while fewer than min-slaves valid
- * replicas remain the master refuses writes with -NOREPLICAS. */
+ * knows them by) answer probes. With min-slaves > 0, a replica not listed
+ * counts neither for WAIT nor for min-replicas-to-write, and while fewer
+ * than min-slaves remain the master refuses writes with -NOREPLICAS; with
+ * 0 the verdicts change nothing. A master that has heard none for
+ * NICKV_HEALTH_TIMEOUT_MS lets them lapse. */
 #define NICKV_MSG_HEALTH "health"
 #define NICKV_MSG_HEALTH_ARGC 3         /* and two words per replica listed */
-#define NICKV_HEALTH_MAX 64             /* replicas listed at most */
+#define NICKV_HEALTH_MAX 256            /* replicas listed at most */
 
 /* ------------------------------------------------------------ Replies --- */
 
@@ -70,6 +72,9 @@
 #define NICKV_VIA_TIMEOUT_MS 2000
 /* A daemon that said hello must be streaming within this time. */
 #define NICKV_DAEMON_JOIN_MS 5000
+/* The master lets the daemon's verdicts (NICKV_MSG_HEALTH) lapse when it
+ * heard none for this long (they come with every heartbeat). */
+#define NICKV_HEALTH_TIMEOUT_MS 2000
 /* A redirect not followed within this time (or given by another master
  * than the one now configured) is dropped. */
 #define NICKV_REDIRECT_TTL_MS 5000

@@ -92,12 +92,24 @@ static struct {
     long long idle_offset;     /* master_repl_offset when last seen moving */
     mstime_t idle_since;       /* ... and since when it stands still */
     time_t refused_logged;     /* rate limit for refused hellos */
-    /* The daemon's probes (NICKV_MSG_HEALTH), while it is alive. */
+    /* The daemon's probes (NICKV_MSG_HEALTH), while it is alive and its
+     * last report is recent: see nickvHealthActive(). */
     int health_known;          /* reported since the daemon joined */
+    mstime_t health_at;        /* ... last */
     int min_slaves;            /* writes need this many valid replicas */
-    int ninvalid;              /* replicas that do not answer probes: */
-    struct { char ip[NET_IP_STR_LEN]; int port; } invalid[NICKV_HEALTH_MAX];
+    int nvalid;                /* the replicas that answer probes: */
+    struct { char addr[NET_HOST_STR_LEN]; int port; } valid[NICKV_HEALTH_MAX];
+    long long health_gen;      /* bumped by every report */
     long long health_reports;
+    time_t health_bad_logged;
+    /* nickvCountValidReplicas(), cached: recomputed when a report came,
+     * the replica lists changed length, or NICKV_CRON_MS passed. */
+    struct {
+        long long gen;
+        unsigned long slaves, nkreplicas;
+        mstime_t at;
+        int count;
+    } vc;
     /* Replica side. */
     nickvPath path;           /* where the link goes: see "Replica side" */
     char redirect_from[NET_HOST_STR_LEN];   /* the master that redirected us */
@@ -172,7 +184,8 @@ static void nickvForgetDaemon(const char *why) {
     }
     NK.daemon_id = 0;
     nickvDropReplicas();
-    NK.health_known = NK.ninvalid = NK.min_slaves = 0;
+    NK.health_known = NK.nvalid = NK.min_slaves = 0;
+    NK.health_gen++;
 }
 
 /* May this client speak for Nic-KV? Only the user named by nickv-user. */
@@ -207,83 +220,129 @@ static nickvReplica *nickvFindReplica(long long id, listNode **node) {
     return NULL;
 }
 
-/* health <min-slaves> <n> [<ip> <port>]...: replaces what the daemon said
- * before, or is ignored whole if malformed. */
+/* health <min-slaves> <n> [<addr> <port>]...: the replicas that answer
+ * Nic-KV's probes, by the address and listening port we know them by.
+ * Replaces what the daemon said before. An entry we could not hold is
+ * left out: that replica does not count, which errs on the safe side. */
 static void nickvHealth(int argc, sds *argv) {
     long long min, n, port;
-    int i;
+    int kept = 0;
     if (!string2ll(argv[1], sdslen(argv[1]), &min) || min < 0 || min > INT_MAX ||
         !string2ll(argv[2], sdslen(argv[2]), &n) || n < 0 || n > NICKV_HEALTH_MAX ||
-        argc != NICKV_MSG_HEALTH_ARGC + 2 * n) goto bad;
-    for (i = 0; i < n; i++) {
-        sds ip = argv[NICKV_MSG_HEALTH_ARGC + 2 * i];
+        argc != NICKV_MSG_HEALTH_ARGC + 2 * n) {
+        /* Our own daemon's bug: count nobody valid rather than trust an
+         * old list. */
+        if (server.unixtime != NK.health_bad_logged)
+            serverLog(LL_WARNING, "Nic-KV: a malformed health message from the daemon: "
+                      "counting no replica as valid until the next one");
+        NK.health_bad_logged = server.unixtime;
+        n = 0;
+        if (!string2ll(argv[1], sdslen(argv[1]), &min) || min < 0 || min > INT_MAX) min = NK.min_slaves;
+    }
+    for (int i = 0; i < n; i++) {
+        sds addr = argv[NICKV_MSG_HEALTH_ARGC + 2 * i];
         sds p = argv[NICKV_MSG_HEALTH_ARGC + 2 * i + 1];
-        if (sdslen(ip) == 0 || sdslen(ip) >= NET_IP_STR_LEN ||
-            !string2ll(p, sdslen(p), &port) || port < 0 || port > 65535) goto bad;
+        if (sdslen(addr) == 0 || sdslen(addr) >= NET_HOST_STR_LEN ||
+            !string2ll(p, sdslen(p), &port) || port < 0 || port > 65535) continue;
+        memcpy(NK.valid[kept].addr, addr, sdslen(addr) + 1);
+        NK.valid[kept].port = (int)port;
+        kept++;
     }
-    for (i = 0; i < n; i++) {
-        memcpy(NK.invalid[i].ip, argv[NICKV_MSG_HEALTH_ARGC + 2 * i],
-               sdslen(argv[NICKV_MSG_HEALTH_ARGC + 2 * i]) + 1);
-        NK.invalid[i].port = atoi(argv[NICKV_MSG_HEALTH_ARGC + 2 * i + 1]);
-    }
-    if ((int)min != NK.min_slaves || (int)n != NK.ninvalid || !NK.health_known)
-        serverLog(LL_NOTICE, "Nic-KV: min-slaves %lld; %lld replicas do not answer its probes", min, n);
-    NK.ninvalid = (int)n;
+    if ((int)min != NK.min_slaves || !NK.health_known)
+        serverLog(LL_NOTICE, "Nic-KV: min-slaves %lld%s", min,
+                  min ? ": replicas that do not answer its probes no longer count" : "");
+    NK.nvalid = kept;
     NK.min_slaves = (int)min;
     NK.health_known = 1;
+    NK.health_at = mstime();
+    NK.health_gen++;
     NK.health_reports++;
-    return;
-bad:
-    serverLog(LL_WARNING, "Nic-KV: ignoring a malformed health message from the daemon");
+    /* min-replicas-to-write counts with the new verdicts at once. */
+    refreshGoodSlavesCount();
 }
 
-/* Do the daemon's probes count this replica (ip, listening port) out? Only
- * while the daemon is alive: a dead Nic-KV's verdicts lapse at once. */
-static int nickvAddrInvalid(const char *ip, int port) {
-    if (!NK.health_known || !NK.ninvalid || !nickvDaemonAlive()) return 0;
-    for (int i = 0; i < NK.ninvalid; i++)
-        if (NK.invalid[i].port == port && !strcmp(NK.invalid[i].ip, ip)) return 1;
-    return 0;
+/* Do the daemon's verdicts count? Only with min-slaves set (the operator
+ * asked Nic-KV to decide; otherwise WAIT and min-replicas-to-write keep
+ * upstream's meaning), while the daemon is alive and reports: a dead or
+ * silent Nic-KV's verdicts lapse at once. */
+static int nickvHealthActive(void) {
+    return NK.health_known && NK.min_slaves > 0 && nickvDaemonAlive() &&
+           mstime() - NK.health_at <= NICKV_HEALTH_TIMEOUT_MS;
+}
+
+/* Is this replica (address, listening port) one the probes count out? */
+static int nickvAddrInvalid(const char *addr, int port) {
+    if (!nickvHealthActive()) return 0;
+    for (int i = 0; i < NK.nvalid; i++)
+        if (NK.valid[i].port == port && !strcmp(NK.valid[i].addr, addr)) return 0;
+    return 1;
+}
+
+/* A direct replica's address as INFO replication shows it, which is what
+ * the daemon read: its announced address, else its peer's (from the
+ * client's cached "ip:port" or "[ip]:port": no system call). */
+static const char *nickvSlaveAddr(client *slave, char *buf, size_t len) {
+    const char *id, *colon;
+    size_t n;
+    if (slave->slave_addr) return slave->slave_addr;
+    id = getClientPeerId(slave);
+    colon = strrchr(id, ':');
+    if (!colon) return id;
+    if (id[0] == '[' && colon > id && colon[-1] == ']') {
+        n = (size_t)(colon - id - 2);
+        id++;
+    } else {
+        n = (size_t)(colon - id);
+    }
+    if (n >= len) n = len - 1;
+    memcpy(buf, id, n);
+    buf[n] = '\0';
+    return buf;
 }
 
 int nickvReplicaInvalid(client *slave) {
-    char ip[NET_IP_STR_LEN];
-    const char *addr = slave->slave_addr;
-    if (!NK.health_known || !NK.ninvalid) return 0;
-    if (!addr) {
-        /* As INFO replication names it, which is what the daemon read. */
-        if (connPeerToString(slave->conn, ip, sizeof(ip), NULL) == -1) return 0;
-        addr = ip;
-    }
-    return nickvAddrInvalid(addr, slave->slave_listening_port);
+    char buf[NET_HOST_STR_LEN];
+    if (!nickvHealthActive()) return 0;
+    return nickvAddrInvalid(nickvSlaveAddr(slave, buf, sizeof(buf)), slave->slave_listening_port);
 }
 
 /* Online replicas the probes do not count out: direct ones and those
- * behind Nic-KV. */
+ * behind Nic-KV. Called for every write command while min-slaves is set:
+ * cached, see NK.vc. */
 static int nickvCountValidReplicas(void) {
     listIter li;
     listNode *ln;
     int n = 0;
+    unsigned long nkreplicas = (nickvDaemon() && NK.replicas) ? listLength(NK.replicas) : 0;
+    mstime_t now = server.mstime;
+    if (NK.vc.gen == NK.health_gen && NK.vc.slaves == listLength(server.slaves) &&
+        NK.vc.nkreplicas == nkreplicas && now - NK.vc.at < NICKV_CRON_MS && now >= NK.vc.at)
+        return NK.vc.count;
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li))) {
         client *s = listNodeValue(ln);
         if (s->replstate == SLAVE_STATE_ONLINE && !nickvIsDaemon(s) && !nickvReplicaInvalid(s)) n++;
     }
-    if (nickvDaemon() && NK.replicas) {
+    if (nkreplicas) {
         listRewind(NK.replicas, &li);
         while ((ln = listNext(&li))) {
             nickvReplica *r = listNodeValue(ln);
             if (!nickvAddrInvalid(r->ip, r->port)) n++;
         }
     }
+    NK.vc.gen = NK.health_gen;
+    NK.vc.slaves = listLength(server.slaves);
+    NK.vc.nkreplicas = nkreplicas;
+    NK.vc.at = now;
+    NK.vc.count = n;
     return n;
 }
 
-/* min-slaves is the daemon's option, enforced while it is alive: a dead
- * Nic-KV stops no write (the master's own min-replicas-to-write still
- * applies). */
+/* min-slaves is the daemon's option, enforced while its verdicts count
+ * (nickvHealthActive): a dead Nic-KV stops no write (the master's own
+ * min-replicas-to-write still applies). */
 int nickvEnoughValidReplicas(void) {
-    if (!NK.health_known || !NK.min_slaves || !nickvDaemonAlive()) return 1;
+    if (!nickvHealthActive()) return 1;
     return nickvCountValidReplicas() >= NK.min_slaves;
 }
 
@@ -294,7 +353,10 @@ void nickvReplconf(client *c, sds message) {
     long long a = 0, b = 0;
 
     if (!argv || argc == 0) {
-        addReplyError(c, "empty REPLCONF nickv message");
+        /* A reply on the daemon's link would get it dropped (a replica
+         * must not send replies): say it in the log instead. */
+        if (nickvIsDaemon(c)) serverLog(LL_WARNING, "Nic-KV: an empty or unparsable message from the daemon");
+        else addReplyError(c, "empty REPLCONF nickv message");
         goto out;
     }
     if (!strcasecmp(argv[0], NICKV_MSG_HELLO) && argc == NICKV_MSG_HELLO_ARGC) {
@@ -348,7 +410,8 @@ void nickvReplconf(client *c, sds message) {
         NK.backlog_first = NK.backlog_last = 0;
         NK.backlog_known = 0;
         NK.daemon_slots = -1;
-        NK.health_known = NK.ninvalid = NK.min_slaves = 0;
+        NK.health_known = NK.nvalid = NK.min_slaves = 0;
+        NK.health_gen++;
         NK.daemon_joins++;
         if (!NK.replicas) NK.replicas = listCreate();
         /* The daemon PSYNCs from where we are now: make sure a backlog
@@ -782,6 +845,18 @@ void nickvReplicaTarget(const char **host, int *port) {
 
 sds nickvInfoString(sds info) {
     client *d = nickvDaemon();
+    int online = 0, valid = 0;
+    if (!server.masterhost) {
+        listIter li;
+        listNode *ln;
+        listRewind(server.slaves, &li);
+        while ((ln = listNext(&li))) {
+            client *s = listNodeValue(ln);
+            if (s->replstate == SLAVE_STATE_ONLINE && !nickvIsDaemon(s)) online++;
+        }
+        online += (int)nickvReplicaCount();
+        valid = nickvHealthActive() ? nickvCountValidReplicas() : online;
+    }
     info = sdscatprintf(info,
         "# Nic-KV\r\n"
         "nickv_offload:%d\r\n"
@@ -817,9 +892,9 @@ sds nickvInfoString(sds info) {
         server.masterhost ? pathNames[NK.path] : "",
         NK.redirects_followed, NK.bounces, NK.daemon_timeouts, NK.daemons_refused,
         NK.via_timeouts,
-        (NK.health_known && nickvDaemonAlive()) ? NK.min_slaves : 0,
-        server.masterhost ? 0 : nickvCountValidReplicas(),
-        (NK.health_known && nickvDaemonAlive()) ? NK.ninvalid : 0,
+        nickvHealthActive() ? NK.min_slaves : 0,
+        valid,
+        nickvHealthActive() ? online - valid : 0,
         NK.health_reports);
     return info;
 }

@@ -122,24 +122,55 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
                 fail "writes still accepted with a direct replica that answers nothing"
             }
             assert_match {role=replica,via=direct,flags=invalid,*} [nickv_probe_node $nk "127.0.0.1:$p3"]
-            $master config set min-replicas-to-write 0
             assert_equal 2 [$master wait 3 300]
-            # min-slaves 0: a replica that does not answer still stops
-            # counting for WAIT, but no write is refused.
+            # min-slaves 0: the verdicts are shown and change nothing (WAIT
+            # and min-replicas-to-write keep upstream's meaning).
             assert_equal OK [nickv_cmd $nk config set min-slaves 0]
             wait_for_condition 50 100 {
                 ![nickv_write_refused $master min0]
             } else {
                 fail "writes refused with min-slaves 0"
             }
-            assert_equal 2 [$master wait 3 300]
+            assert_equal 0 [nickv_status $master nickv_invalid_replicas]
+            assert_equal 3 [nickv_status $master nickv_valid_replicas]
+            assert_equal 1 [nickv_info $nk invalid_replicas]
             exec kill -CONT $pid3
             wait_for_condition 100 50 {
-                [nickv_status $master nickv_invalid_replicas] == 0
+                [nickv_info $nk invalid_replicas] == 0
             } else {
-                fail "the direct replica did not count again"
+                fail "the direct replica does not answer again"
             }
             assert_equal 3 [$master wait 3 2000]
+        }
+
+        test {Nic-KV probes: a replica with an address the master cannot be told of counts out, and costs nothing else} {
+            # A quote in its announced address: before, the health message
+            # could not be split, the master answered it with an error and
+            # dropped the daemon every second.
+            assert_equal OK [nickv_cmd $nk config set min-slaves 2]
+            set joins [nickv_status $master nickv_daemon_joins]
+            $r3 config set replica-announce-ip {x"y}
+            $r3 client kill type master
+            wait_for_condition 100 100 {
+                [string match {*ip=x"y,*} [$master info replication]] &&
+                [nickv_status $master nickv_valid_replicas] == 2
+            } else {
+                fail "the replica with a quote in its address still counts: [$master info replication]"
+            }
+            after 2000
+            assert_equal $joins [nickv_status $master nickv_daemon_joins]
+            assert_equal healthy [nickv_status $master nickv_daemon]
+            assert_equal 2 [nickv_status $master nickv_min_slaves]
+            assert {![nickv_write_refused $master quote]}
+            assert_match {*flags=invalid,*why=not a numeric address*} [nickv_probe_node $nk "x\"y:$p3"]
+            $r3 config set replica-announce-ip ""
+            $r3 client kill type master
+            wait_for_condition 100 100 {
+                [nickv_status $master nickv_valid_replicas] == 3
+            } else {
+                fail "the replica does not count again under its own address"
+            }
+            assert_equal OK [nickv_cmd $nk config set min-slaves 0]
         }
 
         test {Nic-KV probes: a dead Nic-KV stops no write; its verdicts lapse} {
@@ -197,6 +228,59 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         }
     }
     }
+    }
+    nickv_stop $nk
+}
+
+# The probes carry no password to a replica: a replica names its own
+# address and port, which may be anybody's. The master's probe
+# authenticates (it reads INFO), as the link does.
+start_server {tags {"nickv repl external:skip"} overrides {save "" requirepass s3cret}} {
+    set master [srv 0 client]
+    $master auth s3cret
+    set mport [srv 0 port]
+    set nk [nickv_start $mport --masterauth s3cret]
+    nickv_wait_link_up $nk
+
+    test {Nic-KV probes: a replica's announced port gets a PING, never the password} {
+        # A listener of its own (this process's event loop does not run
+        # while a test waits) writes down what it hears.
+        set lport [find_available_port [expr {$::baseport + 300}] 100]
+        set dir [tmpdir probe-listener]
+        set script $dir/listen.tcl
+        set f [open $script w]
+        puts $f [string map [list @PORT@ $lport @OUT@ $dir/heard] {
+            proc heard {fd} {
+                set data [read $fd]
+                set out [open @OUT@ a]
+                fconfigure $out -translation binary
+                puts -nonewline $out $data
+                close $out
+                if {[eof $fd]} { close $fd }
+            }
+            socket -server {apply {{fd addr port} {
+                fconfigure $fd -translation binary -blocking 0
+                fileevent $fd readable [list heard $fd]
+            }}} @PORT@
+            vwait forever
+        }]
+        close $f
+        set listener [exec tclsh $script &]
+        after 300
+        set fd [nickv_fake_replica $nk $master $lport]
+        wait_for_condition 100 50 {
+            [file exists $dir/heard] && [string match "*PING*" [exec cat $dir/heard]]
+        } else {
+            exec kill $listener
+            fail "Nic-KV did not probe the replica's port: [nickv_cmd $nk info failover]"
+        }
+        close $fd
+        exec kill $listener
+        set heard [exec cat $dir/heard]
+        assert_no_match "*AUTH*" $heard
+        assert_no_match "*s3cret*" $heard
+        # The master's probe did authenticate: it read the master's INFO.
+        assert_equal ok [nickv_info $nk replica_view]
     }
     nickv_stop $nk
 }
