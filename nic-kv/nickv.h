@@ -385,6 +385,7 @@ void nkProbeResetStats(void);
 /* Append a command (first, then the arguments in ap up to a NULL) to out
  * as RESP: every argument a bulk string of exactly its bytes. */
 sds nkCatCommandV(sds out, const char *first, va_list ap);
+sds nkCatCommand(sds out, const char *first, ...) __attribute__((sentinel));
 
 /* A replica's handshake with the master, for the link and for proxied full
  * syncs alike (see nickv_resp.c). */

@@ -135,14 +135,6 @@ static int addrLoopback(const char *a) {
     return !strncmp(a, "127.", 4) || !strcmp(a, "::1") || !strcmp(a, "localhost");
 }
 
-static sds catCommand(sds out, const char *first, ...) __attribute__((sentinel));
-static sds catCommand(sds out, const char *first, ...) {
-    va_list ap;
-    va_start(ap, first);
-    out = nkCatCommandV(out, first, ap);
-    va_end(ap);
-    return out;
-}
 
 /* ------------------------------------------------------------ Verdicts --- */
 
@@ -409,12 +401,12 @@ static void probeSend(probeNode *n, probeKind kind) {
     if (!n->qlen && !n->waiting_since_us) n->waiting_since_us = n->q[slot].sent_us;
     n->qlen++;
     if (kind == PROBE_AUTH)
-        n->out = nk.cfg.masteruser ? catCommand(n->out, "AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL)
-                                   : catCommand(n->out, "AUTH", nk.cfg.masterauth, NULL);
+        n->out = nk.cfg.masteruser ? nkCatCommand(n->out, "AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL)
+                                   : nkCatCommand(n->out, "AUTH", nk.cfg.masterauth, NULL);
     else if (kind == PROBE_INFO)
-        n->out = catCommand(n->out, "INFO", "replication", "rdma", NULL);
+        n->out = nkCatCommand(n->out, "INFO", "replication", "rdma", NULL);
     else
-        n->out = catCommand(n->out, "PING", NULL);
+        n->out = nkCatCommand(n->out, "PING", NULL);
     if (kind == PROBE_PING) n->ping_us = n->q[slot].sent_us;
     n->probes++;
     probeFlush(n);

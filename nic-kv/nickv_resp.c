@@ -46,8 +46,7 @@ sds nkCatCommandV(sds out, const char *first, va_list ap) {
 }
 
 /* Queue a command (first, then the arguments up to a NULL) in out. */
-static sds catCommand(sds out, const char *first, ...) __attribute__((sentinel));
-static sds catCommand(sds out, const char *first, ...) {
+sds nkCatCommand(sds out, const char *first, ...) {
     va_list ap;
     va_start(ap, first);
     out = nkCatCommandV(out, first, ap);
@@ -82,7 +81,7 @@ const char *nkHandshakeStepName(const nkHandshake *hs) {
 static void hsPort(nkHandshake *hs) {
     char port[LONG_STR_SIZE];
     ll2string(port, sizeof(port), hs->port);
-    hs->out = catCommand(hs->out, "REPLCONF", "listening-port", port, NULL);
+    hs->out = nkCatCommand(hs->out, "REPLCONF", "listening-port", port, NULL);
     hs->step = NK_HS_PORT;
 }
 
@@ -92,8 +91,8 @@ void nkHandshakeStart(nkHandshake *hs, const char *user, const char *pass) {
     sdsclear(hs->out);
     hs->err[0] = '\0';
     if (pass) {
-        if (user) hs->out = catCommand(hs->out, "AUTH", user, pass, NULL);
-        else hs->out = catCommand(hs->out, "AUTH", pass, NULL);
+        if (user) hs->out = nkCatCommand(hs->out, "AUTH", user, pass, NULL);
+        else hs->out = nkCatCommand(hs->out, "AUTH", pass, NULL);
         hs->step = NK_HS_AUTH;
     } else {
         hsPort(hs);
@@ -116,13 +115,13 @@ nkHandshakeResult nkHandshakeReply(nkHandshake *hs, const char *line) {
             snprintf(hs->err, sizeof(hs->err), "the master requires a password: set masterauth");
             return NK_HS_FAILED;
         }
-        if (hs->capa_eof) hs->out = catCommand(hs->out, "REPLCONF", "capa", "eof", "capa", "psync2", NULL);
-        else hs->out = catCommand(hs->out, "REPLCONF", "capa", "psync2", NULL);
+        if (hs->capa_eof) hs->out = nkCatCommand(hs->out, "REPLCONF", "capa", "eof", "capa", "psync2", NULL);
+        else hs->out = nkCatCommand(hs->out, "REPLCONF", "capa", "psync2", NULL);
         hs->step = NK_HS_CAPA;
         return NK_HS_SENT;
     case NK_HS_CAPA:
         if (hs->hello) {
-            hs->out = catCommand(hs->out, "REPLCONF", NICKV_REPLCONF, hs->hello, NULL);
+            hs->out = nkCatCommand(hs->out, "REPLCONF", NICKV_REPLCONF, hs->hello, NULL);
             hs->step = NK_HS_HELLO;
             return NK_HS_SENT;
         }
@@ -142,9 +141,9 @@ void nkHandshakePsync(nkHandshake *hs, const char *replid, long long offset) {
     char off[LONG_STR_SIZE];
     if (replid) {
         ll2string(off, sizeof(off), offset);
-        hs->out = catCommand(hs->out, "PSYNC", replid, off, NULL);
+        hs->out = nkCatCommand(hs->out, "PSYNC", replid, off, NULL);
     } else {
-        hs->out = catCommand(hs->out, "PSYNC", "?", "-1", NULL);
+        hs->out = nkCatCommand(hs->out, "PSYNC", "?", "-1", NULL);
     }
     hs->step = NK_HS_PSYNC;
 }
