@@ -23,8 +23,10 @@
  *                         REPLCONF nickv "hello <announce-ip|?> <port> <rdma-port>"
  *      master -> Nic-KV   +<replid> <master_repl_offset>
  *                         (or -NICKV refused: <why>: we are not its
- *                         nickv-user, or another daemon is healthy; Nic-KV
- *                         closes and retries a second later)
+ *                         nickv-user, another daemon is healthy, or it is
+ *                         a replica now; Nic-KV closes and retries a
+ *                         second later, and its probes follow a master
+ *                         that moved: nickv_probe.c)
  *      Nic-KV -> master   PSYNC <replid> <offset+1>
  *      master -> Nic-KV   +CONTINUE <replid>, then the stream
  *
@@ -44,7 +46,11 @@
  *      REPLCONF nickv "ack <id> <offset>"                each ACK it sends us
  *      REPLCONF nickv "del <id>"                         when one goes
  *    so that WAIT, min-replicas-to-write and INFO on the master count real
- *    replicas with their real acknowledgements. The daemon's own link
+ *    replicas with their real acknowledgements; and what its probes find
+ *      REPLCONF nickv "health <min-slaves> <n> <addr> <port>..."
+ *                              (the valid replicas: nickv_probe.c)
+ *    The master never answers these (a reply on a replica's link gets it
+ *    dropped). The daemon's own link
  *    counts as no replica. Every word, reply prefix and timer of this
  *    protocol is defined once, in src/nickv_proto.h, for both sides.
  *
@@ -462,6 +468,8 @@ static nkConfigOption nkConfigs[] = {
      "<n>", "the master refuses writes (-NOREPLICAS) while fewer\n"
      "                        replicas answer probes, and WAIT counts only those\n"
      "                        (0: the probes change nothing)"},
+    {"master-name", NK_CFG_STRING, 0, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
+     NULL, "<name>", "what clients asking SENTINEL call the master"},
     {"daemonize", NK_CFG_BOOL, IMM, &nk.cfg.daemonize, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "run in the background"},
     {"logfile", NK_CFG_STRING, IMM, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
@@ -1110,6 +1118,8 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
         sdsfree(info);
     } else if (!strcasecmp(cmd, "role")) {
         roleCommand(c);
+    } else if (!strcasecmp(cmd, "sentinel")) {
+        nkSentinelCommand(c, argc, argv);
     } else if (!strcasecmp(cmd, "config")) {
         configCommand(c, argc, argv);
     } else if (!strcasecmp(cmd, "shutdown")) {
@@ -1119,7 +1129,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
     } else {
         sds a = sdscatrepr(sdsempty(), cmd, strlen(cmd) > 64 ? 64 : strlen(cmd));
         nkClientReply(c, "-ERR unknown command %s (Nic-KV serves replication and PING, INFO, "
-                      "ROLE, CONFIG, SHUTDOWN)\r\n", a);
+                      "ROLE, CONFIG, SENTINEL, SHUTDOWN)\r\n", a);
         sdsfree(a);
     }
 }

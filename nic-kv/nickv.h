@@ -9,6 +9,7 @@
  * nickv_upstream.c the link to the master
  * nickv_probe.c    failure detection: probes of the master and replicas,
  *                  what the master learns of them (min-slaves)
+ * nickv_sentinel.c SENTINEL: clients find the master through Nic-KV
  * nickv_resp.c     RESP: argv commands, requests, the RDB reader
  * nickv_fanout.c   the fan-out threads (sending, ACKs, RDMA registration)
  * nickv_backlog.c  the backlog: the ring, its lock, the RDMA pins
@@ -142,6 +143,7 @@ typedef struct nkConfig {
     int probe_interval;       /* ms between probes of a node */
     int waiting_time;         /* ms unanswered: the node is invalid */
     int min_slaves;           /* writes need this many valid replicas */
+    char *master_name;        /* what SENTINEL clients call the master */
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master
@@ -380,6 +382,21 @@ void nkProbeStart(void);
 void nkProbeAfterEvents(void);
 sds nkProbeInfo(sds s);
 void nkProbeResetStats(void);
+/* The nodes as the probes see them, the master first (at most max). The
+ * strings stay valid until the event loop runs again. */
+typedef struct nkProbeView {
+    const char *addr;
+    int port;
+    int is_master, listed, valid, behind;
+    long long since_ms;          /* in its state (valid or not) */
+    long long answered_ms_ago;   /* -1: never answered */
+    long long rtt_us;
+} nkProbeView;
+int nkProbeNodes(nkProbeView *v, int max);
+
+/* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
+ * master (master-name). */
+void nkSentinelCommand(nkClient *c, int argc, sds *argv);
 
 /* nickv_resp.c: commands as argument vectors, a master's full sync reply. */
 /* Append a command (first, then the arguments in ap up to a NULL) to out

@@ -98,6 +98,7 @@ typedef struct probeNode {
     char why[320];              /* why it is invalid */
     char conn_err[256];         /* why the last connect failed, "" if it did not */
     long long rtt_us, max_rtt_us;
+    long long answered_us;      /* when it last answered, 0: never */
     long long probes, answers;
 } probeNode;
 
@@ -285,6 +286,7 @@ static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_
     n->qhead = (n->qhead + 1) % NK_PROBE_QUEUE;
     n->qlen--;
     n->answers++;
+    n->answered_us = now;
     n->waiting_since_us = n->qlen ? n->q[n->qhead].sent_us : 0;
     probeValid(n);
     if (kind == PROBE_INFO) {
@@ -663,6 +665,29 @@ sds nkProbeInfo(sds s) {
             n->valid ? "" : ",why=", n->valid ? "" : n->why);
     }
     return sdscat(s, "\r\n");
+}
+
+int nkProbeNodes(nkProbeView *v, int max) {
+    listIter li;
+    listNode *ln;
+    int i = 0;
+    long long now = getMonotonicUs();
+    if (!nodes) return 0;
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li)) && i < max) {
+        probeNode *n = listNodeValue(ln);
+        v[i].addr = n->ip;
+        v[i].port = n->port;
+        v[i].is_master = n->is_master;
+        v[i].listed = n->listed;
+        v[i].valid = n->valid;
+        v[i].behind = n->behind;
+        v[i].since_ms = nowMs() - n->state_ms;
+        v[i].answered_ms_ago = n->answered_us ? (now - n->answered_us) / 1000 : -1;
+        v[i].rtt_us = n->rtt_us;
+        i++;
+    }
+    return i;
 }
 
 void nkProbeResetStats(void) {

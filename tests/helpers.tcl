@@ -449,3 +449,17 @@ proc fake_nickv_start {master mport mode} {
     }
     return $pid
 }
+
+# redis-py, pinned, in build/pyclients (utils/setup-deps.sh test installs
+# it): runs the Python code in $script, returns its output.
+proc skv_redis_py {script} {
+    set py [file normalize ../pyclients/bin/python3]
+    if {![file executable $py]} {
+        fail "no redis-py in build/pyclients: run utils/setup-deps.sh test"
+    }
+    set f [file normalize [tmpfile py]].py
+    set fd [open $f w]
+    puts $fd $script
+    close $fd
+    exec $py $f 2>@1
+}

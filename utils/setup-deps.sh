@@ -30,7 +30,7 @@ as_root() {
 # BUILD_RDMA=no (make's variable, in the environment) builds without rdma-core.
 build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils ca-certificates git"
 [ "${BUILD_RDMA:-yes}" = no ] || build_pkgs="$build_pkgs libibverbs-dev librdmacm-dev"
-test_pkgs="tcl procps iproute2 libjemalloc2 liblzf1 libatomic1"
+test_pkgs="tcl procps iproute2 libjemalloc2 liblzf1 libatomic1 python3-venv python3-pip"
 vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod
          python3-pip python3-venv busybox-static iptables"
 
@@ -123,6 +123,20 @@ if [ "$what" != build ]; then
         mkdir -p "$debredis"
         for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$debredis"; done
         rm -rf "$tmp"
+    fi
+fi
+
+# ------------------------------------------------- a Sentinel client ---
+# Nic-KV answers the SENTINEL subcommands client libraries use: the tests
+# check it with redis-py's own Sentinel client, pinned, in a venv under
+# build/ (the system Python is left alone).
+REDIS_PY_VERSION=5.0.8
+if [ "$what" != build ]; then
+    pyc="$top/build/pyclients"
+    if ! "$pyc/bin/python3" -c "import redis, sys; sys.exit(redis.__version__ != '$REDIS_PY_VERSION')" 2>/dev/null; then
+        say "pip install redis==$REDIS_PY_VERSION (into $pyc)"
+        python3 -m venv "$pyc"
+        "$pyc/bin/pip" install -q "redis==$REDIS_PY_VERSION"
     fi
 fi
 

@@ -309,6 +309,38 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         $d config set nickv-offload yes
         nickv_wait_replicas $nk 1
 
+        set nkport [dict get $nk port]
+        set find_master "
+from redis.sentinel import Sentinel
+s = Sentinel(\[('127.0.0.1', $nkport)\], socket_timeout=2)
+print(s.discover_master('mymaster'))
+print(sorted(s.discover_slaves('mymaster')))
+m = s.master_for('mymaster', socket_timeout=2, db=9)
+m.set('via-sentinel', 'yes')
+print(m.get('via-sentinel').decode())
+"
+
+        test {Nic-KV answers SENTINEL: redis-py's Sentinel client finds the master through it} {
+            wait_for_condition 100 100 {
+                [llength [nickv_cmd $nk sentinel replicas mymaster]] == 2
+            } else {
+                fail "SENTINEL REPLICAS: [nickv_cmd $nk sentinel replicas mymaster]"
+            }
+            assert_equal [list 127.0.0.1 $mport] [nickv_cmd $nk sentinel get-master-addr-by-name mymaster]
+            assert_equal {} [nickv_cmd $nk sentinel get-master-addr-by-name othermaster]
+            set state [lindex [nickv_cmd $nk sentinel masters] 0]
+            assert_equal mymaster [dict get $state name]
+            assert_equal master [dict get $state flags]
+            assert_equal 2 [dict get $state num-slaves]
+            assert_equal {} [nickv_cmd $nk sentinel sentinels mymaster]
+            catch {nickv_cmd $nk sentinel replicas othermaster} e
+            assert_equal {ERR No such master with that name} $e
+            set out [skv_redis_py $find_master]
+            assert_equal [list "('127.0.0.1', $mport)" \
+                              "\[('127.0.0.1', [srv -1 port]), ('127.0.0.1', $dport)\]" yes] [split $out "\n"]
+            assert_equal yes [$m get via-sentinel]
+        }
+
         test {Nic-KV follows an operator's FAILOVER: the link goes to the new master, no full sync} {
             $m set before 1
             nickv_assert_digests $m [list $r1 $d]
@@ -352,6 +384,16 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             assert_equal $full_d [status $d sync_full]
             assert_equal $full_m [status $m sync_full]
             nickv_assert_no_bug $nk
+        }
+
+        test {Nic-KV answers SENTINEL with the new master after the FAILOVER: redis-py writes there} {
+            assert_equal [list 127.0.0.1 $dport] [nickv_cmd $nk sentinel get-master-addr-by-name mymaster]
+            $d del via-sentinel
+            set out [lindex [split [skv_redis_py $find_master] "\n"] 0]
+            assert_equal "('127.0.0.1', $dport)" $out
+            assert_equal yes [$d get via-sentinel]
+            wait_for_ofs_sync $d $m
+            assert_equal yes [$m get via-sentinel]
         }
     }
     }
