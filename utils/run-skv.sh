@@ -130,6 +130,9 @@ Try, in another terminal:
   $bin/redis-cli -p $nkport info replicas           # what Nic-KV sends to whom
   $bin/redis-cli -p $mport wait 3 1000              # acknowledged by all three
   $bin/redis-benchmark -p $mport -q -t set -n 100000
+  $bin/redis-cli -p $nkport info failover           # Nic-KV's probes of every node
+  $bin/redis-cli -p $nkport sentinel get-master-addr-by-name mymaster   # clients find the master
+  $bin/redis-cli -p $nkport config set min-slaves 3 # then kill -STOP a replica: -NOREPLICAS
 $( [ -n "$rdma_addr" ] && echo "  $bin/redis-cli --rdma -h $rdma_addr -p $rport ping            # the master, over RDMA
   $bin/redis-cli --rdma -h $rdma_addr -p $nkrport info rdma       # Nic-KV's zero-copy counters" )
 Ctrl-C stops everything.
