@@ -328,17 +328,19 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
     char buf[256];
     listIter li;
     listNode *ln;
-    list *adopted = listCreate();
+    list *adopted = NULL;
     while (read(fd, buf, sizeof(buf)) > 0) {}
     w->wake_pending = 0;
-    /* Adopt new replicas: taken under the lock, attached outside it. */
+    /* Adopt new replicas: the list taken whole under the lock (rare: a
+     * wake-up for the stream finds it empty and allocates nothing), the
+     * replicas attached outside it. */
     pthread_mutex_lock(&w->lock);
-    while (listLength(w->incoming)) {
-        listAddNodeTail(adopted, listNodeValue(listFirst(w->incoming)));
-        listDelNode(w->incoming, listFirst(w->incoming));
+    if (listLength(w->incoming)) {
+        adopted = w->incoming;
+        w->incoming = listCreate();
     }
     pthread_mutex_unlock(&w->lock);
-    while (listLength(adopted)) {
+    while (adopted && listLength(adopted)) {
         nkReplica *r = listNodeValue(listFirst(adopted));
         listDelNode(adopted, listFirst(adopted));
         listAddNodeTail(w->mine, r);
@@ -349,7 +351,7 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
         nkConnSetData(r->conn, r);
         nkConnSetReadHandler(r->conn, replicaReadable);
     }
-    listRelease(adopted);
+    if (adopted) listRelease(adopted);
     if (w->stop) {
         aeStop(w->el);
         return;

@@ -103,7 +103,9 @@ typedef struct probeNode {
 } probeNode;
 
 static list *nodes;                      /* probeNode; the master first */
-static struct { char ip[NK_IP_LEN]; int port; } *direct;
+/* The master's direct replicas, as its INFO last listed them: no more than
+ * the master can be told of (a longer list counts out, as health does). */
+static struct { char ip[NK_IP_LEN]; int port; } direct[NICKV_HEALTH_MAX];
 static int ndirect;
 static int view_read;                    /* the master's replica list read once */
 static char view_err[128];               /* why it could not be read */
@@ -249,7 +251,6 @@ static void probeReadView(probeNode *m, const char *info, size_t len) {
     }
     nkLinkFollow(m->ip, m->port, rdma_on ? rdma_port : 0);
     ndirect = 0;
-    direct = zrealloc(direct, sizeof(*direct) * (count + 1));
     for (int i = 0; i < count; i++) {
         char ip[NK_IP_LEN] = "", state[32] = "";
         int port = 0, via = 0;
@@ -266,6 +267,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len) {
         }
         sdsfreesplitres(f, nf);
         if (via || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
+        if (ndirect == NICKV_HEALTH_MAX) break;
         snprintf(direct[ndirect].ip, sizeof(direct[ndirect].ip), "%s", ip);
         direct[ndirect].port = port;
         ndirect++;

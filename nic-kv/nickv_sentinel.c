@@ -55,59 +55,49 @@ static long long lastOk(const nkProbeView *v) {
     return v->answered_ms_ago < 0 ? 0 : v->answered_ms_ago;
 }
 
-#define MASTER_PAIRS 20
-static sds masterState(sds s, const nkProbeView *m, int nreplicas) {
-    s = sdscatfmt(s, "*%i\r\n", MASTER_PAIRS * 2);
-    s = pair(s, "name", nk.cfg.master_name);
-    s = pair(s, "ip", m->addr);
-    s = pairLL(s, "port", m->port);
+/* The pairs a master's and a replica's state share, in Sentinel's order. */
+#define COMMON_PAIRS 14
+static sds commonState(sds s, int pairs, const char *name, const nkProbeView *v,
+                       const char *flags, const char *role) {
+    s = sdscatfmt(s, "*%i\r\n", pairs * 2);
+    s = pair(s, "name", name);
+    s = pair(s, "ip", v->addr);
+    s = pairLL(s, "port", v->port);
     s = pair(s, "runid", "");
-    s = pair(s, "flags", m->valid ? "master" : "master,s_down,o_down");
+    s = pair(s, "flags", flags);
     s = pairLL(s, "link-pending-commands", 0);
     s = pairLL(s, "link-refcount", 1);
     s = pairLL(s, "last-ping-sent", 0);
-    s = pairLL(s, "last-ok-ping-reply", lastOk(m));
-    s = pairLL(s, "last-ping-reply", lastOk(m));
+    s = pairLL(s, "last-ok-ping-reply", lastOk(v));
+    s = pairLL(s, "last-ping-reply", lastOk(v));
     s = pairLL(s, "down-after-milliseconds", nk.cfg.waiting_time);
     s = pairLL(s, "info-refresh", 1000);
-    s = pair(s, "role-reported", "master");
-    s = pairLL(s, "role-reported-time", m->since_ms);
+    s = pair(s, "role-reported", role);
+    return pairLL(s, "role-reported-time", v->since_ms);
+}
+
+static sds masterState(sds s, const nkProbeView *m, int nreplicas) {
+    s = commonState(s, COMMON_PAIRS + 6, nk.cfg.master_name, m,
+                    m->valid ? "master" : "master,s_down,o_down", "master");
     s = pairLL(s, "config-epoch", 0);
     s = pairLL(s, "num-slaves", nreplicas);
     s = pairLL(s, "num-other-sentinels", 0);
     s = pairLL(s, "quorum", 1);
     s = pairLL(s, "failover-timeout", 0);
-    s = pairLL(s, "parallel-syncs", 1);
-    return s;
+    return pairLL(s, "parallel-syncs", 1);
 }
 
-#define REPLICA_PAIRS 21
 static sds replicaState(sds s, const nkProbeView *r, const nkProbeView *m) {
     char name[300];
     snprintf(name, sizeof(name), strchr(r->addr, ':') ? "[%s]:%d" : "%s:%d", r->addr, r->port);
-    s = sdscatfmt(s, "*%i\r\n", REPLICA_PAIRS * 2);
-    s = pair(s, "name", name);
-    s = pair(s, "ip", r->addr);
-    s = pairLL(s, "port", r->port);
-    s = pair(s, "runid", "");
-    s = pair(s, "flags", r->valid ? "slave" : "slave,s_down");
-    s = pairLL(s, "link-pending-commands", 0);
-    s = pairLL(s, "link-refcount", 1);
-    s = pairLL(s, "last-ping-sent", 0);
-    s = pairLL(s, "last-ok-ping-reply", lastOk(r));
-    s = pairLL(s, "last-ping-reply", lastOk(r));
-    s = pairLL(s, "down-after-milliseconds", nk.cfg.waiting_time);
-    s = pairLL(s, "info-refresh", 1000);
-    s = pair(s, "role-reported", "slave");
-    s = pairLL(s, "role-reported-time", r->since_ms);
+    s = commonState(s, COMMON_PAIRS + 7, name, r, r->valid ? "slave" : "slave,s_down", "slave");
     s = pairLL(s, "master-link-down-time", 0);
     s = pair(s, "master-link-status", "ok");
     s = pair(s, "master-host", m->addr);
     s = pairLL(s, "master-port", m->port);
     s = pairLL(s, "slave-priority", 100);
     s = pairLL(s, "slave-repl-offset", 0);
-    s = pairLL(s, "replica-announced", 1);
-    return s;
+    return pairLL(s, "replica-announced", 1);
 }
 
 void nkSentinelCommand(nkClient *c, int argc, sds *argv) {

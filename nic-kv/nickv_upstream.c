@@ -162,11 +162,11 @@ void nkLinkFollow(const char *host, int port, int rdma_port) {
     if (!strcmp(host, M.host) && port == M.port && rdma == M.rdma_port) return;
     nkLog(LL_WARNING, "The master moved: following %s:%d%s (was %s:%d)", host,
           rdma ? rdma : port, rdma ? " (RDMA)" : "", M.host, M.rdma_port ? M.rdma_port : M.port);
+    if (L.link_state != NK_LINK_NONE) linkClose("the master moved");
     snprintf(M.host, sizeof(M.host), "%s", host);
     M.port = port;
     M.rdma_port = rdma;
     M.moves++;
-    if (L.link_state != NK_LINK_NONE) linkClose("the master moved");
     if (!leaving) linkConnect();
 }
 
@@ -599,14 +599,8 @@ void nkLinkHeartbeat(void) {
 }
 
 void nkLinkShutdown(void) {
-    if (L.link) {
-        nkLog(LL_NOTICE, "Leaving the master %s:%d", M.host, M.port);
-        nkConnClose(L.link);
-        L.link = NULL;
-    }
-    L.link_paused = 0;
     leaving = 1;
-    setState(NK_LINK_NONE);
+    if (L.link_state != NK_LINK_NONE) linkClose("Nic-KV is shutting down");
 }
 
 void nkLinkCron(void) {

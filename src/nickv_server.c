@@ -270,13 +270,14 @@ static int nickvHealthActive(void) {
            mstime() - NK.health_at <= NICKV_HEALTH_TIMEOUT_MS;
 }
 
-/* Is this replica (address, listening port) one the probes count out? */
-static int nickvAddrInvalid(const char *addr, int port) {
-    if (!nickvHealthActive()) return 0;
+/* Did the daemon's last report name this replica (address, listening
+ * port) valid? */
+static int nickvNamedValid(const char *addr, int port) {
     for (int i = 0; i < NK.nvalid; i++)
-        if (NK.valid[i].port == port && !strcmp(NK.valid[i].addr, addr)) return 0;
-    return 1;
+        if (NK.valid[i].port == port && !strcmp(NK.valid[i].addr, addr)) return 1;
+    return 0;
 }
+
 
 /* A direct replica's address as INFO replication shows it, which is what
  * the daemon read: its announced address, else its peer's (from the
@@ -300,15 +301,18 @@ static const char *nickvSlaveAddr(client *slave, char *buf, size_t len) {
     return buf;
 }
 
-int nickvReplicaInvalid(client *slave) {
+static int nickvSlaveNamedValid(client *slave) {
     char buf[NET_HOST_STR_LEN];
-    if (!nickvHealthActive()) return 0;
-    return nickvAddrInvalid(nickvSlaveAddr(slave, buf, sizeof(buf)), slave->slave_listening_port);
+    return nickvNamedValid(nickvSlaveAddr(slave, buf, sizeof(buf)), slave->slave_listening_port);
+}
+
+int nickvReplicaInvalid(client *slave) {
+    return nickvHealthActive() && !nickvSlaveNamedValid(slave);
 }
 
 /* Online replicas the probes do not count out: direct ones and those
- * behind Nic-KV. Called for every write command while min-slaves is set:
- * cached, see NK.vc. */
+ * behind Nic-KV. Called (by nickvEnoughValidReplicas, for every write
+ * command) only while the verdicts count: cached, see NK.vc. */
 static int nickvCountValidReplicas(void) {
     listIter li;
     listNode *ln;
@@ -321,13 +325,13 @@ static int nickvCountValidReplicas(void) {
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li))) {
         client *s = listNodeValue(ln);
-        if (s->replstate == SLAVE_STATE_ONLINE && !nickvIsDaemon(s) && !nickvReplicaInvalid(s)) n++;
+        if (s->replstate == SLAVE_STATE_ONLINE && !nickvIsDaemon(s) && nickvSlaveNamedValid(s)) n++;
     }
     if (nkreplicas) {
         listRewind(NK.replicas, &li);
         while ((ln = listNext(&li))) {
             nickvReplica *r = listNodeValue(ln);
-            if (!nickvAddrInvalid(r->ip, r->port)) n++;
+            if (nickvNamedValid(r->ip, r->port)) n++;
         }
     }
     NK.vc.gen = NK.health_gen;
@@ -521,12 +525,13 @@ int nickvMaybeRedirect(client *c, long long psync_offset) {
 int nickvCountAcksByOffset(long long offset) {
     listIter li;
     listNode *ln;
-    int count = 0;
+    int count = 0, active;
     if (!nickvDaemon() || !NK.replicas) return 0;
+    active = nickvHealthActive();
     listRewind(NK.replicas, &li);
     while ((ln = listNext(&li))) {
         nickvReplica *r = listNodeValue(ln);
-        if (r->ack_off >= offset && !nickvAddrInvalid(r->ip, r->port)) count++;
+        if (r->ack_off >= offset && (!active || nickvNamedValid(r->ip, r->port))) count++;
     }
     return count;
 }
@@ -534,13 +539,14 @@ int nickvCountAcksByOffset(long long offset) {
 int nickvCountGoodReplicas(void) {
     listIter li;
     listNode *ln;
-    int good = 0;
+    int good = 0, active;
     if (!nickvDaemonAlive() || !NK.replicas) return 0;
+    active = nickvHealthActive();
     listRewind(NK.replicas, &li);
     while ((ln = listNext(&li))) {
         nickvReplica *r = listNodeValue(ln);
         if (server.unixtime - r->ack_time <= server.repl_min_slaves_max_lag &&
-            !nickvAddrInvalid(r->ip, r->port)) good++;
+            (!active || nickvNamedValid(r->ip, r->port))) good++;
     }
     return good;
 }
