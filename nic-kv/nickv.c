@@ -470,6 +470,15 @@ static nkConfigOption nkConfigs[] = {
      "                        (0: the probes change nothing)"},
     {"master-name", NK_CFG_STRING, 0, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
      NULL, "<name>", "what clients asking SENTINEL call the master"},
+    {"failover", NK_CFG_BOOL, 0, &nk.cfg.failover, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
+     "yes|no", "promote the best replica when the master fails (the\n"
+     "                        master needs nickv-lease yes); no: detect only"},
+    {"lease-time", NK_CFG_INT, 0, &nk.cfg.lease_time, 50, NICKV_LEASE_MAX_MS, 500, NULL, NULL, NULL,
+     NULL, NULL, "<ms>", "the master's write lease: a promotion waits this long\n"
+     "                        after the last grant"},
+    {"state-file", NK_CFG_STRING, IMM, &nk.cfg.state_file, 0, 0, 0, "nic-kv.state", NULL, NULL, NULL,
+     NULL, "<path>", "the failover's view (epoch, master, demoted), kept\n"
+     "                        across restarts (\"\": not kept)"},
     {"daemonize", NK_CFG_BOOL, IMM, &nk.cfg.daemonize, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "run in the background"},
     {"logfile", NK_CFG_STRING, IMM, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
@@ -833,6 +842,7 @@ static sds genInfo(int nsec, sds *secs) {
     }
     if (infoWants(nsec, secs, "failover", NULL)) {
         s = nkProbeInfo(s);
+        s = nkFailoverInfo(s);
     }
     if (infoWants(nsec, secs, "rdma", NULL)) {
         rdmaStats st;
@@ -981,6 +991,7 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
         nkReplicaResetStats();
         nkLinkResetStats();
         nkProbeResetStats();
+        nkFailoverResetStats();
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else {
@@ -1542,6 +1553,7 @@ int main(int argc, char **argv) {
         aeCreateFileEvent(nk.el, fd, AE_READABLE, nkAcceptHandler, NULL);
     }
     nkRdmaStart();
+    if (nkFailoverInit() == -1) return 1;
     nkProbeStart();
     aeCreateTimeEvent(nk.el, 1, nkCron, NULL, NULL);
     aeSetBeforeSleepProc(nk.el, beforeSleep);

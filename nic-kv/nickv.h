@@ -144,6 +144,9 @@ typedef struct nkConfig {
     int waiting_time;         /* ms unanswered: the node is invalid */
     int min_slaves;           /* writes need this many valid replicas */
     char *master_name;        /* what SENTINEL clients call the master */
+    int failover;             /* promote a replica when the master fails */
+    int lease_time;           /* ms of write lease each probe of the master grants */
+    char *state_file;         /* where the failover's view is kept ("": nowhere) */
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master
@@ -386,13 +389,53 @@ void nkProbeResetStats(void);
  * strings stay valid until the event loop runs again. */
 typedef struct nkProbeView {
     const char *addr;
+    const char *reach;           /* where Nic-KV connects to it */
     int port;
-    int is_master, listed, valid, behind;
+    int is_master, listed, valid, behind, connected;
+    const char *why;             /* why it is invalid */
     long long since_ms;          /* in its state (valid or not) */
+    long long invalid_ms_ago;    /* last invalid (until then), -1: never */
     long long answered_ms_ago;   /* -1: never answered */
     long long rtt_us;
 } nkProbeView;
 int nkProbeNodes(nkProbeView *v, int max);
+/* The node at ip:port (a replica's, else the master's): 0 if none. */
+int nkProbeFind(const char *ip, int port, nkProbeView *v);
+/* Send a command (first, then arguments up to a NULL) on the node's probe
+ * connection, authenticating first: fn gets its reply (a status, error,
+ * integer or bulk string; no arrays), or "connection lost". -1: no such
+ * node, not connected, or too much in flight: try again later. */
+typedef void (*nkProbeReplyFn)(long long tag, const char *ip, int port, const char *reply,
+                               size_t len, int is_error);
+int nkProbeCommand(const char *ip, int port, nkProbeReplyFn fn, long long tag,
+                   const char *first, ...) __attribute__((sentinel));
+/* Keep probing ip:port while it is listed by no master (a demoted one). */
+void nkProbeWatch(const char *ip, int port, int on);
+/* The master is now ip:port (our failover): probe it, read its INFO. */
+void nkProbeRetargetMaster(const char *ip, int port);
+/* The master's nickv-lease, from its INFO: 1, 0, -1 unknown. */
+int nkProbeMasterLease(void);
+/* The master runs in cluster mode (its INFO cluster). */
+int nkProbeMasterCluster(void);
+/* Why the master refused our last lease ("" if it did not). */
+const char *nkProbeLeaseError(void);
+
+/* nickv_failover.c: promotion when the master fails, fenced by the lease
+ * the master's probe grants (the state machine is drawn at its top). */
+/* Load the state file (the master it names is followed); 0, or -1 when it
+ * cannot be read (the reason is logged). */
+int nkFailoverInit(void);
+void nkFailoverTick(void);
+/* May the master's probe grant a lease now (no failover under way)? */
+int nkFailoverGranting(void);
+/* The lease a grant gives, in ms (lease-time). */
+long long nkFailoverLeaseTime(void);
+/* A grant of ms was sent now: no lease outlives now + ms, and drift. */
+void nkFailoverGranted(long long ms);
+/* The probes see ip:port as the master (it may have moved). */
+void nkFailoverMasterIs(const char *ip, int port);
+sds nkFailoverInfo(sds s);
+void nkFailoverResetStats(void);
 
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */

@@ -15,7 +15,8 @@
  * replication link, so a busy stream delays no probe.
  *
  * Every probe-interval, a node with nothing outstanding gets a PING (the
- * master an INFO replication and rdma too, once a second: see
+ * master a lease grant instead, see nickv_failover.c and src/nickv_lease.c,
+ * and an INFO replication rdma nickv cluster once a second: see
  * probeReadView for how the link follows a master that moved). A node is:
  *
  *   valid   --the oldest request it has not answered (or the connect that
@@ -66,12 +67,14 @@
 #include "zmalloc.h"
 
 #define NK_IP_LEN 256                    /* a host name or address, as the master's */
-#define NK_PROBE_QUEUE 4                 /* requests in flight per node */
+#define NK_PROBE_QUEUE 16                /* requests in flight per node */
 #define NK_PROBE_INFO_US 1000000LL       /* the master's replica list, this often */
 #define NK_PROBE_FORGET_MS 60000         /* an unlisted node is kept this long */
 #define NK_PROBE_REPLY_MAX (4*1024*1024) /* a longer INFO reply is garbage */
 
-typedef enum { PROBE_AUTH, PROBE_PING, PROBE_INFO } probeKind;
+/* What a node was asked: PING, or the master's lease (nickv_failover.c),
+ * or its INFO, or a command of the failover's (nkProbeCommand). */
+typedef enum { PROBE_AUTH, PROBE_PING, PROBE_LEASE, PROBE_INFO, PROBE_CMD } probeKind;
 
 typedef struct probeNode {
     char ip[NK_IP_LEN];         /* as the master knows it (INFO, health) */
@@ -80,6 +83,8 @@ typedef struct probeNode {
     int is_master;
     int behind;                 /* streams from us (else a direct replica) */
     int listed;                 /* the master, or a replica listed now */
+    int watched;                /* kept while unlisted (nkProbeWatch) */
+    int authed;                 /* a replica's connection: AUTH sent */
     int seen;                   /* listed in this pass (nodesRefresh) */
     long long unlisted_ms;      /* ... when it stopped being listed */
     nkConn *conn;
@@ -88,13 +93,19 @@ typedef struct probeNode {
     long long ping_us;          /* when the last PING went */
     int warned;                 /* said why it cannot be listed to the master */
     sds in, out;
-    struct { probeKind kind; long long sent_us; } q[NK_PROBE_QUEUE];
+    struct {
+        probeKind kind;
+        long long sent_us;
+        nkProbeReplyFn fn;      /* PROBE_CMD: gets the reply */
+        long long tag;
+    } q[NK_PROBE_QUEUE];
     int qhead, qlen;
     long long bulk_left;        /* bytes of a bulk reply still to come, -1: none */
     long long waiting_since_us; /* the oldest request (or connect) not answered, 0: none */
     int valid;
     int ever_answered;
     long long state_ms;         /* when it became valid or invalid */
+    long long invalid_ms;       /* when it was last invalid, 0: never */
     char why[320];              /* why it is invalid */
     char conn_err[256];         /* why the last connect failed, "" if it did not */
     long long rtt_us, max_rtt_us;
@@ -113,6 +124,14 @@ static long long next_info_us;
 static sds last_health;
 static long long health_sent_us;
 static long long health_messages;
+/* The master's clock in its last answer to a lease (nickv_lease.c on the
+ * master's side), 0: none yet. The next grant runs from it. */
+static long long master_clock;
+static char lease_err[128];             /* why the master refused a lease */
+static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unknown */
+static int master_granted;              /* a grant went on this connection */
+static int master_cluster;              /* its INFO says cluster_enabled:1 */
+static int failover_kick;               /* news for nickv_failover.c: tick it soon */
 static int health_dirty;
 static int was_streaming;                /* the link, at the last healthSend */
 
@@ -150,7 +169,9 @@ static void probeInvalid(probeNode *n, const char *why) {
     if (!n->valid) return;
     n->valid = 0;
     n->state_ms = nowMs();
+    n->invalid_ms = n->state_ms;
     health_dirty = 1;
+    failover_kick = 1;
     if (!n->ever_answered && !n->is_master)
         nkLog(LL_WARNING, "Probe: replica %s:%d has not answered since it appeared (%s): "
               "is its listening address reachable from Nic-KV? It counts as invalid",
@@ -164,10 +185,12 @@ static void probeValid(probeNode *n) {
     if (n->valid) return;
     nkLog(LL_NOTICE, "Probe: %s %s:%d answers again, after %lld ms", nodeRole(n), n->ip, n->port,
           nowMs() - n->state_ms);
+    n->invalid_ms = nowMs();
     n->valid = 1;
     n->state_ms = nowMs();
     n->why[0] = '\0';
     health_dirty = 1;
+    failover_kick = 1;
 }
 
 /* --------------------------------------------------------- Connections --- */
@@ -176,10 +199,19 @@ static void probeConnect(probeNode *n);
 static void probeSend(probeNode *n, probeKind kind);
 
 static void probeClose(probeNode *n) {
+    int qhead = n->qhead, qlen = n->qlen;
     if (n->conn) nkConnClose(n->conn);
     n->conn = NULL;
     n->connected = 0;
+    n->authed = 0;
+    if (n->is_master) master_granted = 0;   /* perhaps another process next */
     n->qlen = n->qhead = 0;
+    /* Commands that will never be answered now: say so. */
+    for (int i = 0; i < qlen; i++) {
+        int slot = (qhead + i) % NK_PROBE_QUEUE;
+        if (n->q[slot].kind == PROBE_CMD && n->q[slot].fn)
+            n->q[slot].fn(n->q[slot].tag, n->ip, n->port, "connection lost", 15, 1);
+    }
     n->bulk_left = -1;
     if (n->in) sdsclear(n->in);
     if (n->out) sdsclear(n->out);
@@ -216,13 +248,14 @@ static void probeWritable(nkConn *conn, void *data) {
 
 static void nodeRetarget(probeNode *n, const char *ip, int port);
 
-/* The master's INFO replication and rdma. Still a master: its direct
- * replicas, online, and the link follows it there if it moved (below). A
- * replica now (an operator's FAILOVER or REPLICAOF, a cluster failover):
- * we probe its master instead, and once that answers as a master, the
- * link follows. Our own failover is not built yet: Nic-KV follows a
- * change, it never makes one. */
-static void probeReadView(probeNode *m, const char *info, size_t len) {
+/* The master's INFO replication, rdma, nickv and cluster. Still a master:
+ * its direct replicas, online, and the link follows it there if it moved
+ * (below), once it holds our lease if it needs one. A replica now (an
+ * operator's FAILOVER or REPLICAOF, a cluster failover): we probe its
+ * master instead, and once that answers as a master, the link follows.
+ * Our own failover (nickv_failover.c) moves the probe with
+ * nkProbeRetargetMaster, and the link follows the same way. */
+static void probeReadView(probeNode *m, const char *info, size_t len, int granted) {
     sds *lines;
     int count;
     char role[16] = "", mhost[256] = "";
@@ -235,6 +268,8 @@ static void probeReadView(probeNode *m, const char *info, size_t len) {
         else if (!strncmp(l, "master_port:", 12)) mport = atoi(l + 12);
         else if (!strncmp(l, "rdma_port:", 10)) rdma_port = atoi(l + 10);
         else if (!strcmp(l, "rdma_listener:on")) rdma_on = 1;
+        else if (!strncmp(l, "nickv_lease:", 12)) master_lease = strcmp(l + 12, "off") != 0;
+        else if (!strncmp(l, "cluster_enabled:", 16)) master_cluster = atoi(l + 16) == 1;
     }
     if (!strcmp(role, "slave")) {
         sdsfreesplitres(lines, count);
@@ -249,7 +284,14 @@ static void probeReadView(probeNode *m, const char *info, size_t len) {
         sdsfreesplitres(lines, count);
         return;
     }
+    if (master_lease == 1 && !granted) {
+        /* It serves no PSYNC before our first grant: the link follows it
+         * once an INFO sent after a grant is answered (the next tick's). */
+        sdsfreesplitres(lines, count);
+        return;
+    }
     nkLinkFollow(m->ip, m->port, rdma_on ? rdma_port : 0);
+    nkFailoverMasterIs(m->ip, m->port);
     ndirect = 0;
     for (int i = 0; i < count; i++) {
         char ip[NK_IP_LEN] = "", state[32] = "";
@@ -282,6 +324,8 @@ static void probeReadView(probeNode *m, const char *info, size_t len) {
  * line). Any reply means the node runs. */
 static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_error) {
     probeKind kind = n->q[n->qhead].kind;
+    nkProbeReplyFn fn = n->q[n->qhead].fn;
+    long long tag = n->q[n->qhead].tag;
     long long now = getMonotonicUs();
     n->rtt_us = now - n->q[n->qhead].sent_us;
     if (n->rtt_us > n->max_rtt_us) n->max_rtt_us = n->rtt_us;
@@ -291,7 +335,33 @@ static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_
     n->answered_us = now;
     n->waiting_since_us = n->qlen ? n->q[n->qhead].sent_us : 0;
     probeValid(n);
-    if (kind == PROBE_INFO) {
+    if (kind == PROBE_CMD) {
+        if (fn) fn(tag, n->ip, n->port, payload, len, is_error);
+        failover_kick = 1;
+    } else if (kind == PROBE_LEASE) {
+        long long clock;
+        if (!is_error && len > 6 && !memcmp(payload, "LEASE ", 6) &&
+            string2ll(payload + 6, len - 6, &clock) && clock > 0) {
+            int first = !master_clock;
+            master_clock = clock;
+            /* The first clock of a master: grant at once (a new master
+             * serves nothing before), and read its INFO behind the grant. */
+            if (first && nkFailoverGranting()) {
+                probeSend(n, PROBE_LEASE);
+                probeSend(n, PROBE_INFO);
+                next_info_us = now + NK_PROBE_INFO_US;
+            }
+            if (lease_err[0]) nkLog(LL_NOTICE, "Probe: the master takes our lease again");
+            lease_err[0] = '\0';
+        } else {
+            char err[sizeof(lease_err)];
+            snprintf(err, sizeof(err), "%.*s", (int)len, payload);
+            if (strcmp(err, lease_err))
+                nkLog(LL_WARNING, "Probe: the master refuses the lease we grant: %s", err);
+            memcpy(lease_err, err, sizeof(lease_err));
+            master_clock = 0;
+        }
+    } else if (kind == PROBE_INFO) {
         if (is_error) {
             char err[sizeof(view_err)];
             snprintf(err, sizeof(err), "%.*s", (int)len, payload);
@@ -304,7 +374,7 @@ static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_
             view_read = 0;
             ndirect = 0;
         } else {
-            probeReadView(n, payload, len);
+            probeReadView(n, payload, len, (int)tag);
         }
     }
 }
@@ -371,7 +441,7 @@ static void probeConnected(nkConn *conn, void *data) {
      * A replica's answers nothing but PING, for which -NOAUTH is as good an
      * answer as +PONG: no password goes to an address a replica announced. */
     if (n->is_master && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
-    probeSend(n, PROBE_PING);
+    probeSend(n, n->is_master && nkFailoverGranting() ? PROBE_LEASE : PROBE_PING);
 }
 
 static void probeConnect(probeNode *n) {
@@ -396,25 +466,48 @@ static void probeConnect(probeNode *n) {
     nkConnSetWriteHandler(n->conn, probeConnected);
 }
 
-static void probeSend(probeNode *n, probeKind kind) {
+/* Queue a request (kind; for PROBE_CMD, the command is in cmd). */
+static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeReplyFn fn, long long tag) {
     int slot;
     if (n->qlen == NK_PROBE_QUEUE) return;
     slot = (n->qhead + n->qlen) % NK_PROBE_QUEUE;
     n->q[slot].kind = kind;
     n->q[slot].sent_us = getMonotonicUs();
+    n->q[slot].fn = fn;
+    n->q[slot].tag = kind == PROBE_INFO ? master_granted : tag;
     if (!n->qlen && !n->waiting_since_us) n->waiting_since_us = n->q[slot].sent_us;
     n->qlen++;
     if (kind == PROBE_AUTH)
         n->out = nk.cfg.masteruser ? nkCatCommand(n->out, "AUTH", nk.cfg.masteruser, nk.cfg.masterauth, NULL)
                                    : nkCatCommand(n->out, "AUTH", nk.cfg.masterauth, NULL);
     else if (kind == PROBE_INFO)
-        n->out = nkCatCommand(n->out, "INFO", "replication", "rdma", NULL);
-    else
+        n->out = nkCatCommand(n->out, "INFO", "replication", "rdma", "nickv", "cluster", NULL);
+    else if (kind == PROBE_CMD)
+        n->out = sdscat(n->out, cmd);
+    else if (kind == PROBE_LEASE) {
+        /* A grant from the master's last clock (a query while we have
+         * none), for lease-time: nickv_failover.c counts it. */
+        char t[32], ms[32];
+        long long lease_ms = master_clock ? nkFailoverLeaseTime() : 0;
+        snprintf(t, sizeof(t), "%lld", master_clock);
+        snprintf(ms, sizeof(ms), "%lld", lease_ms);
+        sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s", t, ms);
+        n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
+        sdsfree(msg);
+        if (master_clock) {
+            nkFailoverGranted(lease_ms);
+            master_granted = 1;
+        }
+    } else
         n->out = nkCatCommand(n->out, "PING", NULL);
-    if (kind == PROBE_PING) n->ping_us = n->q[slot].sent_us;
+    if (kind == PROBE_PING || kind == PROBE_LEASE) n->ping_us = n->q[slot].sent_us;
     n->probes++;
     probeFlush(n);
     if (n->conn) nkConnSetWriteHandler(n->conn, sdslen(n->out) ? probeWritable : NULL);
+}
+
+static void probeSend(probeNode *n, probeKind kind) {
+    probeSendCmd(n, kind, NULL, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- Nodes --- */
@@ -461,6 +554,9 @@ static void nodeRetarget(probeNode *n, const char *ip, int port) {
     n->state_ms = nowMs();
     n->why[0] = '\0';
     n->rtt_us = n->max_rtt_us = 0;
+    master_clock = 0;           /* another host's clock: a query first */
+    master_lease = -1;
+    master_granted = 0;
     ndirect = 0;
     view_read = 0;
     next_info_us = 0;
@@ -519,7 +615,7 @@ static void nodesRefresh(void) {
             n->listed = 0;
             n->unlisted_ms = now;
             health_dirty = 1;
-        } else if (!n->seen && now - n->unlisted_ms >= NK_PROBE_FORGET_MS) {
+        } else if (!n->seen && !n->watched && now - n->unlisted_ms >= NK_PROBE_FORGET_MS) {
             nkLog(LL_VERBOSE, "Probe: forgetting %s:%d, no longer a replica", n->ip, n->port);
             nodeFree(n);
             listDelNode(nodes, ln);
@@ -579,8 +675,11 @@ static void nodeTick(probeNode *n, long long now) {
     if (!n->conn) {
         probeConnect(n);
     } else if (n->connected && n->qlen == 0 && now - n->ping_us >= nk.cfg.probe_interval * 1000LL) {
-        probeSend(n, PROBE_PING);
-        if (n->is_master && now >= next_info_us) {
+        /* The master's PING renews its lease, unless a failover began. */
+        probeSend(n, n->is_master && nkFailoverGranting() ? PROBE_LEASE : PROBE_PING);
+        /* The master's INFO once a second; every time until it is read
+         * (a master we just moved to: see probeReadView). */
+        if (n->is_master && (now >= next_info_us || (!view_read && !view_err[0]))) {
             probeSend(n, PROBE_INFO);
             next_info_us = now + NK_PROBE_INFO_US;
         }
@@ -605,6 +704,11 @@ static void nodeTick(probeNode *n, long long now) {
 /* Also after a verdict changed: the master hears of it at once. */
 void nkProbeAfterEvents(void) {
     if (nodes && (health_dirty || nkLinkStreaming() != was_streaming)) healthSend();
+    /* A failover moves on at once when a verdict or a reply came. */
+    if (nodes && failover_kick) {
+        failover_kick = 0;
+        nkFailoverTick();
+    }
 }
 
 static int probeTick(aeEventLoop *el, long long id, void *data) {
@@ -617,6 +721,8 @@ static int probeTick(aeEventLoop *el, long long id, void *data) {
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) nodeTick(listNodeValue(ln), now);
     healthSend();
+    failover_kick = 0;
+    nkFailoverTick();
     /* At least every NICKV_CRON_MS, so that CONFIG SET probe-interval and
      * waiting-time take effect at once; each node is PINGed at its own
      * interval (nodeTick). */
@@ -624,8 +730,11 @@ static int probeTick(aeEventLoop *el, long long id, void *data) {
 }
 
 void nkProbeStart(void) {
+    const char *host;
+    int port;
     nodes = listCreate();
-    nodeAdd(nk.cfg.master_host, nk.cfg.master_port, 1);
+    nkLinkMaster(&host, &port);
+    nodeAdd(host, port, 1);
     next_info_us = getMonotonicUs();
     aeCreateTimeEvent(nk.el, 1, probeTick, NULL, NULL);
 }
@@ -669,6 +778,22 @@ sds nkProbeInfo(sds s) {
     return sdscat(s, "\r\n");
 }
 
+static void nodeView(const probeNode *n, nkProbeView *v, long long now_us) {
+    v->addr = n->ip;
+    v->reach = n->reach;
+    v->port = n->port;
+    v->is_master = n->is_master;
+    v->listed = n->listed;
+    v->valid = n->valid;
+    v->behind = n->behind;
+    v->connected = n->connected;
+    v->since_ms = nowMs() - n->state_ms;
+    v->invalid_ms_ago = n->invalid_ms ? nowMs() - n->invalid_ms : -1;
+    v->answered_ms_ago = n->answered_us ? (now_us - n->answered_us) / 1000 : -1;
+    v->rtt_us = n->rtt_us;
+    v->why = n->why;
+}
+
 int nkProbeNodes(nkProbeView *v, int max) {
     listIter li;
     listNode *ln;
@@ -676,19 +801,7 @@ int nkProbeNodes(nkProbeView *v, int max) {
     long long now = getMonotonicUs();
     if (!nodes) return 0;
     listRewind(nodes, &li);
-    while ((ln = listNext(&li)) && i < max) {
-        probeNode *n = listNodeValue(ln);
-        v[i].addr = n->ip;
-        v[i].port = n->port;
-        v[i].is_master = n->is_master;
-        v[i].listed = n->listed;
-        v[i].valid = n->valid;
-        v[i].behind = n->behind;
-        v[i].since_ms = nowMs() - n->state_ms;
-        v[i].answered_ms_ago = n->answered_us ? (now - n->answered_us) / 1000 : -1;
-        v[i].rtt_us = n->rtt_us;
-        i++;
-    }
+    while ((ln = listNext(&li)) && i < max) nodeView(listNodeValue(ln), &v[i++], now);
     return i;
 }
 
@@ -702,4 +815,74 @@ void nkProbeResetStats(void) {
         probeNode *n = listNodeValue(ln);
         n->probes = n->answers = n->max_rtt_us = 0;
     }
+}
+
+/* ------------------------------------------------------- For failover --- */
+
+int nkProbeCommand(const char *ip, int port, nkProbeReplyFn fn, long long tag, const char *first, ...) {
+    probeNode *n = nodeFind(ip, port, 0);
+    va_list ap;
+    sds cmd;
+    if (!n) {
+        probeNode *m = listNodeValue(listFirst(nodes));
+        if (m->port == port && !strcmp(m->ip, ip)) n = m;
+    }
+    if (!n || !n->conn || !n->connected || n->qlen + 2 > NK_PROBE_QUEUE) return -1;
+    /* A replica's probe sends no password (see the top): one we command
+     * needs it, as the master's probe does. */
+    if (!n->is_master && !n->authed && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
+    n->authed = 1;
+    va_start(ap, first);
+    cmd = nkCatCommandV(sdsempty(), first, ap);
+    va_end(ap);
+    probeSendCmd(n, PROBE_CMD, cmd, fn, tag);
+    sdsfree(cmd);
+    return 0;
+}
+
+int nkProbeFind(const char *ip, int port, nkProbeView *v) {
+    listIter li;
+    listNode *ln;
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        if (n->port != port || strcmp(n->ip, ip)) continue;
+        nodeView(n, v, getMonotonicUs());
+        return 1;
+    }
+    return 0;
+}
+
+void nkProbeWatch(const char *ip, int port, int on) {
+    probeNode *n;
+    if (!nodes) return;         /* before nkProbeStart: the failover retries */
+    n = nodeFind(ip, port, 0);
+    if (!n && on) {
+        n = nodeAdd(ip, port, 0);
+        n->listed = 0;
+        n->unlisted_ms = nowMs();
+        /* Not heard from since it was demoted: it is invalid until it
+         * answers (a demoted master is assumed down). */
+        n->valid = 0;
+        snprintf(n->why, sizeof(n->why), "demoted: not heard from since");
+    }
+    if (n) n->watched = on;
+}
+
+void nkProbeRetargetMaster(const char *ip, int port) {
+    probeNode *m = listNodeValue(listFirst(nodes));
+    nodeRetarget(m, ip, port);
+    probeConnect(m);            /* it needs a lease: now, not at the next tick */
+}
+
+int nkProbeMasterLease(void) {
+    return master_lease;
+}
+
+int nkProbeMasterCluster(void) {
+    return master_cluster;
+}
+
+const char *nkProbeLeaseError(void) {
+    return lease_err;
 }

@@ -48,7 +48,21 @@
 #define NICKV_MSG_HEALTH_ARGC 3         /* and two words per replica listed */
 #define NICKV_HEALTH_MAX 256            /* replicas listed at most */
 
+/* lease <t> <ms>: Nic-KV's probe connection (a client of the nickv-user,
+ * not the daemon's link) grants the master a lease until t + ms on the
+ * master's monotonic clock, where t is a clock value the master sent in an
+ * earlier reply (0: none, a query). The master answers NICKV_REPLY_LEASE
+ * <its clock now, ms>. With nickv-lease yes a master serves data only
+ * while it holds a lease: src/nickv_lease.c. */
+#define NICKV_MSG_LEASE "lease"
+#define NICKV_MSG_LEASE_ARGC 3
+#define NICKV_LEASE_MAX_MS 60000        /* a longer grant is malformed */
+
 /* ------------------------------------------------------------ Replies --- */
+
+/* master -> Nic-KV's probe, to a lease: +LEASE <clock>. */
+#define NICKV_REPLY_LEASE "+LEASE "
+
 
 /* master -> replica, to its PSYNC: +NICKV <host> <port> <rdma-port>. */
 #define NICKV_REPLY_REDIRECT "+NICKV "

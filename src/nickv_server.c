@@ -426,6 +426,15 @@ void nickvReplconf(client *c, sds message) {
         addReplyStatusFormat(c, "%s %lld", server.replid, server.master_repl_offset);
         goto out;
     }
+    if (!strcasecmp(argv[0], NICKV_MSG_LEASE)) {
+        /* From Nic-KV's probe connection, not its link: replies. */
+        if (!nickvUserOk(c))
+            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user "
+                                "(%s) may grant a lease", nickvUser ? nickvUser : "none set");
+        else
+            nickvLeaseGrant(c, argc, argv);
+        goto out;
+    }
     if (!nickvIsDaemon(c)) {
         addReplyError(c, "REPLCONF nickv messages come from the Nic-KV daemon only");
         goto out;
@@ -706,6 +715,7 @@ void nickvCron(void) {
     last = now;
     nickvMasterWatch(now);
     nickvReplicaWatch(now);
+    nickvLeaseHeld();       /* logs a lease that lapsed; forgets one as a replica */
 }
 
 void nickvCountReplicaWrite(void) {
@@ -902,7 +912,7 @@ sds nickvInfoString(sds info) {
         valid,
         nickvHealthActive() ? online - valid : 0,
         NK.health_reports);
-    return info;
+    return nickvLeaseInfo(info);
 }
 
 void nickvResetStats(void) {
@@ -910,4 +920,5 @@ void nickvResetStats(void) {
     NK.redirects_followed = NK.bounces = 0;
     NK.daemon_timeouts = NK.daemons_refused = NK.via_timeouts = 0;
     NK.health_reports = 0;
+    nickvLeaseResetStats();
 }

@@ -50,6 +50,17 @@ void nickvCron(void);
 /* Every write of the replication stream to a replica connection. */
 void nickvCountReplicaWrite(void);
 
+/* nickv-lease: a master serves data only while Nic-KV grants it a lease
+ * (src/nickv_lease.c). */
+extern int nickvLease;
+/* processCommand(): 1 if the command was refused for want of a lease. */
+int nickvLeaseRefuses(struct client *c, int is_write, int is_denystale);
+/* 1 while this node may write as a master (always with nickv-lease no). */
+int nickvLeaseHeld(void);
+void nickvLeaseGrant(struct client *c, int argc, sds *argv);
+sds nickvLeaseInfo(sds info);
+void nickvLeaseResetStats(void);
+
 /* ----------------------------------------------------- Replica side --- */
 
 /* The capa a replica advertises: "nickv", or "nickv-hold" for a while

@@ -106,6 +106,9 @@ proc nickv_start_under {prefix master_port args} {
     for {set attempt 0} {$attempt < 5} {incr attempt} {
         set port [find_available_port [expr {$::baseport + 250}] 200]
         set dir [file normalize [tmpdir nickv]]
+        # Its failover state goes next to its log, never into the harness's
+        # working directory, where another test's Nic-KV would read it.
+        if {[lsearch -exact $args --state-file] < 0} { lappend args --state-file $dir/nickv.state }
         set log $dir/nickv.log
         # Its stdout and stderr go to a file: a nic-kv left running by a
         # failed test must not hold the harness's output open.

@@ -14,6 +14,12 @@
 # clients never come from loopback, so then everything gets a password
 # (printed, and kept in build/run/password).
 #
+# Nic-KV fails over (failover yes in nic-kv.conf; every node runs with
+# nickv-lease yes): kill -9 the master and a replica takes over. Each node
+# gets a copy of redis.conf in its directory, fresh at every start, which
+# the failover may rewrite (CONFIG REWRITE); Nic-KV's state file starts
+# afresh too.
+#
 # Data and logs go to build/run/. SKV_PORT moves the whole set (master on
 # SKV_PORT, replicas on the next ports, Nic-KV on SKV_PORT + 1001).
 set -uo pipefail
@@ -64,23 +70,26 @@ rdma_address() {
 }
 
 rdma_addr=$(rdma_address)
-master_args=() nickv_args=() replica_args=(--replicaof 127.0.0.1 "$mport")
+master_args=(--nickv-lease yes) nickv_args=(--state-file "$run/nic-kv.state")
+replica_args=(--nickv-lease yes --replicaof 127.0.0.1 "$mport")
+rm -f "$run/nic-kv.state"
 rm -f "$run/password"
 if [ -n "$rdma_addr" ]; then
     nkrport=$((nkport + 1))
     pass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     echo "$pass" > "$run/password"
     export REDISCLI_AUTH=$pass
-    master_args=(--bind "127.0.0.1 $rdma_addr" --rdma-port "$rport" --rdma-bind "$rdma_addr"
-                 --requirepass "$pass")
-    nickv_args=(--master-host "$rdma_addr" --master-rdma-port "$rport" --masterauth "$pass"
-                --rdma-port "$nkrport" --rdma-bind "$rdma_addr" --announce-ip "$rdma_addr")
-    replica_args=(--replicaof "$rdma_addr" "$rport" --rdma-replication yes --masterauth "$pass"
+    master_args+=(--bind "127.0.0.1 $rdma_addr" --rdma-port "$rport" --rdma-bind "$rdma_addr"
                   --requirepass "$pass")
+    nickv_args+=(--master-host "$rdma_addr" --master-rdma-port "$rport" --masterauth "$pass"
+                 --rdma-port "$nkrport" --rdma-bind "$rdma_addr" --announce-ip "$rdma_addr")
+    replica_args=(--nickv-lease yes --replicaof "$rdma_addr" "$rport" --rdma-replication yes
+                  --masterauth "$pass" --requirepass "$pass")
 fi
 
 mkdir -p "$run/master"
-"$bin/redis-server" "$top/redis.conf" --port "$mport" --dir "$run/master" \
+cp "$top/redis.conf" "$run/master/redis.conf"
+"$bin/redis-server" "$run/master/redis.conf" --port "$mport" --dir "$run/master" \
     --logfile "$run/master/redis.log" "${master_args[@]}" &
 pids+=($!)
 "$bin/nic-kv" "$top/nic-kv/nic-kv.conf" --port "$nkport" --master-port "$mport" \
@@ -88,7 +97,8 @@ pids+=($!)
 pids+=($!)
 for p in $replicas; do
     mkdir -p "$run/replica-$p"
-    "$bin/redis-server" "$top/redis.conf" --port "$p" --dir "$run/replica-$p" \
+    cp "$top/redis.conf" "$run/replica-$p/redis.conf"
+    "$bin/redis-server" "$run/replica-$p/redis.conf" --port "$p" --dir "$run/replica-$p" \
         --logfile "$run/replica-$p/redis.log" "${replica_args[@]}" &
     pids+=($!)
 done
@@ -133,6 +143,10 @@ Try, in another terminal:
   $bin/redis-cli -p $nkport info failover           # Nic-KV's probes of every node
   $bin/redis-cli -p $nkport sentinel get-master-addr-by-name mymaster   # clients find the master
   $bin/redis-cli -p $nkport config set min-slaves 3 # then kill -STOP a replica: -NOREPLICAS
+Fail over (Nic-KV replaces a master that dies or hangs):
+  kill -9 ${pids[0]}                               # the master
+  $bin/redis-cli -p $nkport info failover | grep -E '^(failovers|last_failover|master):'
+  $bin/redis-cli -p $nkport sentinel get-master-addr-by-name mymaster   # a replica, now master
 $( [ -n "$rdma_addr" ] && echo "  $bin/redis-cli --rdma -h $rdma_addr -p $rport ping            # the master, over RDMA
   $bin/redis-cli --rdma -h $rdma_addr -p $nkrport info rdma       # Nic-KV's zero-copy counters" )
 Ctrl-C stops everything.

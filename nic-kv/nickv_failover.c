@@ -1,0 +1,798 @@
+/* nickv_failover.c -- Nic-KV promotes a replica when the master fails.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * ========================================================================
+ * The failover state machine
+ * ========================================================================
+ *
+ *   WATCHING --the master is invalid (nickv_probe.c), failover yes, its
+ *              INFO said nickv-lease yes, a candidate exists (foStart)--> FENCING
+ *   FENCING  --the master answers again (foAbort)--> WATCHING
+ *   FENCING  --no lease we granted can still run (foQuery): INFO
+ *              replication of every candidate--> QUERYING
+ *   QUERYING --the master answers again (foAbort)--> WATCHING
+ *   QUERYING --every candidate answered or is invalid (foPromote): the
+ *              best one; the state file names it; REPLICAOF NO ONE--> PROMOTING
+ *   QUERYING --no candidate can be promoted (foAbort)--> WATCHING
+ *   PROMOTING --+OK (foPromoted): the probes and the link go to it, the
+ *              other replicas and the old master are repointed--> WATCHING
+ *   PROMOTING --an error, or no answer in 2 x waiting-time (foAbort: the
+ *              state file names the old master again)--> WATCHING
+ *
+ * (foSetState makes the moves and checks them against this diagram.)
+ *
+ * Fencing. The master's probe grants the master a lease with every probe
+ * (src/nickv_lease.c says how a grant is anchored on the master's clock).
+ * From FENCING on no grant is sent; nkFailoverGranted() has kept the time
+ * by which every lease granted has run out on our clock, lease-time after
+ * the last grant, plus NK_LEASE_DRIFT_PPM of it and NK_LEASE_MARGIN_US.
+ * A master with nickv-lease yes serves no data command without a lease, so
+ * from then on the old master takes no write even if it is only stopped and
+ * resumes later: a replica promoted after that moment is the only master
+ * that takes writes. A Nic-KV that (re)starts assumes a lease granted by
+ * its previous run may still hold: it promotes nobody for a lease-time
+ * (the largest the state file recorded) after its start.
+ *
+ * The candidate. A listed valid replica, not invalid within 2 x waiting-time,
+ * whose INFO says it replicates our master's history (its replication id is
+ * our stream's), with a replica-priority above 0. One we demoted within
+ * NK_FAILOVER_COOLDOWN_MS is promoted only if no other can be (no
+ * ping-pong with a master that keeps failing). Then the highest offset wins:
+ * with min-slaves >= 1 a write WAIT acknowledged is on a valid replica, and
+ * the one with the highest offset has every byte any replica has (they
+ * share one history). Then the lower replica-priority, then the address.
+ * We wait for the INFO of every valid candidate: promoting from a partial
+ * answer could miss the one replica with an acknowledged write.
+ *
+ * After the promotion every other replica, and the old master once it
+ * answers, get REPLICAOF <new master> and CONFIG REWRITE (so that a
+ * restart keeps the new topology); the old master also CLIENT KILL TYPE
+ * NORMAL, so that its clients look for the master again. A node that does
+ * not answer stays on that list (INFO failover: repointN) until it does.
+ *
+ * The state file (state-file): epoch, the master, the master configured
+ * when it was written, the nodes still to repoint, the largest lease-time
+ * granted; written to a temporary file, fsynced and renamed before every
+ * promotion and whenever the master changes, so that a restart neither
+ * forgets nor reverses a failover. It is ignored (and said so) when the
+ * configured master-host/master-port changed since.
+ */
+
+#include "nickv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "monotonic.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define NK_LEASE_DRIFT_PPM 1000           /* clocks' rates differ by less */
+#define NK_LEASE_MARGIN_US 10000          /* ms clock reads, a scheduling delay */
+#define NK_FAILOVER_COOLDOWN_MS 60000     /* a demoted node is no candidate */
+#define NK_FO_CANDIDATES 64               /* considered at most */
+#define NK_FO_REPOINT 64                  /* nodes to repoint, at most */
+#define NK_ADDR_LEN 256
+
+typedef enum {
+    FO_WATCHING = 0, FO_FENCING, FO_QUERYING, FO_PROMOTING, FO_STATES
+} foState;
+
+static const char *foStateNames[] = {"watching", "fencing", "querying", "promoting"};
+static const unsigned foMoves[] = {
+    [FO_WATCHING]  = 1u << FO_FENCING,
+    [FO_FENCING]   = 1u << FO_WATCHING | 1u << FO_QUERYING,
+    [FO_QUERYING]  = 1u << FO_WATCHING | 1u << FO_PROMOTING,
+    [FO_PROMOTING] = 1u << FO_WATCHING,
+};
+
+typedef struct foNode {
+    char ip[NK_ADDR_LEN];       /* as the probes name it */
+    char reach[NK_ADDR_LEN];    /* where it is reached */
+    int port;
+} foNode;
+
+typedef struct foCandidate {
+    foNode node;
+    int answered;               /* its INFO came */
+    int usable;                 /* ... and it can be promoted */
+    int demoted;                /* we demoted it recently: the last resort */
+    long long offset;
+    int priority;
+    char why[128];              /* why it cannot */
+} foCandidate;
+
+typedef struct foRepoint {
+    foNode node;
+    int old_master;             /* demoted by us: its clients are killed too */
+    int pending;                /* commands in flight */
+    long long since_ms;         /* on the list since */
+} foRepoint;
+
+static struct {
+    foState state;
+    long long epoch;
+    foNode master;              /* the master as we last recorded it */
+    int have_master;
+    char configured[NK_ADDR_LEN];   /* master-host when the state was written */
+    int configured_port;
+    long long lease_bound_us;   /* no lease we granted outlives this */
+    long long lease_max_ms;     /* the largest lease-time ever granted */
+    long long tag;              /* the current attempt: replies carry it */
+    long long started_us;       /* the attempt began */
+    long long step_us;          /* the current state began */
+    foNode old;                 /* the master being replaced */
+    foCandidate cand[NK_FO_CANDIDATES];
+    int ncand;
+    foNode winner;
+    int promote_reply;          /* 0: none yet, 1: +OK, -1: an error */
+    char promote_err[128];
+    foRepoint repoint[NK_FO_REPOINT];
+    int nrepoint;
+    struct { char ip[NK_ADDR_LEN]; int port; long long until_ms; } cooldown[NK_FO_REPOINT];
+    int ncooldown;
+    char blocked[400];          /* why the master is not replaced now */
+    char excluded[300];         /* the replicas that are no candidates, and why */
+    char state_err[200];        /* why the state file could not be written */
+    long long failovers, aborted, last_ms;
+    char last_why[200];         /* why the last attempt ended */
+} F;
+
+static long long foNowUs(void) { return (long long)getMonotonicUs(); }
+static long long foNowMs(void) { return foNowUs() / 1000; }
+
+static void foSetState(foState to) {
+    if (!(foMoves[F.state] & (1u << to)))
+        nkBug("failover: no move from %s to %s", foStateNames[F.state], foStateNames[to]);
+    nkLog(LL_VERBOSE, "Failover: %s -> %s", foStateNames[F.state], foStateNames[to]);
+    F.state = to;
+    F.step_us = foNowUs();
+}
+
+/* ------------------------------------------------------------- Lease --- */
+
+int nkFailoverGranting(void) {
+    return F.state == FO_WATCHING;
+}
+
+long long nkFailoverLeaseTime(void) {
+    return nk.cfg.lease_time;
+}
+
+static int stateSave(void);
+
+void nkFailoverGranted(long long ms) {
+    long long bound = foNowUs() + ms * 1000 + ms * NK_LEASE_DRIFT_PPM / 1000 + NK_LEASE_MARGIN_US;
+    if (bound > F.lease_bound_us) F.lease_bound_us = bound;
+    if (ms > F.lease_max_ms) {
+        /* A restart must wait out the longest lease ever granted. */
+        F.lease_max_ms = ms;
+        stateSave();
+    }
+}
+
+/* -------------------------------------------------------- State file --- */
+
+/* The state, atomically: a temporary file, fsync, rename, fsync of the
+ * directory. 0, or -1 (F.state_err says why, and it is logged). */
+static int stateSave(void) {
+    char tmp[PATH_MAX], dirbuf[PATH_MAX];
+    const char *path = nk.cfg.state_file;
+    sds s;
+    int fd, dfd;
+    if (!path) return 0;
+    s = sdscatprintf(sdsempty(),
+        "# The failover state of Nic-KV: written by nic-kv, read at its start.\n"
+        "epoch %lld\n"
+        "configured %s %d\n"
+        "lease-max-ms %lld\n", F.epoch, nk.cfg.master_host, nk.cfg.master_port, F.lease_max_ms);
+    if (F.have_master) s = sdscatprintf(s, "master %s %d\n", F.master.reach, F.master.port);
+    for (int i = 0; i < F.nrepoint; i++)
+        s = sdscatprintf(s, "repoint %s %d %d\n", F.repoint[i].node.reach, F.repoint[i].node.port,
+                         F.repoint[i].old_master);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd == -1 || write(fd, s, sdslen(s)) != (ssize_t)sdslen(s) || fsync(fd) == -1) {
+        snprintf(F.state_err, sizeof(F.state_err), "writing %.100s: %s", tmp, strerror(errno));
+        if (fd != -1) close(fd);
+        unlink(tmp);
+        goto err;
+    }
+    close(fd);
+    if (rename(tmp, path) == -1) {
+        snprintf(F.state_err, sizeof(F.state_err), "renaming %.100s: %s", tmp, strerror(errno));
+        unlink(tmp);
+        goto err;
+    }
+    snprintf(dirbuf, sizeof(dirbuf), "%s", path);
+    dfd = open(dirname(dirbuf), O_RDONLY | O_CLOEXEC);
+    if (dfd != -1) {
+        fsync(dfd);
+        close(dfd);
+    }
+    sdsfree(s);
+    if (F.state_err[0]) nkLog(LL_NOTICE, "Failover: the state file %s is written again", path);
+    F.state_err[0] = '\0';
+    return 0;
+err:
+    sdsfree(s);
+    nkLog(LL_WARNING, "Failover: cannot keep the state file: %s", F.state_err);
+    return -1;
+}
+
+static void repointAdd(const char *ip, int port, int old_master);
+
+int nkFailoverInit(void) {
+    const char *path = nk.cfg.state_file;
+    FILE *fp;
+    char line[1024];
+    long long lease_max = 0, epoch = 0;
+    char mhost[NK_ADDR_LEN] = "", chost[NK_ADDR_LEN] = "";
+    int mport = 0, cport = 0, lineno = 0;
+    struct { char ip[NK_ADDR_LEN]; int port, old; } rp[NK_FO_REPOINT];
+    int nrp = 0;
+
+    F.state = FO_WATCHING;
+    F.lease_max_ms = nk.cfg.lease_time;
+    if (!path) {
+        if (nk.cfg.failover)
+            nkLog(LL_WARNING, "Failover: no state-file: a restart forgets a failover");
+        goto start;
+    }
+    fp = fopen(path, "r");
+    if (!fp) {
+        if (errno != ENOENT) {
+            nkLog(LL_WARNING, "Failover: cannot read the state file %s: %s", path, strerror(errno));
+            return -1;
+        }
+        goto start;
+    }
+    while (fgets(line, sizeof(line), fp)) {
+        int argc;
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        sds *argv = sdssplitargs(line, &argc);
+        long long v;
+        int ok = 1;
+        if (!argv) ok = 0;
+        else if (argc == 0) ;
+        else if (!strcmp(argv[0], "epoch") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) && v >= 0) epoch = v;
+        else if (!strcmp(argv[0], "lease-max-ms") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) &&
+                 v >= 0 && v <= NICKV_LEASE_MAX_MS) lease_max = v;
+        else if ((!strcmp(argv[0], "master") || !strcmp(argv[0], "configured")) && argc == 3 &&
+                 sdslen(argv[1]) < NK_ADDR_LEN && string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536) {
+            if (argv[0][0] == 'm') { snprintf(mhost, sizeof(mhost), "%s", argv[1]); mport = (int)v; }
+            else { snprintf(chost, sizeof(chost), "%s", argv[1]); cport = (int)v; }
+        } else if (!strcmp(argv[0], "repoint") && argc == 4 && sdslen(argv[1]) < NK_ADDR_LEN &&
+                   string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536 && nrp < NK_FO_REPOINT) {
+            snprintf(rp[nrp].ip, sizeof(rp[nrp].ip), "%s", argv[1]);
+            rp[nrp].port = (int)v;
+            rp[nrp].old = atoi(argv[3]) != 0;
+            nrp++;
+        } else ok = 0;
+        if (argv) sdsfreesplitres(argv, argc);
+        if (!ok) {
+            fclose(fp);
+            nkLog(LL_WARNING, "Failover: the state file %s is damaged at line %d: fix or remove it",
+                  path, lineno);
+            return -1;
+        }
+    }
+    fclose(fp);
+    if (lease_max > F.lease_max_ms) F.lease_max_ms = lease_max;
+    if (strcmp(chost, nk.cfg.master_host) || cport != nk.cfg.master_port) {
+        nkLog(LL_WARNING, "Failover: the state file %s is for the master configured as %s:%d, not "
+              "%s:%d: ignoring what it says of the topology", path, chost, cport,
+              nk.cfg.master_host, nk.cfg.master_port);
+        F.epoch = epoch;
+        goto start;
+    }
+    F.epoch = epoch;
+    if (mhost[0]) {
+        const char *h;
+        int p;
+        nkLinkMaster(&h, &p);
+        snprintf(F.master.ip, sizeof(F.master.ip), "%s", mhost);
+        snprintf(F.master.reach, sizeof(F.master.reach), "%s", mhost);
+        F.master.port = mport;
+        F.have_master = 1;
+        if (strcmp(h, mhost) || p != mport) {
+            nkLog(LL_WARNING, "Failover: the state file says the master is %s:%d (epoch %lld), "
+                  "not the configured %s:%d: following it", mhost, mport, epoch, h, p);
+            nkLinkFollow(mhost, mport, 0);
+        }
+    }
+    for (int i = 0; i < nrp; i++) repointAdd(rp[i].ip, rp[i].port, rp[i].old);
+    nkLog(LL_NOTICE, "Failover: state file %s read: epoch %lld, master %s:%d, %d node(s) to repoint",
+          path, epoch, mhost[0] ? mhost : nk.cfg.master_host, mhost[0] ? mport : nk.cfg.master_port, nrp);
+start:
+    /* Our previous run may have granted a lease that still holds. */
+    F.lease_bound_us = foNowUs() + F.lease_max_ms * 1000 +
+                       F.lease_max_ms * NK_LEASE_DRIFT_PPM / 1000 + NK_LEASE_MARGIN_US;
+    if (!F.have_master) {
+        snprintf(F.master.ip, sizeof(F.master.ip), "%s", nk.cfg.master_host);
+        snprintf(F.master.reach, sizeof(F.master.reach), "%s", nk.cfg.master_host);
+        F.master.port = nk.cfg.master_port;
+        F.have_master = 1;
+    }
+    return 0;
+}
+
+void nkFailoverMasterIs(const char *ip, int port) {
+    if (F.have_master && F.master.port == port && !strcmp(F.master.reach, ip)) return;
+    nkLog(LL_NOTICE, "Failover: the master is now %s:%d (epoch %lld)", ip, port, F.epoch + 1);
+    snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
+    snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
+    F.master.port = port;
+    F.have_master = 1;
+    F.epoch++;
+    stateSave();
+}
+
+/* ------------------------------------------------------------ Repoint --- */
+
+static void repointAdd(const char *ip, int port, int old_master) {
+    for (int i = 0; i < F.nrepoint; i++)
+        if (F.repoint[i].node.port == port && !strcmp(F.repoint[i].node.reach, ip)) {
+            F.repoint[i].old_master |= old_master;
+            return;
+        }
+    if (F.nrepoint == NK_FO_REPOINT) {
+        nkLog(LL_WARNING, "Failover: too many nodes to repoint: %s:%d must be made a replica of "
+              "the master by hand", ip, port);
+        return;
+    }
+    foRepoint *r = &F.repoint[F.nrepoint++];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->node.ip, sizeof(r->node.ip), "%s", ip);
+    snprintf(r->node.reach, sizeof(r->node.reach), "%s", ip);
+    r->node.port = port;
+    r->old_master = old_master;
+    r->since_ms = foNowMs();
+    nkProbeWatch(ip, port, 1);
+}
+
+static void repointRemove(const char *ip, int port) {
+    for (int i = 0; i < F.nrepoint; i++)
+        if (F.repoint[i].node.port == port && !strcmp(F.repoint[i].node.reach, ip)) {
+            nkProbeWatch(F.repoint[i].node.ip, port, 0);
+            F.repoint[i] = F.repoint[--F.nrepoint];
+            return;
+        }
+}
+
+static void repointDone(int i) {
+    foRepoint *r = &F.repoint[i];
+    nkLog(LL_NOTICE, "Failover: %s:%d is now a replica of %s:%d", r->node.reach, r->node.port,
+          F.master.reach, F.master.port);
+    if (r->old_master && F.ncooldown < NK_FO_REPOINT) {
+        memcpy(F.cooldown[F.ncooldown].ip, r->node.reach, NK_ADDR_LEN);
+        F.cooldown[F.ncooldown].port = r->node.port;
+        F.cooldown[F.ncooldown].until_ms = foNowMs() + NK_FAILOVER_COOLDOWN_MS;
+        F.ncooldown++;
+    }
+    nkProbeWatch(r->node.ip, r->node.port, 0);
+    F.repoint[i] = F.repoint[--F.nrepoint];
+    stateSave();
+}
+
+/* The reply to a repointed node's REPLICAOF (the tag: its port; the
+ * commands after it are fire and forget). */
+static void repointReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+                         int is_error) {
+    (void)tag;
+    for (int i = 0; i < F.nrepoint; i++) {
+        foRepoint *r = &F.repoint[i];
+        if (r->node.port != port || strcmp(r->node.ip, ip)) continue;
+        r->pending = 0;
+        if (is_error)
+            nkLog(LL_WARNING, "Failover: REPLICAOF %s %d on %s:%d: %.*s (retrying)",
+                  F.master.reach, F.master.port, ip, port, (int)len, reply);
+        else
+            repointDone(i);
+        return;
+    }
+}
+
+static void logReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+                     int is_error) {
+    (void)tag;
+    if (is_error) nkLog(LL_WARNING, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
+}
+
+/* Nodes to repoint that answer get REPLICAOF the master, CONFIG REWRITE,
+ * and, for an old master, CLIENT KILL TYPE NORMAL. */
+static void repointTick(void) {
+    char port[16];
+    snprintf(port, sizeof(port), "%d", F.master.port);
+    for (int i = 0; i < F.nrepoint; i++) {
+        foRepoint *r = &F.repoint[i];
+        nkProbeView v;
+        if (!nkProbeFind(r->node.ip, r->node.port, &v)) {
+            nkProbeWatch(r->node.ip, r->node.port, 1);   /* read from the state file */
+            continue;
+        }
+        if (r->pending || !v.valid || !v.connected) continue;
+        if (r->node.port == F.master.port && !strcmp(r->node.reach, F.master.reach)) {
+            /* It is the master again (promoted since): nothing to do. */
+            nkProbeWatch(r->node.ip, r->node.port, 0);
+            F.repoint[i--] = F.repoint[--F.nrepoint];
+            continue;
+        }
+        if (nkProbeCommand(r->node.ip, r->node.port, repointReply, 0, "REPLICAOF", F.master.reach, port, NULL) == -1)
+            continue;
+        r->pending = 1;
+        nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CONFIG", "REWRITE", NULL);
+        if (r->old_master)
+            nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CLIENT", "KILL", "TYPE", "NORMAL", NULL);
+        nkLog(LL_NOTICE, "Failover: making %s:%d a replica of %s:%d", r->node.reach, r->node.port,
+              F.master.reach, F.master.port);
+    }
+}
+
+/* ---------------------------------------------------------- Failover --- */
+
+static int inCooldown(const char *ip, int port) {
+    long long now = foNowMs();
+    for (int i = 0; i < F.ncooldown; i++) {
+        if (F.cooldown[i].until_ms <= now) {
+            F.cooldown[i--] = F.cooldown[--F.ncooldown];
+            continue;
+        }
+        if (F.cooldown[i].port == port && !strcmp(F.cooldown[i].ip, ip)) return 1;
+    }
+    return 0;
+}
+
+/* Why the invalid master is not replaced; logged when that begins, and
+ * then at most every 10 seconds while the reason changes. */
+static void setBlocked(const char *why) {
+    static long long logged_ms;
+    long long now = foNowMs();
+    if (!strcmp(why, F.blocked)) return;
+    if (why[0] && (!F.blocked[0] || now - logged_ms >= 10000)) {
+        nkLog(LL_WARNING, "Failover: the master %s:%d is invalid, but it is not replaced: %s",
+              F.master.reach, F.master.port, why);
+        logged_ms = now;
+    }
+    snprintf(F.blocked, sizeof(F.blocked), "%s", why);
+}
+
+/* The candidates now (see the top), into F.cand; why the others are not,
+ * into F.excluded. */
+static int collectCandidates(void) {
+    nkProbeView v[NK_FO_CANDIDATES + 1];
+    int n = nkProbeNodes(v, NK_FO_CANDIDATES + 1);
+    F.ncand = 0;
+    F.excluded[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const char *why = NULL;
+        char buf[64];
+        if (v[i].is_master || !v[i].listed) continue;
+        if (!v[i].valid) why = "invalid";
+        else if (v[i].invalid_ms_ago >= 0 && v[i].invalid_ms_ago < 2LL * nk.cfg.waiting_time) {
+            snprintf(buf, sizeof(buf), "invalid %lld ms ago", v[i].invalid_ms_ago);
+            why = buf;
+        } else if (v[i].answered_ms_ago < 0 || v[i].answered_ms_ago > nk.cfg.waiting_time) {
+            snprintf(buf, sizeof(buf), "last answer %lld ms ago", v[i].answered_ms_ago);
+            why = buf;
+        }
+        if (why) {
+            size_t len = strlen(F.excluded);
+            snprintf(F.excluded + len, sizeof(F.excluded) - len, "%s%s:%d %s", len ? ", " : "",
+                     v[i].addr, v[i].port, why);
+            continue;
+        }
+        foCandidate *c = &F.cand[F.ncand++];
+        memset(c, 0, sizeof(*c));
+        snprintf(c->node.ip, sizeof(c->node.ip), "%s", v[i].addr);
+        snprintf(c->node.reach, sizeof(c->node.reach), "%s", v[i].reach);
+        c->node.port = v[i].port;
+        c->demoted = inCooldown(v[i].reach, v[i].port);
+    }
+    return F.ncand;
+}
+
+static void foAbort(const char *why) {
+    F.aborted++;
+    snprintf(F.last_why, sizeof(F.last_why), "called off: %s", why);
+    nkLog(LL_WARNING, "Failover: called off (%s): the master stays %s:%d", why, F.master.reach,
+          F.master.port);
+    foSetState(FO_WATCHING);
+}
+
+static void foQuery(void);
+
+static int fenceTimer(aeEventLoop *el, long long id, void *data) {
+    (void)el; (void)id; (void)data;
+    nkFailoverTick();
+    return AE_NOMORE;
+}
+
+static void foStart(nkProbeView *m) {
+    long long left = (F.lease_bound_us - foNowUs()) / 1000;
+    F.tag++;
+    F.started_us = foNowUs();
+    snprintf(F.old.ip, sizeof(F.old.ip), "%s", m->addr);
+    snprintf(F.old.reach, sizeof(F.old.reach), "%s", m->reach);
+    F.old.port = m->port;
+    F.blocked[0] = '\0';
+    nkLog(LL_WARNING, "Failover: the master %s:%d is invalid (%s): no more leases; %d candidate(s); "
+          "promoting in %lld ms, once every lease granted has run out", m->addr, m->port, m->why,
+          F.ncand, left > 0 ? left : 0);
+    foSetState(FO_FENCING);
+    /* On time, not at the next probe tick. */
+    if (left <= 0) foQuery();
+    else aeCreateTimeEvent(nk.el, left + 1, fenceTimer, NULL, NULL);
+}
+
+/* A candidate's INFO replication. */
+static void queryReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+                       int is_error) {
+    foCandidate *c = NULL;
+    if (tag != F.tag || F.state != FO_QUERYING) return;
+    for (int i = 0; i < F.ncand; i++)
+        if (F.cand[i].node.port == port && !strcmp(F.cand[i].node.ip, ip)) c = &F.cand[i];
+    if (!c || c->answered) return;
+    c->answered = 1;
+    if (is_error) {
+        snprintf(c->why, sizeof(c->why), "INFO: %.*s", (int)(len > 100 ? 100 : len), reply);
+        return;
+    }
+    char role[16] = "", replid[NK_RUNID_SIZE + 1] = "", replid2[NK_RUNID_SIZE + 1] = "";
+    long long offset = -1, moffset = -1;
+    int priority = 100, count;
+    sds *lines = sdssplitlen(reply, (ssize_t)len, "\r\n", 2, &count);
+    for (int i = 0; i < count; i++) {
+        const char *l = lines[i];
+        if (!strncmp(l, "role:", 5)) snprintf(role, sizeof(role), "%s", l + 5);
+        else if (!strncmp(l, "master_replid:", 14)) snprintf(replid, sizeof(replid), "%s", l + 14);
+        else if (!strncmp(l, "master_replid2:", 15)) snprintf(replid2, sizeof(replid2), "%s", l + 15);
+        else if (!strncmp(l, "slave_repl_offset:", 18)) offset = strtoll(l + 18, NULL, 10);
+        else if (!strncmp(l, "master_repl_offset:", 19)) moffset = strtoll(l + 19, NULL, 10);
+        else if (!strncmp(l, "slave_priority:", 15)) priority = atoi(l + 15);
+        else if (!strncmp(l, "replica_priority:", 17)) priority = atoi(l + 17);
+    }
+    sdsfreesplitres(lines, count);
+    const char *ours = nkLinkReplid();
+    /* A replica of our history; or one our earlier attempt promoted whose
+     * reply we never saw (a master now, our history as its replid2). */
+    if (!strcmp(role, "slave") && offset >= 0 && (!ours[0] || !strcmp(replid, ours))) {
+        c->offset = offset;
+    } else if (!strcmp(role, "master") && moffset >= 0 && ours[0] &&
+               (!strcmp(replid2, ours) || !strcmp(replid, ours))) {
+        c->offset = moffset;
+    } else {
+        snprintf(c->why, sizeof(c->why), "not a replica of our history (role %s, replid %s)", role, replid);
+        return;
+    }
+    c->priority = priority;
+    if (priority <= 0) {
+        snprintf(c->why, sizeof(c->why), "replica-priority 0");
+        return;
+    }
+    c->usable = 1;
+}
+
+static void foQuery(void) {
+    for (int i = 0; i < F.ncand; i++) {
+        foCandidate *c = &F.cand[i];
+        if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication", NULL) == -1) {
+            c->answered = 1;
+            snprintf(c->why, sizeof(c->why), "its probe connection is down");
+        }
+    }
+    foSetState(FO_QUERYING);
+}
+
+static void promoteReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+                         int is_error) {
+    (void)ip; (void)port;
+    if (tag != F.tag || F.state != FO_PROMOTING || F.promote_reply) return;
+    F.promote_reply = is_error ? -1 : 1;
+    snprintf(F.promote_err, sizeof(F.promote_err), "%.*s", (int)(len > 100 ? 100 : len), reply);
+}
+
+/* Every candidate has answered (or cannot): the best one is promoted. */
+static void foPromote(void) {
+    foCandidate *best = NULL;
+    for (int i = 0; i < F.ncand; i++) {
+        foCandidate *c = &F.cand[i];
+        if (!c->usable) {
+            nkLog(LL_NOTICE, "Failover: %s:%d is no candidate: %s", c->node.reach, c->node.port,
+                  c->why[0] ? c->why : "no answer");
+            continue;
+        }
+        /* One we demoted recently only if nobody else can be (no
+         * ping-pong with a master that keeps failing). */
+        if (best && c->demoted != best->demoted) {
+            if (!c->demoted) best = c;
+            continue;
+        }
+        if (!best || c->offset > best->offset ||
+            (c->offset == best->offset && c->priority < best->priority) ||
+            (c->offset == best->offset && c->priority == best->priority &&
+             (strcmp(c->node.reach, best->node.reach) < 0 ||
+              (!strcmp(c->node.reach, best->node.reach) && c->node.port < best->node.port))))
+            best = c;
+    }
+    if (!best) {
+        foAbort("no replica can be promoted");
+        return;
+    }
+    F.winner = best->node;
+    /* The state file names the new master before it is one: a restart
+     * in between follows it (REPLICAOF NO ONE is idempotent), never the
+     * old master back. */
+    F.master = F.winner;
+    F.epoch++;
+    repointAdd(F.old.reach, F.old.port, 1);
+    if (stateSave() == -1) {
+        F.master = F.old;
+        F.epoch--;
+        repointRemove(F.old.reach, F.old.port);
+        foAbort("the state file cannot be written");
+        return;
+    }
+    F.promote_reply = 0;
+    if (nkProbeCommand(best->node.ip, best->node.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
+        F.master = F.old;
+        repointRemove(F.old.reach, F.old.port);
+        stateSave();
+        foAbort("the candidate's probe connection is down");
+        return;
+    }
+    nkLog(LL_WARNING, "Failover: promoting %s:%d (offset %lld, replica-priority %d), epoch %lld",
+          best->node.reach, best->node.port, best->offset, best->priority, F.epoch);
+    foSetState(FO_PROMOTING);
+}
+
+/* The winner is a master: everything follows it. */
+static void foPromoted(void) {
+    char port[16];
+    nkProbeView v[NK_FO_CANDIDATES + 1];
+    int n = nkProbeNodes(v, NK_FO_CANDIDATES + 1);
+    long long took = (foNowUs() - F.started_us) / 1000;
+    snprintf(port, sizeof(port), "%d", F.winner.port);
+    nkProbeCommand(F.winner.ip, F.winner.port, logReply, 0, "CONFIG", "REWRITE", NULL);
+    /* Every other replica we know of follows it (those listed now, and
+     * those that were: a replica away for a moment comes back to the new
+     * master, not the old one). */
+    for (int i = 0; i < n; i++) {
+        if (v[i].is_master || (v[i].port == F.winner.port && !strcmp(v[i].reach, F.winner.reach)))
+            continue;
+        repointAdd(v[i].reach, v[i].port, 0);
+    }
+    /* The link follows once the probes granted it a lease (it serves no
+     * PSYNC before): probeReadView. */
+    nkProbeRetargetMaster(F.winner.reach, F.winner.port);
+    stateSave();
+    F.failovers++;
+    F.last_ms = took;
+    snprintf(F.last_why, sizeof(F.last_why), "promoted %.80s:%d in place of %.80s:%d", F.winner.reach,
+             F.winner.port, F.old.reach, F.old.port);
+    nkLog(LL_WARNING, "Failover: %s:%d is the master (epoch %lld), %lld ms after the old one "
+          "%s:%d was found invalid", F.winner.reach, F.winner.port, F.epoch, took, F.old.reach, F.old.port);
+    foSetState(FO_WATCHING);
+    repointTick();
+}
+
+/* In WATCHING: should a failover begin? "" if so, else why not. */
+static const char *foBlocker(const nkProbeView *m) {
+    if (!nk.cfg.failover) return "failover is off";
+    if (nkProbeMasterCluster()) return "the master is in cluster mode: the cluster fails over, Nic-KV follows";
+    if (nkProbeMasterLease() == 0)
+        return "the master runs with nickv-lease no: a promotion could leave two masters";
+    if (nkProbeMasterLease() != 1) return "the master's nickv-lease is not known yet";
+    if (!collectCandidates()) {
+        static char why[400];
+        snprintf(why, sizeof(why), "no replica to promote%s%s", F.excluded[0] ? ": " : "", F.excluded);
+        return why;
+    }
+    (void)m;
+    return "";
+}
+
+void nkFailoverTick(void) {
+    nkProbeView m;
+    long long now = foNowUs();
+    /* The probes' master (the first node) is the current one. */
+    int have_m = nkProbeNodes(&m, 1) == 1 && m.is_master;
+    const char *why;
+
+    switch (F.state) {
+    case FO_WATCHING:
+        repointTick();
+        if (!have_m || m.valid) {
+            setBlocked("");
+            break;
+        }
+        why = foBlocker(&m);
+        setBlocked(why);
+        if (!why[0]) foStart(&m);
+        break;
+    case FO_FENCING:
+        if (have_m && m.valid) foAbort("the master answers again");
+        else if (now >= F.lease_bound_us) foQuery();
+        break;
+    case FO_QUERYING: {
+        int waiting = 0;
+        if (have_m && m.valid) {
+            foAbort("the master answers again");
+            break;
+        }
+        for (int i = 0; i < F.ncand; i++) {
+            nkProbeView v;
+            if (F.cand[i].answered) continue;
+            if (!nkProbeFind(F.cand[i].node.ip, F.cand[i].node.port, &v) || !v.valid) {
+                F.cand[i].answered = 1;
+                snprintf(F.cand[i].why, sizeof(F.cand[i].why), "invalid now");
+            } else {
+                waiting++;
+            }
+        }
+        /* Every valid candidate's answer is waited for (see the top). */
+        if (!waiting || now - F.step_us >= 2000LL * nk.cfg.waiting_time) foPromote();
+        break;
+    }
+    case FO_PROMOTING:
+        if (F.promote_reply == 1) {
+            foPromoted();
+        } else if (F.promote_reply == -1 || now - F.step_us > 2000LL * nk.cfg.waiting_time) {
+            char reason[200];
+            snprintf(reason, sizeof(reason), "REPLICAOF NO ONE on %.60s:%d: %.100s", F.winner.reach,
+                     F.winner.port, F.promote_reply == -1 ? F.promote_err : "no answer");
+            F.master = F.old;
+            repointRemove(F.old.reach, F.old.port);
+            stateSave();
+            foAbort(reason);
+        }
+        break;
+    default:
+        nkBug("failover: state %d", F.state);
+    }
+}
+
+/* ---------------------------------------------------------------- INFO --- */
+
+sds nkFailoverInfo(sds s) {
+    long long left = (F.lease_bound_us - foNowUs()) / 1000;
+    s = sdscatprintf(s,
+        "# Failover state\r\n"
+        "failover:%s\r\n"
+        "failover_state:%s\r\n"
+        "epoch:%lld\r\n"
+        "master:%s:%d\r\n"
+        "master_lease:%s\r\n"
+        "lease_time:%d\r\n"
+        "lease_bound_left_ms:%lld\r\n"
+        "failover_blocked:%s\r\n"
+        "failovers:%lld\r\n"
+        "failovers_aborted:%lld\r\n"
+        "last_failover_ms:%lld\r\n"
+        "last_failover:%s\r\n"
+        "state_file:%s\r\n"
+        "state_file_error:%s\r\n"
+        "repoint_pending:%d\r\n",
+        nk.cfg.failover ? "yes" : "no", foStateNames[F.state], F.epoch,
+        F.master.reach, F.master.port,
+        nkProbeMasterLease() == 1 ? (nkProbeLeaseError()[0] ? "refused" : "on") :
+        (nkProbeMasterLease() == 0 ? "off" : "unknown"),
+        nk.cfg.lease_time, left > 0 ? left : 0, F.blocked, F.failovers, F.aborted,
+        F.last_ms, F.last_why, nk.cfg.state_file ? nk.cfg.state_file : "",
+        F.state_err, F.nrepoint);
+    for (int i = 0; i < F.nrepoint; i++)
+        s = sdscatprintf(s, "repoint%d:addr=%s:%d,old_master=%d,since_ms=%lld\r\n", i,
+                         F.repoint[i].node.reach, F.repoint[i].node.port, F.repoint[i].old_master,
+                         foNowMs() - F.repoint[i].since_ms);
+    return sdscat(s, "\r\n");
+}
+
+void nkFailoverResetStats(void) {
+    F.failovers = F.aborted = 0;
+}

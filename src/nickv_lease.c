@@ -1,0 +1,136 @@
+/* nickv_lease.c -- a master serves only while Nic-KV grants it a lease.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * With nickv-lease yes, a master runs a data command (anything a stale
+ * replica with replica-serve-stale-data no would refuse: reads, writes,
+ * PSYNC) only while it holds a lease that its Nic-KV renews. Nic-KV stops
+ * renewing when it begins a failover and promotes a replica only once the
+ * lease has run out: so two masters never both take a write, even when the
+ * old one was stopped (SIGSTOP, swap, a hung disk) and resumes with clients'
+ * commands queued. The argument, and what it assumes, is NIC-KV.md's
+ * "Fencing"; Nic-KV's side is nic-kv/nickv_failover.c.
+ *
+ * The protocol, on Nic-KV's probe connection (an ordinary client of the
+ * nickv-user, not the daemon's replication link):
+ *
+ *   Nic-KV:  REPLCONF nickv "lease <t> <ms>"
+ *   master:  +LEASE <now>
+ *
+ * <now> is the master's monotonic clock, in milliseconds, when it ran the
+ * command. <t> is a <now> the master sent earlier (0: none yet, a query).
+ * The master then holds the lease until t + ms on its own clock. Since t
+ * was read before Nic-KV received it, and so before Nic-KV sent the grant,
+ * the lease ends no later, in real time, than ms after Nic-KV sent it (up
+ * to the clocks' rate difference): a grant delayed anywhere, or read late
+ * by a master that was stopped, only shortens the lease. A t ahead of the
+ * master's clock (a grant computed before a reboot, a confused peer) is
+ * refused.
+ *
+ * Replicas need no lease: the check applies only while this node is a
+ * master. A promoted replica (REPLICAOF NO ONE, FAILOVER) and a restarted
+ * master start with none: they serve once Nic-KV, which follows the
+ * master's moves, grants one.
+ */
+
+#include "server.h"
+#include "monotonic.h"
+#include "nickv_server.h"
+#include "nickv_proto.h"
+
+int nickvLease = 0;
+
+static struct {
+    long long until_ms;        /* held until then (our monotonic clock) */
+    long long grants;          /* grants taken */
+    long long refused;         /* commands refused for want of a lease */
+    long long bad;             /* grants refused: malformed, from the future */
+    int held;                  /* at the last check, for the log */
+    time_t bad_logged;
+} LE;
+
+static long long leaseNow(void) {
+    return (long long)(getMonotonicUs() / 1000);
+}
+
+/* 1 while this node may serve data as a master. A fresh clock read: a
+ * master that was stopped sees its lease expired before it runs anything
+ * that was queued meanwhile. */
+int nickvLeaseHeld(void) {
+    int held;
+    if (!nickvLease) return 1;
+    if (server.masterhost) {
+        /* A replica holds none: promoted again, it waits for a grant. */
+        LE.until_ms = 0;
+        LE.held = 0;
+        return 1;
+    }
+    held = leaseNow() < LE.until_ms;
+    if (held != LE.held) {
+        if (held)
+            serverLog(LL_NOTICE, "Nic-KV lease: granted, this master serves again");
+        else
+            serverLog(LL_WARNING, "Nic-KV lease: expired, this master refuses data commands "
+                      "until Nic-KV grants a new one (nickv-lease yes)");
+        LE.held = held;
+    }
+    return held;
+}
+
+/* processCommand(): 1 if the command was refused (the reply is sent).
+ * What a stale replica refuses (denystale: not flagged CMD_STALE) needs
+ * the lease; INFO, REPLICAOF, CONFIG, AUTH and the like never do. */
+int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
+    if (!is_denystale || mustObeyClient(c) || nickvLeaseHeld()) return 0;
+    LE.refused++;
+    if (is_write)
+        rejectCommandFormat(c, "-READONLY You can't write against a master that holds no lease "
+                            "from Nic-KV (nickv-lease yes): it may have been replaced");
+    else
+        rejectCommandFormat(c, "-MASTERDOWN This master holds no lease from Nic-KV (nickv-lease "
+                            "yes): it may have been replaced");
+    return 1;
+}
+
+/* REPLCONF nickv "lease <t> <ms>" (argv[0] is "lease"). */
+void nickvLeaseGrant(client *c, int argc, sds *argv) {
+    long long t, ms, now = leaseNow();
+    if (argc != NICKV_MSG_LEASE_ARGC || !string2ll(argv[1], sdslen(argv[1]), &t) || t < 0 ||
+        !string2ll(argv[2], sdslen(argv[2]), &ms) || ms < 0 || ms > NICKV_LEASE_MAX_MS) {
+        LE.bad++;
+        addReplyError(c, "malformed lease: expected lease <t> <ms>");
+        return;
+    }
+    if (t > now) {
+        LE.bad++;
+        if (server.unixtime != LE.bad_logged)
+            serverLog(LL_WARNING, "Nic-KV lease: refused a grant from %lld ms in the future "
+                      "(our clock is %lld): not a time we sent", t - now, now);
+        LE.bad_logged = server.unixtime;
+        addReplyErrorFormat(c, "lease time %lld is ahead of this clock (%lld)", t, now);
+        return;
+    }
+    /* A replica takes none (nickvLeaseHeld): it answers the clock. */
+    if (t > 0 && !server.masterhost && t + ms > LE.until_ms) {
+        LE.until_ms = t + ms;
+        LE.grants++;
+    }
+    addReplyStatusFormat(c, "LEASE %lld", now);
+}
+
+sds nickvLeaseInfo(sds info) {
+    long long left = LE.until_ms - leaseNow();
+    const char *state = !nickvLease ? "off" : (server.masterhost ? "replica" :
+                        (left > 0 ? "held" : "expired"));
+    return sdscatprintf(info,
+        "nickv_lease:%s\r\n"
+        "nickv_lease_left_ms:%lld\r\n"
+        "nickv_lease_grants:%lld\r\n"
+        "nickv_lease_refused_commands:%lld\r\n"
+        "nickv_lease_bad_grants:%lld\r\n",
+        state, left > 0 ? left : 0, LE.grants, LE.refused, LE.bad);
+}
+
+void nickvLeaseResetStats(void) {
+    LE.grants = LE.refused = LE.bad = 0;
+}

@@ -1,0 +1,379 @@
+# Nic-KV fails over: when the master dies or hangs, it stops renewing the
+# master's lease, waits until no lease it granted can still run, promotes
+# the replica with the most data, and makes every other node (the old
+# master too, once it is back) a replica of it. A master with nickv-lease
+# yes serves no data command without a lease, so a master that was only
+# stopped takes no write once another was promoted.
+
+source tests/skv/helpers.tcl
+
+# The master as Nic-KV names it to clients (SENTINEL): {host port}.
+proc fo_master {nk} {
+    nickv_cmd $nk sentinel get-master-addr-by-name mymaster
+}
+
+# A client to the master Nic-KV names, retried for up to 10 s (a failover
+# may be under way).
+proc fo_connect {nk} {
+    set deadline [expr {[clock milliseconds] + 10000}]
+    while {[clock milliseconds] < $deadline} {
+        if {![catch {redis {*}[fo_master $nk]} r]} {
+            if {![catch {$r select 9}]} { return $r }
+            catch {$r close}
+        }
+        after 50
+    }
+    fail "no master to connect to: [nickv_cmd $nk info failover]"
+}
+
+# The list-append writer: appends 0..n-1 to key, each followed by WAIT 1,
+# through whatever master Nic-KV names; at i == at, runs fault. A value
+# whose RPUSH and WAIT both succeeded, with WAIT counting a replica, is
+# acknowledged. Returns {acknowledged attempted}.
+proc fo_append {nk key n at fault} {
+    set r [fo_connect $nk]
+    set acked {}
+    for {set i 0} {$i < $n} {incr i} {
+        if {$i == $at} { uplevel 1 $fault }
+        if {[catch {$r rpush $key $i} e] == 0 && [catch {$r wait 1 2000} w] == 0 && $w >= 1} {
+            lappend acked $i
+        } elseif {[catch {$r ping}]} {
+            catch {$r close}
+            set r [fo_connect $nk]
+        } else {
+            # A refusal (no lease yet, -NOREPLICAS): a moment before the next.
+            after 20
+        }
+    }
+    $r close
+    list $acked $n
+}
+
+# Every acknowledged value is in the list, in order (the list may also hold
+# values that were not acknowledged, never one that was not written).
+proc fo_assert_acked {acked got n} {
+    set pos 0
+    foreach v $acked {
+        set i [lsearch -exact -start $pos $got $v]
+        if {$i < 0} { fail "acknowledged append $v is missing (or out of order) in: $got" }
+        set pos [expr {$i + 1}]
+    }
+    foreach v $got {
+        if {![string is integer -strict $v] || $v < 0 || $v >= $n} { fail "a value never written: $v" }
+    }
+}
+
+proc fo_wait_failovers {nk n} {
+    wait_for_condition 100 100 {
+        [nickv_info $nk failovers] == $n && [nickv_info $nk failover_state] eq {watching}
+    } else {
+        fail "Nic-KV made [nickv_info $nk failovers] failovers, not $n: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
+    }
+}
+
+# A field of INFO replication of the node at port, on a fresh connection
+# (a demoted master's clients are killed).
+proc fo_status {port field} {
+    set v {}
+    catch {
+        set c [redis 127.0.0.1 $port]
+        set v [status $c $field]
+        $c close
+    }
+    return $v
+}
+
+# Wait until the node at port is a replica of the master at mport, its link up.
+proc fo_wait_replica_of {port mport} {
+    wait_for_condition 100 100 {
+        [fo_status $port master_port] == $mport && [fo_status $port master_link_status] eq {up}
+    } else {
+        fail "$port is not a replica of $mport: [fo_status $port role]"
+    }
+}
+
+# A fresh client to the node at port, in db 9.
+proc fo_client {port} {
+    set c [redis 127.0.0.1 $port]
+    $c select 9
+    return $c
+}
+
+set fo_conf {save "" nickv-lease yes}
+
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+
+    test {Nic-KV lease: with nickv-lease yes and no Nic-KV, the master serves no data, and says why} {
+        catch {$m set k v} e
+        assert_equal {READONLY You can't write against a master that holds no lease from Nic-KV (nickv-lease yes): it may have been replaced} $e
+        catch {$m get k} e
+        assert_equal {MASTERDOWN This master holds no lease from Nic-KV (nickv-lease yes): it may have been replaced} $e
+        # What an operator needs still works.
+        assert_match {*role:master*} [$m info replication]
+        assert_equal expired [nickv_status $m nickv_lease]
+        assert {[nickv_status $m nickv_lease_refused_commands] >= 2}
+        # A grant from the future (not a clock this master sent) is refused.
+        set c [redis 127.0.0.1 $mport]
+        catch {$c replconf nickv "lease 999999999999999 500"} e
+        assert_match {*ahead of this clock*} $e
+        assert_match {LEASE *} [$c replconf nickv "lease 0 500"]
+        $c close
+        assert_equal expired [nickv_status $m nickv_lease]
+    }
+
+    start_server [list overrides $fo_conf] {
+    start_server [list overrides $fo_conf] {
+    start_server [list overrides [concat $fo_conf {nickv-offload no}]] {
+        set replicas [list [srv -2 client] [srv -1 client] [srv 0 client]]
+        set ports [list [srv -2 port] [srv -1 port] [srv 0 port]]
+        set nk [nickv_start $mport --failover yes --min-slaves 1]
+        foreach r $replicas { $r replicaof 127.0.0.1 $mport }
+
+        test {Nic-KV lease: the master serves once Nic-KV grants it a lease, and renews it} {
+            wait_for_condition 100 100 {
+                [catch {$m set k v}] == 0
+            } else {
+                fail "no lease: [$m info nickv]"
+            }
+            assert_equal held [nickv_status $m nickv_lease]
+            set g [nickv_status $m nickv_lease_grants]
+            after 500
+            assert {[nickv_status $m nickv_lease_grants] > $g}
+            foreach r $replicas { wait_for_sync $r }
+            nickv_wait_replicas $nk 2
+            wait_for_condition 100 100 {
+                [nickv_info $nk valid_replicas] == 3 && [nickv_info $nk master_lease] eq {on}
+            } else {
+                fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+            }
+            assert_equal 0 [nickv_info $nk epoch]
+        }
+
+        test {Nic-KV failover: master kill -9 under a WAIT writer, a replica promoted, no acknowledged write lost} {
+            set start 0
+            lassign [fo_append $nk lst 400 150 {
+                set start [clock milliseconds]
+                exec kill -9 $mpid
+            }] acked n
+            fo_wait_failovers $nk 1
+            lassign [fo_master $nk] nhost nport
+            assert {$nport != $mport && [lsearch $ports $nport] >= 0}
+            set nm [redis 127.0.0.1 $nport]
+            $nm select 9
+            assert_equal master [lindex [$nm role] 0]
+            fo_assert_acked $acked [$nm lrange lst 0 -1] $n
+            puts "    ($n appends, [llength $acked] acknowledged, 0 lost; last failover [nickv_info $nk last_failover_ms] ms)"
+            # Writes acknowledged both before and after the failover.
+            assert {[lindex $acked 0] < 150 && [lindex $acked end] > 150}
+            # The others follow it with a partial resync; Nic-KV's link
+            # too, and it goes on fanning out for the new master.
+            set others {}
+            foreach r $replicas p $ports {
+                if {$p != $nport} {
+                    lappend others $r
+                    fo_wait_replica_of $p $nport
+                }
+            }
+            assert_equal 0 [status $nm sync_full]
+            nickv_assert_digests $nm $others
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_port] == $nport && [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "Nic-KV's link did not follow: [nickv_cmd $nk info upstream]"
+            }
+            assert_equal 1 [nickv_info $nk epoch]
+            # The promoted replica's config names no master any more.
+            $nm close
+        }
+
+        test {Nic-KV failover: the old master, restarted empty, becomes a replica and wipes nothing} {
+            set nm [redis 127.0.0.1 $nport]
+            $nm select 9
+            set len [$nm llen lst]
+            restart_server -3 true false
+            # Until Nic-KV repoints it, it has no lease (no write, no stale
+            # read); then it is a replica. Either way the write is refused
+            # (or its client killed as it is demoted).
+            assert_equal 1 [catch {[srv -3 client] set stale 1}]
+            fo_wait_replica_of $mport $nport
+            wait_for_condition 100 100 {
+                [nickv_info $nk repoint_pending] == 0
+            } else {
+                fail "the old master is still to repoint: [nickv_cmd $nk info failover]"
+            }
+            set om [fo_client $mport]
+            assert_equal $len [$nm llen lst]
+            nickv_assert_digests $nm [list $om]
+            assert_equal 0 [$nm exists stale]
+            $om close
+            # Its config was rewritten: it follows the new master after a restart.
+            assert_match "*replicaof 127.0.0.1 $nport*" [exec cat [srv -3 config_file]]
+            $nm close
+        }
+
+        test {Nic-KV failover: a restarted Nic-KV keeps the new topology (state file)} {
+            nickv_stop $nk
+            set nk [nickv_restart $nk]
+            assert_equal "127.0.0.1 $nport" [fo_master $nk]
+            assert_equal 1 [nickv_info $nk epoch]
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_port] == $nport && [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "Nic-KV did not go back to the new master: [exec tail -n 20 [dict get $nk log]]"
+            }
+            set nm [redis 127.0.0.1 $nport]
+            wait_for_condition 100 100 {
+                [catch {$nm set after-restart 1}] == 0
+            } else {
+                fail "the new master has no lease from the restarted Nic-KV"
+            }
+            $nm close
+            assert_equal 1 [nickv_info $nk epoch]
+            assert_equal 0 [nickv_info $nk failovers]
+            nickv_stop $nk
+        }
+    }
+    }
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fo_conf] {
+    start_server [list overrides $fo_conf] {
+        set replicas [list [srv -1 client] [srv 0 client]]
+        set ports [list [srv -1 port] [srv 0 port]]
+        set nk [nickv_start $mport --failover yes]
+        foreach r $replicas { $r replicaof 127.0.0.1 $mport }
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on}
+        } else {
+            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+        }
+        foreach r $replicas { wait_for_sync $r }
+
+        test {Nic-KV failover: a master stopped for less than waiting-time is not replaced} {
+            exec kill -STOP $mpid
+            after 200
+            exec kill -CONT $mpid
+            after 1000
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal 0 [nickv_info $nk failovers_aborted]
+            wait_for_condition 50 100 {
+                [catch {$m set short-stop 1}] == 0
+            } else {
+                fail "the master does not take writes again"
+            }
+        }
+
+        test {Nic-KV failover: Nic-KV stopped or killed causes no failover; writes resume when it is back} {
+            set nkpid [dict get $nk pid]
+            exec kill -STOP $nkpid
+            after 1500
+            exec kill -CONT $nkpid
+            after 500
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal master [lindex [$m role] 0]
+            nickv_stop $nk KILL
+            # Without Nic-KV the lease runs out: writes stop, nobody else is master.
+            wait_for_condition 50 100 {
+                [catch {$m set no-nickv 1} e] == 1 && [string match {READONLY*} $e]
+            } else {
+                fail "the master still writes without a lease"
+            }
+            foreach r $replicas { assert_equal slave [lindex [$r role] 0] }
+            set nk [nickv_restart $nk]
+            wait_for_condition 100 100 {
+                [catch {$m set nickv-back 1}] == 0
+            } else {
+                fail "no writes after Nic-KV restarted: [$m info nickv]"
+            }
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal 0 [nickv_info $nk epoch]
+        }
+
+        test {Nic-KV failover: a master stopped past waiting-time refuses the writes queued meanwhile} {
+            # Nic-KV knows the replicas from the master's INFO: wait until it
+            # lists both again (they came back to the master while it was
+            # away), or the one it does not know stays behind the old master.
+            wait_for_condition 100 100 {
+                [nickv_info $nk valid_replicas] == 2
+            } else {
+                fail "Nic-KV does not see both replicas: [nickv_cmd $nk info failover]"
+            }
+            set q [redis 127.0.0.1 $mport 1]
+            $q select 9
+            $q read
+            exec kill -STOP $mpid
+            $q set queued-while-stopped 1
+            $q flush
+            fo_wait_failovers $nk 1
+            lassign [fo_master $nk] nhost nport
+            set nm [redis 127.0.0.1 $nport]
+            $nm select 9
+            assert_equal OK [$nm set on-new-master 1]
+            exec kill -CONT $mpid
+            # The old master runs the queued SET without a lease: refused
+            # (or its client is killed as it is demoted), never applied.
+            catch {$q read} e
+            assert_match {READONLY*no lease*} $e
+            $q close
+            fo_wait_replica_of $mport $nport
+            wait_for_condition 100 100 {
+                [nickv_info $nk repoint_pending] == 0
+            } else {
+                fail "the old master is still to repoint: [nickv_cmd $nk info failover]"
+            }
+            set m [fo_client $mport]
+            set others [list $m]
+            foreach r $replicas p $ports {
+                if {$p != $nport} {
+                    fo_wait_replica_of $p $nport
+                    lappend others $r
+                }
+            }
+            nickv_assert_digests $nm $others
+            assert_equal 0 [$nm exists queued-while-stopped]
+            assert_equal 0 [$m exists queued-while-stopped]
+            assert_equal 1 [$m exists on-new-master]
+            $m close
+            $nm close
+        }
+        nickv_stop $nk
+    }
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides {save ""}] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fo_conf] {
+        set r [srv 0 client]
+        $r replicaof 127.0.0.1 $mport
+        set nk [nickv_start $mport --failover yes]
+        wait_for_sync $r
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {off}
+        } else {
+            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+        }
+
+        test {Nic-KV failover: never with a master that runs nickv-lease no (it could not be fenced)} {
+            exec kill -9 $mpid
+            wait_for_condition 50 100 {
+                [string match {*nickv-lease no*} [nickv_info $nk failover_blocked]]
+            } else {
+                fail "not blocked: [nickv_cmd $nk info failover]"
+            }
+            after 1000
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal slave [lindex [$r role] 0]
+        }
+        nickv_stop $nk
+    }
+}
