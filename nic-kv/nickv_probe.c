@@ -27,11 +27,14 @@
  *
  * (probeInvalid and probeValid make those moves, and only they.) A node
  * starts valid when it appears: the master lists only replicas whose link
- * is up. One that stops being listed (its replication link is gone) no
- * longer counts, and is forgotten after NK_PROBE_FORGET_MS.
+ * is up. One that stops being listed (its replication link is gone) is
+ * still probed, and forgotten after NK_PROBE_FORGET_MS.
  *
  * What the master learns (REPLCONF nickv "health ...", nickv_proto.h):
- * min-slaves and the listed replicas that are valid, when that changes,
+ * min-slaves and the replicas that are valid, listed or not (the master
+ * counts only those connected to it: one repointed to it by a failover
+ * counts as soon as it connects, not at the next read of the master's
+ * list, a second later), when that changes,
  * when the link (re)joins, and with every heartbeat; never before the
  * master's replica list was read (and not while it cannot be), so that a
  * starting Nic-KV counts no direct replica out. With min-slaves > 0 the
@@ -640,7 +643,11 @@ static void healthSend(void) {
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
-        if (n->is_master || !n->listed || !n->valid) continue;
+        /* Unlisted ones too: the master counts only those connected to it,
+         * and one that connected since its list was read (a replica just
+         * repointed here by a failover) then counts at once, not at the
+         * next read, a second later. */
+        if (n->is_master || !n->valid) continue;
         if (!addrSendable(n->ip) || nvalid == NICKV_HEALTH_MAX) {
             /* Left out, it does not count: the safe side. */
             if (!n->warned)

@@ -121,6 +121,7 @@ static struct {
     int streak;               /* redirects in a row that did not work out */
     long long redirects_followed, bounces, via_timeouts;
     long long via_read_off;    /* the link's read offset when last seen moving */
+    int reconnect_now;         /* a redirect or a refusal ended the handshake */
     mstime_t via_heard;        /* ... when it moved, or the link started */
 } NK;
 
@@ -681,6 +682,14 @@ static void nickvMasterWatch(mstime_t now) {
  * for NICKV_VIA_TIMEOUT_MS (the master PINGs through Nic-KV twice as often)
  * goes back to the master. A handshake through it gets a little longer. */
 static void nickvReplicaWatch(mstime_t now) {
+    /* A redirect (or Nic-KV's refusal) ended the handshake: upstream would
+     * connect again at its next replicationCron, up to a second later, while
+     * WAIT counts this replica out; the next connect goes where the path
+     * says, now. (Bounded: the path's streak and hold stop a bounce.) */
+    if (NK.reconnect_now && server.masterhost && server.repl_state == REPL_STATE_CONNECT) {
+        NK.reconnect_now = 0;
+        connectWithMaster();
+    }
     if (!server.masterhost || NK.path != NICKV_PATH_VIA) return;
     if (server.repl_state == REPL_STATE_CONNECTED && server.master) {
         NK.streak = 0;                     /* a link through Nic-KV: redirects work */
@@ -802,6 +811,7 @@ int nickvReplicaPsyncReply(const char *reply) {
         sdsfreesplitres(argv, argc);
         NK.redirects_followed++;
         NK.streak++;
+        NK.reconnect_now = 1;
         nickvPathSet(NICKV_PATH_REDIRECTED);
         serverLog(LL_NOTICE, "Nic-KV: the master redirects us to Nic-KV at %s:%d",
                   NK.target_host, NK.target_port);
@@ -814,6 +824,7 @@ int nickvReplicaPsyncReply(const char *reply) {
             return 1;
         }
         NK.bounces++;
+        NK.reconnect_now = 1;
         nickvPathSet(NICKV_PATH_HELD);
         serverLog(LL_NOTICE, "Nic-KV cannot serve us (%s): back to the master for %d seconds",
                   reply, NICKV_HOLD_SECONDS);
