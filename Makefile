@@ -78,7 +78,8 @@ install: all
 	install -m 0644 nic-kv/nic-kv.conf $(PREFIX)/etc/skv/nic-kv.conf
 	install -m 0644 $(REDIS)/redis.conf $(PREFIX)/share/skv/redis.conf.reference
 	install -m 0644 $(REDIS)/sentinel.conf $(PREFIX)/share/skv/sentinel.conf.reference
-	@echo "installed into $(PREFIX): bin/redis-*, bin/nic-kv, etc/skv/{redis,nic-kv}.conf, share/skv/*.reference"
+	install -m 0755 utils/fence-ovs.sh $(PREFIX)/share/skv/fence-ovs.sh
+	@echo "installed into $(PREFIX): bin/redis-*, bin/nic-kv, etc/skv/{redis,nic-kv}.conf, share/skv/*.reference, share/skv/fence-ovs.sh"
 
 clean:
 	-[ -d $(REDIS) ] && $(REDIS_MAKE) clean

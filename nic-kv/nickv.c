@@ -476,6 +476,9 @@ static nkConfigOption nkConfigs[] = {
     {"lease-time", NK_CFG_INT, 0, &nk.cfg.lease_time, 50, NICKV_LEASE_MAX_MS, 500, NULL, NULL, NULL,
      NULL, NULL, "<ms>", "the master's write lease: a promotion waits this long\n"
      "                        after the last grant"},
+    {"fence-command", NK_CFG_STRING, 0, &nk.cfg.fence_command, 0, 0, 0, NULL, NULL, NULL, NULL,
+     NULL, "<cmd>", "run before a promotion with <old-ip> <old-port>\n"
+     "                        <new-ip> <new-port> <epoch>; must exit 0 within 5 s"},
     {"state-file", NK_CFG_STRING, IMM, &nk.cfg.state_file, 0, 0, 0, "nic-kv.state", NULL, NULL, NULL,
      NULL, "<path>", "the failover's view (epoch, master, demoted), kept\n"
      "                        across restarts (\"\": not kept)"},

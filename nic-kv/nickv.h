@@ -147,6 +147,7 @@ typedef struct nkConfig {
     int failover;             /* promote a replica when the master fails */
     int lease_time;           /* ms of write lease each probe of the master grants */
     char *state_file;         /* where the failover's view is kept ("": nowhere) */
+    char *fence_command;      /* run before a promotion; must exit 0 */
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master

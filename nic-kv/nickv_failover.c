@@ -12,9 +12,14 @@
  *   FENCING  --no lease we granted can still run (foQuery): INFO
  *              replication of every candidate--> QUERYING
  *   QUERYING --the master answers again (foAbort)--> WATCHING
- *   QUERYING --every candidate answered or is invalid (foPromote): the
- *              best one; the state file names it; REPLICAOF NO ONE--> PROMOTING
+ *   QUERYING --every candidate answered or is invalid (foChoose): the
+ *              best one, and with a fence-command (fenceStart)--> FENCE_CMD
+ *   QUERYING --... without one (foPromote): the state file names it;
+ *              REPLICAOF NO ONE--> PROMOTING
  *   QUERYING --no candidate can be promoted (foAbort)--> WATCHING
+ *   FENCE_CMD --it exited 0 (fenceCheck, foPromote)--> PROMOTING
+ *   FENCE_CMD --it failed, or ran NK_FENCE_TIMEOUT_MS (foAbort: tried
+ *              again NK_FENCE_RETRY_MS later)--> WATCHING
  *   PROMOTING --+OK (foPromoted): the probes and the link go to it, the
  *              other replicas and the old master are repointed--> WATCHING
  *   PROMOTING --an error, or no answer in 2 x waiting-time (foAbort: the
@@ -64,6 +69,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -78,16 +85,19 @@
 #define NK_FO_CANDIDATES 64               /* considered at most */
 #define NK_FO_REPOINT 64                  /* nodes to repoint, at most */
 #define NK_ADDR_LEN 256
+#define NK_FENCE_TIMEOUT_MS 5000          /* a fence-command must finish by then */
+#define NK_FENCE_RETRY_MS 1000            /* ... and after a failure, a pause */
 
 typedef enum {
-    FO_WATCHING = 0, FO_FENCING, FO_QUERYING, FO_PROMOTING, FO_STATES
+    FO_WATCHING = 0, FO_FENCING, FO_QUERYING, FO_FENCE_CMD, FO_PROMOTING, FO_STATES
 } foState;
 
-static const char *foStateNames[] = {"watching", "fencing", "querying", "promoting"};
+static const char *foStateNames[] = {"watching", "fencing", "querying", "fence-command", "promoting"};
 static const unsigned foMoves[] = {
     [FO_WATCHING]  = 1u << FO_FENCING,
     [FO_FENCING]   = 1u << FO_WATCHING | 1u << FO_QUERYING,
-    [FO_QUERYING]  = 1u << FO_WATCHING | 1u << FO_PROMOTING,
+    [FO_QUERYING]  = 1u << FO_WATCHING | 1u << FO_PROMOTING | 1u << FO_FENCE_CMD,
+    [FO_FENCE_CMD] = 1u << FO_WATCHING | 1u << FO_PROMOTING,
     [FO_PROMOTING] = 1u << FO_WATCHING,
 };
 
@@ -130,6 +140,10 @@ static struct {
     foCandidate cand[NK_FO_CANDIDATES];
     int ncand;
     foNode winner;
+    long long winner_offset;
+    int winner_priority;
+    pid_t fence_pid;            /* the fence-command running, 0: none */
+    long long retry_after_us;   /* a failed fence-command: not before then */
     int promote_reply;          /* 0: none yet, 1: +OK, -1: an error */
     char promote_err[128];
     foRepoint repoint[NK_FO_REPOINT];
@@ -599,7 +613,82 @@ static void promoteReply(long long tag, const char *ip, int port, const char *re
 }
 
 /* Every candidate has answered (or cannot): the best one is promoted. */
-static void foPromote(void) {
+static void fenceStart(void);
+static void foPromote(void);
+
+/* ------------------------------------------------------ fence-command --- */
+
+/* fence-command, when set, runs once the lease has run out and the winner
+ * is chosen, before REPLICAOF NO ONE: "<command> <old-ip> <old-port>
+ * <new-ip> <new-port> <epoch>" through /bin/sh, with no descriptor of
+ * ours. Exit 0 within NK_FENCE_TIMEOUT_MS: the promotion goes on; else it
+ * is called off and tried again NK_FENCE_RETRY_MS later (the old master
+ * has no lease meanwhile: nobody takes writes). */
+static void fenceStart(void) {
+    char oport[16], nport[16], epoch[32];
+    sds script = sdscatfmt(sdsempty(), "exec %s \"$@\"", nk.cfg.fence_command);
+    snprintf(oport, sizeof(oport), "%d", F.old.port);
+    snprintf(nport, sizeof(nport), "%d", F.winner.port);
+    snprintf(epoch, sizeof(epoch), "%lld", F.epoch + 1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null != -1) {
+            dup2(null, 0);
+            if (!nk.cfg.logfile) { dup2(null, 1); dup2(null, 2); }
+        }
+        if (nk.cfg.logfile) {
+            int fd = open(nk.cfg.logfile, O_WRONLY | O_APPEND);
+            if (fd != -1) { dup2(fd, 1); dup2(fd, 2); }
+        }
+        closefrom(3);
+        execl("/bin/sh", "sh", "-c", script, "nic-kv-fence", F.old.reach, oport, F.winner.reach,
+              nport, epoch, (char *)NULL);
+        _exit(127);
+    }
+    sdsfree(script);
+    if (pid == -1) {
+        char why[128];
+        snprintf(why, sizeof(why), "fence-command: fork: %s", strerror(errno));
+        F.retry_after_us = foNowUs() + NK_FENCE_RETRY_MS * 1000LL;
+        foAbort(why);
+        return;
+    }
+    F.fence_pid = pid;
+    nkLog(LL_WARNING, "Failover: fencing %s:%d off before promoting %s:%d: fence-command (pid %d)",
+          F.old.reach, F.old.port, F.winner.reach, F.winner.port, (int)pid);
+    foSetState(FO_FENCE_CMD);
+}
+
+/* Has the fence-command finished? */
+static void fenceCheck(long long now) {
+    int status;
+    pid_t r = waitpid(F.fence_pid, &status, WNOHANG);
+    char why[160];
+    if (r == 0) {
+        if (now - F.step_us < NK_FENCE_TIMEOUT_MS * 1000LL) return;
+        kill(F.fence_pid, SIGKILL);
+        waitpid(F.fence_pid, &status, 0);
+        snprintf(why, sizeof(why), "fence-command did not finish in %d ms (killed)", NK_FENCE_TIMEOUT_MS);
+    } else if (r == F.fence_pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        F.fence_pid = 0;
+        nkLog(LL_NOTICE, "Failover: fence-command succeeded");
+        foPromote();
+        return;
+    } else if (r == F.fence_pid && WIFEXITED(status)) {
+        snprintf(why, sizeof(why), "fence-command exited with %d", WEXITSTATUS(status));
+    } else if (r == F.fence_pid && WIFSIGNALED(status)) {
+        snprintf(why, sizeof(why), "fence-command killed by signal %d", WTERMSIG(status));
+    } else {
+        snprintf(why, sizeof(why), "fence-command: waitpid: %s", strerror(errno));
+    }
+    F.fence_pid = 0;
+    F.retry_after_us = now + NK_FENCE_RETRY_MS * 1000LL;
+    foAbort(why);
+}
+
+
+static void foChoose(void) {
     foCandidate *best = NULL;
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
@@ -626,6 +715,14 @@ static void foPromote(void) {
         return;
     }
     F.winner = best->node;
+    F.winner_offset = best->offset;
+    F.winner_priority = best->priority;
+    if (nk.cfg.fence_command) fenceStart();
+    else foPromote();
+}
+
+/* The winner is chosen (and fenced, with a fence-command): promote it. */
+static void foPromote(void) {
     /* The state file names the new master before it is one: a restart
      * in between follows it (REPLICAOF NO ONE is idempotent), never the
      * old master back. */
@@ -640,7 +737,7 @@ static void foPromote(void) {
         return;
     }
     F.promote_reply = 0;
-    if (nkProbeCommand(best->node.ip, best->node.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
+    if (nkProbeCommand(F.winner.ip, F.winner.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
         F.master = F.old;
         repointRemove(F.old.reach, F.old.port);
         stateSave();
@@ -648,7 +745,7 @@ static void foPromote(void) {
         return;
     }
     nkLog(LL_WARNING, "Failover: promoting %s:%d (offset %lld, replica-priority %d), epoch %lld",
-          best->node.reach, best->node.port, best->offset, best->priority, F.epoch);
+          F.winner.reach, F.winner.port, F.winner_offset, F.winner_priority, F.epoch);
     foSetState(FO_PROMOTING);
 }
 
@@ -714,7 +811,7 @@ void nkFailoverTick(void) {
         }
         why = foBlocker(&m);
         setBlocked(why);
-        if (!why[0]) foStart(&m);
+        if (!why[0] && now >= F.retry_after_us) foStart(&m);
         break;
     case FO_FENCING:
         if (have_m && m.valid) foAbort("the master answers again");
@@ -737,9 +834,12 @@ void nkFailoverTick(void) {
             }
         }
         /* Every valid candidate's answer is waited for (see the top). */
-        if (!waiting || now - F.step_us >= 2000LL * nk.cfg.waiting_time) foPromote();
+        if (!waiting || now - F.step_us >= 2000LL * nk.cfg.waiting_time) foChoose();
         break;
     }
+    case FO_FENCE_CMD:
+        fenceCheck(now);
+        break;
     case FO_PROMOTING:
         if (F.promote_reply == 1) {
             foPromoted();

@@ -377,3 +377,54 @@ start_server [list tags {"nickv repl external:skip"} overrides {save ""}] {
         nickv_stop $nk
     }
 }
+
+# fence-command: run once the lease has run out and the new master is
+# chosen, before it is promoted; a failure calls the promotion off (and it
+# is tried again a second later).
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fo_conf] {
+        set r [srv 0 client]
+        set rport [srv 0 port]
+        $r replicaof 127.0.0.1 $mport
+        set nk [nickv_start $mport --failover yes --fence-command false]
+        wait_for_sync $r
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
+        } else {
+            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+        }
+
+        test {Nic-KV failover: a fence-command that fails calls the promotion off} {
+            exec kill -9 $mpid
+            wait_for_condition 50 100 {
+                [nickv_info $nk failovers_aborted] >= 2
+            } else {
+                fail "no failed fence: [nickv_cmd $nk info failover]"
+            }
+            assert_match {called off: fence-command exited with 1} [nickv_info $nk last_failover]
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal slave [lindex [$r role] 0]
+        }
+
+        test {Nic-KV failover: a fence-command that succeeds gets its arguments, then the promotion} {
+            set dir [file dirname [dict get $nk log]]
+            set script $dir/fence.sh
+            set f [open $script w]
+            puts $f "#!/bin/sh\necho \"\$@\" > $dir/fenced"
+            close $f
+            file attributes $script -permissions 0755
+            assert_equal OK [nickv_cmd $nk config set fence-command $script]
+            fo_wait_failovers $nk 1
+            assert_equal "127.0.0.1 $mport 127.0.0.1 $rport 1" [string trim [exec cat $dir/fenced]]
+            assert_equal master [lindex [$r role] 0]
+            wait_for_condition 50 100 {
+                [catch {$r set fenced 1}] == 0
+            } else {
+                fail "the promoted replica takes no write"
+            }
+        }
+        nickv_stop $nk
+    }
+}
