@@ -705,6 +705,7 @@ void nkClientFree(nkClient *c) {
         c->conn = NULL;
     }
     if (c->fs) nkProxyFullSync(c);   /* with no conn: tears the sync down */
+    nkPubsubClientFree(c);
     sdsfree(c->querybuf);
     sdsfree(c->outbuf);
     zfree(c);
@@ -1103,7 +1104,14 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
         nkClientReply(c, "-NOAUTH Authentication required.\r\n");
         return;
     }
-    if (!strcasecmp(cmd, "ping")) {
+    if (!strcasecmp(cmd, "ping") && nkPubsubSubscribed(c)) {
+        /* As in subscribed mode: ["pong", <the argument or "">]. */
+        sds out = sdscatfmt(sdsempty(), "*2\r\n$4\r\npong\r\n$%u\r\n", argc > 1 ? (unsigned)sdslen(argv[1]) : 0U);
+        if (argc > 1) out = sdscatsds(out, argv[1]);
+        out = sdscat(out, "\r\n");
+        nkClientWriteRaw(c, out, sdslen(out));
+        sdsfree(out);
+    } else if (!strcasecmp(cmd, "ping")) {
         if (argc > 1) replyBulk(c, argv[1], sdslen(argv[1]));
         else nkClientReply(c, "+PONG\r\n");
     } else if (!strcasecmp(cmd, "replconf")) {
@@ -1134,6 +1142,9 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
         roleCommand(c);
     } else if (!strcasecmp(cmd, "sentinel")) {
         nkSentinelCommand(c, argc, argv);
+    } else if (!strcasecmp(cmd, "subscribe") || !strcasecmp(cmd, "psubscribe") ||
+               !strcasecmp(cmd, "unsubscribe") || !strcasecmp(cmd, "punsubscribe")) {
+        nkPubsubCommand(c, argc, argv);
     } else if (!strcasecmp(cmd, "config")) {
         configCommand(c, argc, argv);
     } else if (!strcasecmp(cmd, "shutdown")) {
@@ -1143,7 +1154,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
     } else {
         sds a = sdscatrepr(sdsempty(), cmd, strlen(cmd) > 64 ? 64 : strlen(cmd));
         nkClientReply(c, "-ERR unknown command %s (Nic-KV serves replication and PING, INFO, "
-                      "ROLE, CONFIG, SENTINEL, SHUTDOWN)\r\n", a);
+                      "ROLE, CONFIG, SENTINEL, SUBSCRIBE, SHUTDOWN)\r\n", a);
         sdsfree(a);
     }
 }

@@ -306,6 +306,7 @@ typedef struct nkClient {
     long long psync_deadline; /* ... until this time (ms) */
     char psync_replid[NK_RUNID_SIZE+1]; /* ... in this history */
     nkFullSync *fs;           /* a proxied full sync in progress */
+    list *channels, *patterns; /* SUBSCRIBE / PSUBSCRIBE (sds): nickv_sentinel.c */
     long long obuf_soft_since; /* ms: its queue went over the soft limit; 0: not over */
     time_t ctime;
     long long ctime_ms;
@@ -441,6 +442,12 @@ void nkFailoverResetStats(void);
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */
 void nkSentinelCommand(nkClient *c, int argc, sds *argv);
+/* SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE; a client's
+ * subscriptions, freed with it; +switch-master to the subscribers. */
+void nkPubsubCommand(nkClient *c, int argc, sds *argv);
+int nkPubsubSubscribed(nkClient *c);
+void nkPubsubClientFree(nkClient *c);
+void nkSentinelSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int new_port);
 
 /* nickv_resp.c: commands as argument vectors, a master's full sync reply. */
 /* Append a command (first, then the arguments in ap up to a NULL) to out

@@ -340,6 +340,7 @@ start:
 void nkFailoverMasterIs(const char *ip, int port) {
     if (F.have_master && F.master.port == port && !strcmp(F.master.reach, ip)) return;
     nkLog(LL_NOTICE, "Failover: the master is now %s:%d (epoch %lld)", ip, port, F.epoch + 1);
+    if (F.have_master) nkSentinelSwitchMaster(F.master.reach, F.master.port, ip, port);
     snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
     snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
     F.master.port = port;
@@ -769,6 +770,7 @@ static void foPromoted(void) {
      * PSYNC before): probeReadView. */
     nkProbeRetargetMaster(F.winner.reach, F.winner.port);
     stateSave();
+    nkSentinelSwitchMaster(F.old.reach, F.old.port, F.winner.reach, F.winner.port);
     F.failovers++;
     F.last_ms = took;
     snprintf(F.last_why, sizeof(F.last_why), "promoted %.80s:%d in place of %.80s:%d", F.winner.reach,

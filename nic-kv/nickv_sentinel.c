@@ -25,12 +25,14 @@
 
 #include "nickv.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "util.h"
 
 #define NK_SENTINEL_NODES 1024
+#define NK_SUBSCRIPTIONS_MAX 64             /* channels and patterns per client */
 
 static sds bulk(sds s, const char *v) {
     return sdscatfmt(s, "$%u\r\n%s\r\n", (unsigned)strlen(v), v);
@@ -150,4 +152,142 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
     }
     nkClientWriteRaw(c, out, sdslen(out));
     sdsfree(out);
+}
+
+/* ------------------------------------------------------------ Pub/Sub --- */
+
+/* Clients that wait for Sentinel's events rather than ask again (Jedis'
+ * JedisSentinelPool, Lettuce, redis-py's pubsub) SUBSCRIBE (or PSUBSCRIBE)
+ * on Nic-KV's port. Nic-KV publishes, as Sentinel does:
+ *
+ *   +switch-master <name> <old-ip> <old-port> <new-ip> <new-port>
+ *
+ * at every master change, its own failovers and those it follows. A
+ * subscribed client may still send any command (Sentinel's RESP2 limits
+ * are not enforced); PING answers as in subscribed mode. */
+
+static sds replyCount(sds s, const char *kind, const char *name, size_t count) {
+    s = sdscatfmt(s, "*3\r\n");
+    s = bulk(s, kind);
+    s = name ? bulk(s, name) : sdscat(s, "$-1\r\n");
+    return sdscatfmt(s, ":%U\r\n", (unsigned long long)count);
+}
+
+static size_t subCount(nkClient *c) {
+    return (c->channels ? listLength(c->channels) : 0) + (c->patterns ? listLength(c->patterns) : 0);
+}
+
+static listNode *subFind(list *l, const char *name) {
+    listIter li;
+    listNode *ln;
+    if (!l) return NULL;
+    listRewind(l, &li);
+    while ((ln = listNext(&li)))
+        if (!strcmp(listNodeValue(ln), name)) return ln;
+    return NULL;
+}
+
+/* SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE. */
+void nkPubsubCommand(nkClient *c, int argc, sds *argv) {
+    int pattern = tolower((unsigned char)argv[0][0]) == 'p';
+    const char *cmd = argv[0] + pattern;
+    list **l = pattern ? &c->patterns : &c->channels;
+    sds out = sdsempty();
+    if (!strcasecmp(cmd, "subscribe")) {
+        if (argc < 2) {
+            nkClientReply(c, "-ERR wrong number of arguments for '%s' command\r\n", argv[0]);
+            sdsfree(out);
+            return;
+        }
+        for (int i = 1; i < argc; i++) {
+            if (!*l) *l = listCreate();
+            if (!subFind(*l, argv[i])) {
+                if (subCount(c) >= NK_SUBSCRIPTIONS_MAX) {
+                    nkClientWriteRaw(c, out, sdslen(out));  /* the replies so far first */
+                    sdsclear(out);
+                    nkClientReply(c, "-ERR too many subscriptions (Nic-KV keeps %d per client)\r\n",
+                                  NK_SUBSCRIPTIONS_MAX);
+                    break;
+                }
+                listAddNodeTail(*l, sdsdup(argv[i]));
+            }
+            out = replyCount(out, pattern ? "psubscribe" : "subscribe", argv[i], subCount(c));
+        }
+    } else {
+        /* UNSUBSCRIBE [name...]: the names given, or every one. */
+        if (argc == 1 && *l && listLength(*l)) {
+            while (listLength(*l)) {
+                listNode *ln = listFirst(*l);
+                sds name = listNodeValue(ln);
+                listDelNode(*l, ln);
+                out = replyCount(out, pattern ? "punsubscribe" : "unsubscribe", name, subCount(c));
+                sdsfree(name);
+            }
+        } else if (argc == 1) {
+            out = replyCount(out, pattern ? "punsubscribe" : "unsubscribe", NULL, subCount(c));
+        }
+        for (int i = 1; i < argc; i++) {
+            listNode *ln = subFind(*l, argv[i]);
+            if (ln) {
+                sdsfree(listNodeValue(ln));
+                listDelNode(*l, ln);
+            }
+            out = replyCount(out, pattern ? "punsubscribe" : "unsubscribe", argv[i], subCount(c));
+        }
+    }
+    nkClientWriteRaw(c, out, sdslen(out));
+    sdsfree(out);
+}
+
+int nkPubsubSubscribed(nkClient *c) {
+    return subCount(c) > 0;
+}
+
+void nkPubsubClientFree(nkClient *c) {
+    list *ls[2] = {c->channels, c->patterns};
+    for (int j = 0; j < 2; j++) {
+        if (!ls[j]) continue;
+        while (listLength(ls[j])) {
+            sdsfree(listNodeValue(listFirst(ls[j])));
+            listDelNode(ls[j], listFirst(ls[j]));
+        }
+        listRelease(ls[j]);
+    }
+    c->channels = c->patterns = NULL;
+}
+
+/* Send message on channel to every client subscribed to it. */
+static void publish(const char *channel, const char *message) {
+    listIter li;
+    listNode *ln;
+    listRewind(nk.clients, &li);
+    while ((ln = listNext(&li))) {
+        nkClient *c = listNodeValue(ln);
+        listIter si;
+        listNode *sn;
+        if (!c->conn || c->state != NK_CLIENT_CONNECTED || !subCount(c)) continue;
+        sds out = sdsempty();
+        if (subFind(c->channels, channel))
+            out = bulk(bulk(bulk(sdscat(out, "*3\r\n"), "message"), channel), message);
+        if (c->patterns) {
+            listRewind(c->patterns, &si);
+            while ((sn = listNext(&si))) {
+                sds pat = listNodeValue(sn);
+                if (stringmatchlen(pat, (int)sdslen(pat), channel, (int)strlen(channel), 0))
+                    out = bulk(bulk(bulk(bulk(sdscat(out, "*4\r\n"), "pmessage"), pat), channel), message);
+            }
+        }
+        if (sdslen(out)) {
+            nkClientWriteRaw(c, out, sdslen(out));
+            nkClientFlushSoon(c);
+        }
+        sdsfree(out);
+    }
+}
+
+void nkSentinelSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int new_port) {
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s %s %d %s %d", nk.cfg.master_name ? nk.cfg.master_name : "mymaster",
+             old_ip, old_port, new_ip, new_port);
+    publish("+switch-master", msg);
 }

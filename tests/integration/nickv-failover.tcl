@@ -153,7 +153,12 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         }
 
         test {Nic-KV failover: master kill -9 under a WAIT writer, a replica promoted, no acknowledged write lost} {
-            set start 0
+            # A client that waits for Sentinel's event, on Nic-KV's port.
+            set sub [redis 127.0.0.1 [dict get $nk port] 1]
+            $sub psubscribe +switch*
+            $sub subscribe +switch-master
+            assert_equal {psubscribe +switch* 1} [$sub read]
+            assert_equal {subscribe +switch-master 2} [$sub read]
             lassign [fo_append $nk lst 400 150 {
                 set start [clock milliseconds]
                 exec kill -9 $mpid
@@ -185,7 +190,15 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
                 fail "Nic-KV's link did not follow: [nickv_cmd $nk info upstream]"
             }
             assert_equal 1 [nickv_info $nk epoch]
-            # The promoted replica's config names no master any more.
+            # The subscriber heard of it, on the channel and the pattern.
+            set ev "mymaster 127.0.0.1 $mport 127.0.0.1 $nport"
+            assert_equal [list message +switch-master $ev] [$sub read]
+            assert_equal [list pmessage +switch* +switch-master $ev] [$sub read]
+            $sub unsubscribe
+            assert_equal {unsubscribe +switch-master 1} [$sub read]
+            $sub ping
+            assert_equal {pong {}} [$sub read]
+            $sub close
             $nm close
         }
 
