@@ -476,6 +476,9 @@ static nkConfigOption nkConfigs[] = {
     {"lease-time", NK_CFG_INT, 0, &nk.cfg.lease_time, 50, NICKV_LEASE_MAX_MS, 500, NULL, NULL, NULL,
      NULL, NULL, "<ms>", "the master's write lease: a promotion waits this long\n"
      "                        after the last grant"},
+    {"failback", NK_CFG_BOOL, 0, &nk.cfg.failback, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
+     "yes|no", "the configured master, back and caught up as a\n"
+     "                        replica, takes over again (a planned handover)"},
     {"fence-command", NK_CFG_STRING, 0, &nk.cfg.fence_command, 0, 0, 0, NULL, NULL, NULL, NULL,
      NULL, "<cmd>", "run before a promotion with <old-ip> <old-port>\n"
      "                        <new-ip> <new-port> <epoch>; must exit 0 within 5 s"},
@@ -1147,6 +1150,18 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
         nkPubsubCommand(c, argc, argv);
     } else if (!strcasecmp(cmd, "config")) {
         configCommand(c, argc, argv);
+    } else if (!strcasecmp(cmd, "failover")) {
+        /* FAILOVER [TO <host> <port>]: a planned handover (nickv_failover.c). */
+        char err[512];
+        long long port = 0;
+        if (argc != 1 && (argc != 4 || strcasecmp(argv[1], "to") ||
+                          !string2ll(argv[3], sdslen(argv[3]), &port) || port < 1 || port > 65535)) {
+            nkClientReply(c, "-ERR syntax: FAILOVER [TO <host> <port>]\r\n");
+        } else if (nkFailoverPlanned(argc == 4 ? argv[2] : NULL, (int)port, "FAILOVER", err, sizeof(err)) == -1) {
+            nkClientReply(c, "-ERR FAILOVER: %s\r\n", err);
+        } else {
+            nkClientReply(c, "+OK\r\n");
+        }
     } else if (!strcasecmp(cmd, "shutdown")) {
         nkLog(LL_WARNING, "SHUTDOWN by %s:%d", c->ip, c->port);
         nk.shutdown_asap = 1;
@@ -1154,7 +1169,7 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
     } else {
         sds a = sdscatrepr(sdsempty(), cmd, strlen(cmd) > 64 ? 64 : strlen(cmd));
         nkClientReply(c, "-ERR unknown command %s (Nic-KV serves replication and PING, INFO, "
-                      "ROLE, CONFIG, SENTINEL, SUBSCRIBE, SHUTDOWN)\r\n", a);
+                      "ROLE, CONFIG, SENTINEL, SUBSCRIBE, FAILOVER, SHUTDOWN)\r\n", a);
         sdsfree(a);
     }
 }

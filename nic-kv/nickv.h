@@ -148,6 +148,7 @@ typedef struct nkConfig {
     int lease_time;           /* ms of write lease each probe of the master grants */
     char *state_file;         /* where the failover's view is kept ("": nowhere) */
     char *fence_command;      /* run before a promotion; must exit 0 */
+    int failback;             /* the configured master takes over again */
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master
@@ -436,6 +437,9 @@ long long nkFailoverLeaseTime(void);
 void nkFailoverGranted(long long ms);
 /* The probes see ip:port as the master (it may have moved). */
 void nkFailoverMasterIs(const char *ip, int port);
+/* A planned handover to ip:port (NULL: the best replica), why says who
+ * asked ("FAILOVER", "failback"): 0, or -1 with err saying why not. */
+int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size_t errlen);
 sds nkFailoverInfo(sds s);
 void nkFailoverResetStats(void);
 

@@ -8,7 +8,9 @@
  *
  *   WATCHING --the master is invalid (nickv_probe.c), failover yes, its
  *              INFO said nickv-lease yes, a candidate exists (foStart)--> FENCING
- *   FENCING  --the master answers again (foAbort)--> WATCHING
+ *   WATCHING --an admin FAILOVER, or failback (nkFailoverPlanned): no
+ *              more grants; the master is healthy--> FENCING
+ *   FENCING  --the master answers again, unless planned (foAbort)--> WATCHING
  *   FENCING  --no lease we granted can still run (foQuery): INFO
  *              replication of every candidate--> QUERYING
  *   QUERYING --the master answers again (foAbort)--> WATCHING
@@ -17,6 +19,8 @@
  *   QUERYING --... without one (foPromote): the state file names it;
  *              REPLICAOF NO ONE--> PROMOTING
  *   QUERYING --no candidate can be promoted (foAbort)--> WATCHING
+ *   QUERYING --planned: the target has every byte of the master's
+ *              (plannedTick, foChoose)--> PROMOTING; not in 5 s--> WATCHING
  *   FENCE_CMD --it exited 0 (fenceCheck, foPromote)--> PROMOTING
  *   FENCE_CMD --it failed, or ran NK_FENCE_TIMEOUT_MS (foAbort: tried
  *              again NK_FENCE_RETRY_MS later)--> WATCHING
@@ -87,6 +91,10 @@
 #define NK_ADDR_LEN 256
 #define NK_FENCE_TIMEOUT_MS 5000          /* a fence-command must finish by then */
 #define NK_FENCE_RETRY_MS 1000            /* ... and after a failure, a pause */
+#define NK_PLANNED_CATCHUP_MS 5000        /* a planned handover's target, to catch up */
+#define NK_PLANNED_REQUERY_MS 50          /* ... asked again at most this often */
+#define NK_FAILBACK_STABLE_MS 5000        /* the original master valid this long first */
+#define NK_FAILBACK_RETRY_MS 10000        /* failback attempts, at most this often */
 
 typedef enum {
     FO_WATCHING = 0, FO_FENCING, FO_QUERYING, FO_FENCE_CMD, FO_PROMOTING, FO_STATES
@@ -143,6 +151,15 @@ static struct {
     long long winner_offset;
     int winner_priority;
     pid_t fence_pid;            /* the fence-command running, 0: none */
+    /* A planned handover (nkFailoverPlanned: an admin FAILOVER, failback):
+     * the master is healthy; its lease runs out, the target catches up
+     * with it, and is promoted. */
+    int planned;
+    char planned_why[64];       /* "FAILOVER", "failback" */
+    long long master_offset;    /* the old master's, -1: not read yet */
+    int master_answered;
+    long long failback_after_us; /* no failback attempt before then */
+    long long query_us;         /* the candidates' INFO was last asked for */
     long long retry_after_us;   /* a failed fence-command: not before then */
     int promote_reply;          /* 0: none yet, 1: +OK, -1: an error */
     char promote_err[128];
@@ -153,7 +170,7 @@ static struct {
     char blocked[400];          /* why the master is not replaced now */
     char excluded[300];         /* the replicas that are no candidates, and why */
     char state_err[200];        /* why the state file could not be written */
-    long long failovers, aborted, last_ms;
+    long long failovers, aborted, last_ms, planned_done;
     char last_why[200];         /* why the last attempt ended */
 } F;
 
@@ -522,6 +539,7 @@ static void foAbort(const char *why) {
 }
 
 static void foQuery(void);
+static void foChoose(void);
 
 static int fenceTimer(aeEventLoop *el, long long id, void *data) {
     (void)el; (void)id; (void)data;
@@ -531,6 +549,7 @@ static int fenceTimer(aeEventLoop *el, long long id, void *data) {
 
 static void foStart(nkProbeView *m) {
     long long left = (F.lease_bound_us - foNowUs()) / 1000;
+    F.planned = 0;
     F.tag++;
     F.started_us = foNowUs();
     snprintf(F.old.ip, sizeof(F.old.ip), "%s", m->addr);
@@ -551,6 +570,12 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
                        int is_error) {
     foCandidate *c = NULL;
     if (tag != F.tag || F.state != FO_QUERYING) return;
+    if (F.planned && port == F.old.port && !strcmp(ip, F.old.ip) && !F.master_answered) {
+        const char *p = is_error ? NULL : strstr(reply, "master_repl_offset:");
+        F.master_answered = 1;
+        if (p && (size_t)(p - reply) < len) F.master_offset = strtoll(p + 19, NULL, 10);
+        return;
+    }
     for (int i = 0; i < F.ncand; i++)
         if (F.cand[i].node.port == port && !strcmp(F.cand[i].node.ip, ip)) c = &F.cand[i];
     if (!c || c->answered) return;
@@ -595,6 +620,15 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
 }
 
 static void foQuery(void) {
+    F.query_us = foNowUs();
+    if (F.planned) {
+        /* The master is alive: where its stream ends, to wait for the
+         * target to have it all. */
+        F.master_offset = -1;
+        F.master_answered = 0;
+        if (nkProbeCommand(F.old.ip, F.old.port, queryReply, F.tag, "INFO", "replication", NULL) == -1)
+            F.master_answered = 1;
+    }
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
         if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication", NULL) == -1) {
@@ -602,7 +636,7 @@ static void foQuery(void) {
             snprintf(c->why, sizeof(c->why), "its probe connection is down");
         }
     }
-    foSetState(FO_QUERYING);
+    if (F.state != FO_QUERYING) foSetState(FO_QUERYING);   /* a planned one asks again */
 }
 
 static void promoteReply(long long tag, const char *ip, int port, const char *reply, size_t len,
@@ -718,7 +752,7 @@ static void foChoose(void) {
     F.winner = best->node;
     F.winner_offset = best->offset;
     F.winner_priority = best->priority;
-    if (nk.cfg.fence_command) fenceStart();
+    if (nk.cfg.fence_command && !F.planned) fenceStart();
     else foPromote();
 }
 
@@ -773,12 +807,140 @@ static void foPromoted(void) {
     nkSentinelSwitchMaster(F.old.reach, F.old.port, F.winner.reach, F.winner.port);
     F.failovers++;
     F.last_ms = took;
-    snprintf(F.last_why, sizeof(F.last_why), "promoted %.80s:%d in place of %.80s:%d", F.winner.reach,
-             F.winner.port, F.old.reach, F.old.port);
-    nkLog(LL_WARNING, "Failover: %s:%d is the master (epoch %lld), %lld ms after the old one "
-          "%s:%d was found invalid", F.winner.reach, F.winner.port, F.epoch, took, F.old.reach, F.old.port);
+    snprintf(F.last_why, sizeof(F.last_why), "promoted %.60s:%d in place of %.60s:%d%s%.16s", F.winner.reach,
+             F.winner.port, F.old.reach, F.old.port, F.planned ? " by " : "", F.planned ? F.planned_why : "");
+    if (F.planned) F.planned_done++;
+    nkLog(LL_WARNING, "Failover: %s:%d is the master (epoch %lld), %lld ms after %s %s:%d", F.winner.reach,
+          F.winner.port, F.epoch, took, F.planned ? "the handover of" : "Nic-KV found invalid",
+          F.old.reach, F.old.port);
     foSetState(FO_WATCHING);
     repointTick();
+}
+
+/* ------------------------------------------------- Planned handovers --- */
+
+/* The target of a planned handover has caught up with the old master,
+ * whose lease has run out (it takes no write): promote it. Re-read both
+ * until then, for NK_PLANNED_CATCHUP_MS at most. */
+static void plannedTick(long long now) {
+    foCandidate *best = NULL;
+    int waiting = !F.master_answered;
+    for (int i = 0; i < F.ncand; i++) {
+        foCandidate *c = &F.cand[i];
+        if (!c->answered) waiting = 1;
+        else if (c->usable && (!best || c->offset > best->offset ||
+                               (c->offset == best->offset && c->priority < best->priority)))
+            best = c;
+    }
+    if (waiting) {
+        if (now - F.step_us > 2000LL * nk.cfg.waiting_time) foAbort("no answer to INFO");
+        return;
+    }
+    if (!best) {
+        char why[200];
+        snprintf(why, sizeof(why), "no replica can be promoted%s%s", F.ncand == 1 ? ": " : "",
+                 F.ncand == 1 ? F.cand[0].why : "");
+        foAbort(why);
+        return;
+    }
+    if (F.master_offset >= 0 && best->offset >= F.master_offset) {
+        nkLog(LL_NOTICE, "Failover: %s:%d has every byte of the master's (offset %lld)",
+              best->node.reach, best->node.port, best->offset);
+        for (int i = 0; i < F.ncand; i++)
+            if (&F.cand[i] != best && F.cand[i].usable) {
+                F.cand[i].usable = 0;
+                snprintf(F.cand[i].why, sizeof(F.cand[i].why), "not the handover's target");
+            }
+        foChoose();
+        return;
+    }
+    if (now - F.step_us > NK_PLANNED_CATCHUP_MS * 1000LL) {
+        char why[200];
+        snprintf(why, sizeof(why), "the target is at offset %lld, the master at %lld, after %d ms",
+                 best->offset, F.master_offset, NK_PLANNED_CATCHUP_MS);
+        foAbort(why);
+        return;
+    }
+    /* The stream is still on its way: read them all again, at most every
+     * NK_PLANNED_REQUERY_MS (replies also tick us). */
+    if (now - F.query_us < NK_PLANNED_REQUERY_MS * 1000LL) return;
+    for (int i = 0; i < F.ncand; i++) F.cand[i].answered = F.cand[i].usable = 0;
+    F.tag++;
+    foQuery();
+}
+
+int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size_t errlen) {
+    nkProbeView v[NK_FO_CANDIDATES + 1], m;
+    int n, found = -1;
+    if (F.state != FO_WATCHING) {
+        snprintf(err, errlen, "a failover is already in progress (%s)", foStateNames[F.state]);
+        return -1;
+    }
+    n = nkProbeNodes(v, NK_FO_CANDIDATES + 1);
+    if (n < 1 || !v[0].is_master || !v[0].valid) {
+        snprintf(err, errlen, "the master does not answer: Nic-KV fails it over by itself%s",
+                 nk.cfg.failover ? "" : " with failover yes");
+        return -1;
+    }
+    m = v[0];
+    if (nkProbeMasterLease() != 1 || nkProbeMasterCluster()) {
+        snprintf(err, errlen, "the master must run with nickv-lease yes, not in cluster mode");
+        return -1;
+    }
+    collectCandidates();
+    for (int i = 0; i < F.ncand; i++) {
+        if (ip && (F.cand[i].node.port != port || (strcmp(F.cand[i].node.ip, ip) &&
+                                                     strcmp(F.cand[i].node.reach, ip))))
+            continue;
+        found = i;
+        break;
+    }
+    if (ip && found < 0) {
+        snprintf(err, errlen, "%s:%d is not a valid replica of the master%s%s", ip, port,
+                 F.excluded[0] ? ": " : "", F.excluded);
+        return -1;
+    }
+    if (!ip && !F.ncand) {
+        snprintf(err, errlen, "no replica to promote%s%s", F.excluded[0] ? ": " : "", F.excluded);
+        return -1;
+    }
+    if (ip) {
+        F.cand[0] = F.cand[found];
+        F.ncand = 1;
+    }
+    F.planned = 1;
+    snprintf(F.planned_why, sizeof(F.planned_why), "%s", why);
+    F.tag++;
+    F.started_us = foNowUs();
+    F.old.port = m.port;
+    snprintf(F.old.ip, sizeof(F.old.ip), "%s", m.addr);
+    snprintf(F.old.reach, sizeof(F.old.reach), "%s", m.reach);
+    long long left = (F.lease_bound_us - foNowUs()) / 1000;
+    nkLog(LL_WARNING, "Failover: %s: handing the master %s:%d over to %s; no more leases, the "
+          "master takes no write from %lld ms on", why, m.addr, m.port,
+          ip ? F.cand[0].node.reach : "the best replica", left > 0 ? left : 0);
+    foSetState(FO_FENCING);
+    if (left <= 0) foQuery();
+    else aeCreateTimeEvent(nk.el, left + 1, fenceTimer, NULL, NULL);
+    return 0;
+}
+
+/* failback yes: the configured master, a caught-up replica again, takes
+ * over by a planned handover; tried at most every NK_FAILBACK_RETRY_MS. */
+static void failbackTick(long long now) {
+    nkProbeView v;
+    char err[300];
+    if (!nk.cfg.failback || now < F.failback_after_us) return;
+    if (F.master.port == nk.cfg.master_port && !strcmp(F.master.reach, nk.cfg.master_host)) return;
+    if (!nkProbeFind(nk.cfg.master_host, nk.cfg.master_port, &v) || v.is_master || !v.listed ||
+        !v.valid || (v.invalid_ms_ago >= 0 && v.invalid_ms_ago < NK_FAILBACK_STABLE_MS))
+        return;
+    for (int i = 0; i < F.nrepoint; i++)
+        if (F.repoint[i].node.port == v.port && !strcmp(F.repoint[i].node.reach, v.reach)) return;
+    F.failback_after_us = now + NK_FAILBACK_RETRY_MS * 1000LL;
+    if (nkFailoverPlanned(nk.cfg.master_host, nk.cfg.master_port, "failback", err, sizeof(err)) == -1)
+        nkLog(LL_NOTICE, "Failover: no failback to %s:%d now: %s", nk.cfg.master_host,
+              nk.cfg.master_port, err);
 }
 
 /* In WATCHING: should a failover begin? "" if so, else why not. */
@@ -807,6 +969,7 @@ void nkFailoverTick(void) {
     switch (F.state) {
     case FO_WATCHING:
         repointTick();
+        if (have_m && m.valid) failbackTick(now);
         if (!have_m || m.valid) {
             setBlocked("");
             break;
@@ -816,11 +979,15 @@ void nkFailoverTick(void) {
         if (!why[0] && now >= F.retry_after_us) foStart(&m);
         break;
     case FO_FENCING:
-        if (have_m && m.valid) foAbort("the master answers again");
+        if (have_m && m.valid && !F.planned) foAbort("the master answers again");
         else if (now >= F.lease_bound_us) foQuery();
         break;
     case FO_QUERYING: {
         int waiting = 0;
+        if (F.planned) {
+            plannedTick(now);
+            break;
+        }
         if (have_m && m.valid) {
             foAbort("the master answers again");
             break;
@@ -876,6 +1043,8 @@ sds nkFailoverInfo(sds s) {
         "failover_blocked:%s\r\n"
         "failovers:%lld\r\n"
         "failovers_aborted:%lld\r\n"
+        "planned_handovers:%lld\r\n"
+        "failback:%s\r\n"
         "last_failover_ms:%lld\r\n"
         "last_failover:%s\r\n"
         "state_file:%s\r\n"
@@ -885,7 +1054,8 @@ sds nkFailoverInfo(sds s) {
         F.master.reach, F.master.port,
         nkProbeMasterLease() == 1 ? (nkProbeLeaseError()[0] ? "refused" : "on") :
         (nkProbeMasterLease() == 0 ? "off" : "unknown"),
-        nk.cfg.lease_time, left > 0 ? left : 0, F.blocked, F.failovers, F.aborted,
+        nk.cfg.lease_time, left > 0 ? left : 0, F.blocked, F.failovers, F.aborted, F.planned_done,
+        nk.cfg.failback ? "yes" : "no",
         F.last_ms, F.last_why, nk.cfg.state_file ? nk.cfg.state_file : "",
         F.state_err, F.nrepoint);
     for (int i = 0; i < F.nrepoint; i++)
@@ -896,5 +1066,5 @@ sds nkFailoverInfo(sds s) {
 }
 
 void nkFailoverResetStats(void) {
-    F.failovers = F.aborted = 0;
+    F.failovers = F.aborted = F.planned_done = 0;
 }

@@ -15,10 +15,12 @@ every connection error, every 5 ms). It counts acknowledged appends in
            first append the new master acknowledges; --runs times (the old
            master is restarted, Nic-KV makes it a replica, the next run
            kills the new master)
+  failback failback yes set at 1 s: the configured master, a replica by
+           then, takes over by a planned handover; the longest time
+           without an acknowledged append
 
 Every run checks that every acknowledged append is on the final master.
 Prints a table, writes the buckets (CSV) and, with gnuplot, a PNG.
-Failback is not built yet (issue 9): no run for it.
 """
 import argparse
 import os
@@ -268,16 +270,39 @@ def main():
             log(f"master crash {i + 1}/{args.runs}: {m} killed, writes on "
                 f"{topo.master()[1]} after {windows[-1]:.0f} ms")
 
+        # (c) failback: the configured master takes over again.
+        if topo.master()[1] == topo.ports[0]:
+            nk = redis.Redis(port=topo.nkport)
+            nk.execute_command("FAILOVER", "TO", "127.0.0.1", topo.ports[1])
+            nk.close()
+            time.sleep(1)
+            topo.wait_whole()
+        time.sleep(5.5)     # the configured master, valid 5 s as a replica
+
+        def failback():
+            nk = redis.Redis(port=topo.nkport)
+            nk.config_set("failback", "yes")
+            nk.close()
+
+        back_buckets, acks, _ = run(topo, writer, 4.0, [(1.0, failback)])
+        lost_total += writer.check()
+        times = [t for t, a in acks if t >= 1.0]
+        back_gap = max((b - a for a, b in zip(times, times[1:])), default=3.0) * 1000
+        back_on = [a for t, a in acks if t >= 1.0]
+        if not back_on or back_on[-1][1] != topo.ports[0]:
+            sys.exit("failover-bench: no failback to the configured master within 3 s")
+        log(f"failback: writes on {topo.ports[0]} again; longest pause {back_gap:.0f} ms")
         info = topo.nickv_info()
     finally:
         topo.stop()
 
     with open(os.path.join(args.out, "throughput.csv"), "w") as f:
-        f.write("t_s,replica_crash_ops_per_s,master_crash_ops_per_s\n")
-        for i in range(max(len(rep_buckets), len(master_buckets))):
+        f.write("t_s,replica_crash_ops_per_s,master_crash_ops_per_s,failback_ops_per_s\n")
+        for i in range(max(len(rep_buckets), len(master_buckets), len(back_buckets))):
             a = rep_buckets[i] * 10 if i < len(rep_buckets) else ""
             b = master_buckets[i] * 10 if i < len(master_buckets) else ""
-            f.write(f"{i / 10:.1f},{a},{b}\n")
+            c = back_buckets[i] * 10 if i < len(back_buckets) else ""
+            f.write(f"{i / 10:.1f},{a},{b},{c}\n")
 
     print()
     print("Appends with WAIT 1 through Nic-KV (one client, loopback TCP), default settings:")
@@ -290,7 +315,8 @@ def main():
     print(f"| master crash (-9) to the first write the new master acknowledges, median of {len(windows)} | "
           f"{statistics.median(windows):.0f} ms |")
     print(f"| ... min / max | {min(windows):.0f} / {max(windows):.0f} ms |")
-    print(f"| failovers made | {info.get('failovers')} |")
+    print(f"| failback (planned handover): longest pause between acknowledged appends | {back_gap:.0f} ms |")
+    print(f"| failovers made (the failback included) | {info.get('failovers')} |")
     print(f"| acknowledged appends lost (all runs) | {lost_total} |")
     print()
     print(f"buckets: {args.out}/throughput.csv")
@@ -305,7 +331,8 @@ set xlabel 'seconds'
 set ylabel 'acknowledged appends/s (100 ms buckets)'
 set yrange [0:*]
 plot '{args.out}/throughput.csv' every ::1 using 1:2 with steps title 'replica killed at 2 s, back at 4 s', \\
-     '' every ::1 using 1:3 with steps title 'master killed at 1 s (failover)'
+     '' every ::1 using 1:3 with steps title 'master killed at 1 s (failover)', \\
+     '' every ::1 using 1:4 with steps title 'failback asked for at 1 s'
 """
         subprocess.run(["gnuplot"], input=script.encode(), check=True)
         print(f"plot: {png}")

@@ -246,6 +246,64 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             $nm close
             assert_equal 1 [nickv_info $nk epoch]
             assert_equal 0 [nickv_info $nk failovers]
+        }
+
+        test {Nic-KV FAILOVER TO: a planned handover under a WAIT writer, nothing acknowledged lost, no full sync} {
+            catch {nickv_cmd $nk failover to 127.0.0.1 1} e
+            assert_match {ERR FAILOVER: 127.0.0.1:1 is not a valid replica of the master*} $e
+            catch {nickv_cmd $nk failover to} e
+            assert_match {ERR syntax*} $e
+            # Not the configured master: that one is for the failback below.
+            set target [lindex [lsearch -all -inline -not [lsearch -all -inline -not $ports $nport] $mport] 0]
+            set nm [fo_client $nport]
+            set len [$nm llen lst]
+            $nm close
+            lassign [fo_append $nk lst 2000 300 {
+                assert_equal OK [nickv_cmd $nk failover to 127.0.0.1 $target]
+            }] acked n
+            fo_wait_failovers $nk 1
+            assert_equal "127.0.0.1 $target" [fo_master $nk]
+            assert_match "*in place of 127.0.0.1:$nport by FAILOVER" [nickv_info $nk last_failover]
+            set tm [fo_client $target]
+            set got [$tm lrange lst $len -1]
+            fo_assert_acked $acked $got $n
+            puts "    ($n appends, [llength $acked] acknowledged through the handover, 0 lost)"
+            assert {[lindex $acked end] > 300}
+            foreach p $ports {
+                if {$p != $target} { fo_wait_replica_of $p $target }
+            }
+            assert_equal 0 [status $tm sync_full]
+            set others {}
+            foreach p $ports { if {$p != $target} { lappend others [fo_client $p] } }
+            nickv_assert_digests $tm $others
+            foreach c $others { $c close }
+            $tm close
+        }
+
+        test {Nic-KV failback: the configured master, caught up, takes over again by a planned handover} {
+            assert_equal OK [nickv_cmd $nk config set failback yes]
+            wait_for_condition 200 100 {
+                [fo_master $nk] eq "127.0.0.1 $mport" && [nickv_info $nk failover_state] eq {watching}
+            } else {
+                fail "no failback: [nickv_cmd $nk info failover]"
+            }
+            assert_match "*in place of 127.0.0.1:$target by failback" [nickv_info $nk last_failover]
+            set om [fo_client $mport]
+            wait_for_condition 50 100 {
+                [catch {$om set failed-back 1}] == 0
+            } else {
+                fail "the configured master takes no write after the failback"
+            }
+            set others {}
+            foreach p $ports {
+                if {$p != $mport} {
+                    fo_wait_replica_of $p $mport
+                    lappend others [fo_client $p]
+                }
+            }
+            nickv_assert_digests $om $others
+            foreach c $others { $c close }
+            $om close
             nickv_stop $nk
         }
     }
