@@ -120,6 +120,7 @@ typedef struct foCandidate {
     int answered;               /* its INFO came */
     int usable;                 /* ... and it can be promoted */
     int demoted;                /* we demoted it recently: the last resort */
+    int rdma;                   /* it replicates over RDMA (rdma-replication yes) */
     long long offset;
     int priority;
     char why[128];              /* why it cannot */
@@ -597,6 +598,7 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         else if (!strncmp(l, "master_repl_offset:", 19)) moffset = strtoll(l + 19, NULL, 10);
         else if (!strncmp(l, "slave_priority:", 15)) priority = atoi(l + 15);
         else if (!strncmp(l, "replica_priority:", 17)) priority = atoi(l + 17);
+        else if (!strcmp(l, "rdma_replication:1")) c->rdma = 1;
     }
     sdsfreesplitres(lines, count);
     const char *ours = nkLinkReplid();
@@ -631,7 +633,7 @@ static void foQuery(void) {
     }
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
-        if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication", NULL) == -1) {
+        if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication", "rdma", NULL) == -1) {
             c->answered = 1;
             snprintf(c->why, sizeof(c->why), "its probe connection is down");
         }
@@ -725,6 +727,17 @@ static void fenceCheck(long long now) {
 
 static void foChoose(void) {
     foCandidate *best = NULL;
+    for (int i = 0; i < F.ncand; i++) {
+        if (!F.cand[i].rdma) continue;
+        /* REPLICAOF would send it to the new master's TCP port, which an
+         * RDMA replica cannot use: not supported yet (NIC-KV.md, Limits). */
+        char why[200];
+        snprintf(why, sizeof(why), "%.64s:%d replicates over RDMA: Nic-KV cannot repoint RDMA "
+                 "replicas yet", F.cand[i].node.reach, F.cand[i].node.port);
+        F.retry_after_us = foNowUs() + NK_FAILBACK_RETRY_MS * 1000LL;
+        foAbort(why);
+        return;
+    }
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
         if (!c->usable) {

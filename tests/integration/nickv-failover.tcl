@@ -499,3 +499,36 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         nickv_stop $nk
     }
 }
+
+# RDMA replicas cannot be repointed yet (REPLICAOF would send them to the
+# new master's TCP port): such a failover is called off, not half done.
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fo_conf] {
+        set r [srv 0 client]
+        $r replicaof 127.0.0.1 $mport
+        set nk [nickv_start $mport --failover yes]
+        wait_for_sync $r
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
+        } else {
+            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+        }
+
+        test {Nic-KV failover: called off when a replica replicates over RDMA (not supported yet)} {
+            # Its next link would be RDMA: that is what INFO rdma says.
+            $r config set rdma-replication yes
+            exec kill -9 $mpid
+            wait_for_condition 50 100 {
+                [string match {*replicates over RDMA*} [nickv_info $nk last_failover]]
+            } else {
+                fail "not called off: [nickv_cmd $nk info failover]"
+            }
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal slave [lindex [$r role] 0]
+            $r config set rdma-replication no
+        }
+        nickv_stop $nk
+    }
+}
