@@ -77,11 +77,31 @@ int nickvLeaseHeld(void) {
     return held;
 }
 
+static int isScript(struct redisCommand *cmd) {
+    void (*p)(client *) = cmd ? cmd->proc : NULL;
+    return p == evalCommand || p == evalRoCommand || p == evalShaCommand ||
+           p == evalShaRoCommand || p == fcallCommand || p == fcallroCommand;
+}
+
+/* A script, or a transaction holding one. EVAL without flags is flagged
+ * CMD_STALE (a stale replica runs it, and its commands are checked one by
+ * one), but inside a script a master checks no staleness: a leaseless
+ * master would serve stale reads through it. */
+static int hasScript(client *c) {
+    if (isScript(c->cmd)) return 1;
+    if (c->cmd->proc != execCommand || !(c->flags & CLIENT_MULTI)) return 0;
+    for (int j = 0; j < c->mstate.count; j++)
+        if (isScript(c->mstate.commands[j].cmd)) return 1;
+    return 0;
+}
+
 /* processCommand(): 1 if the command was refused (the reply is sent).
- * What a stale replica refuses (denystale: not flagged CMD_STALE) needs
- * the lease; INFO, REPLICAOF, CONFIG, AUTH and the like never do. */
+ * What a stale replica refuses (denystale: not flagged CMD_STALE), and
+ * scripts, need the lease; INFO, REPLICAOF, CONFIG, AUTH and the like
+ * never do. */
 int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
-    if (!is_denystale || mustObeyClient(c) || nickvLeaseHeld()) return 0;
+    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || nickvLeaseHeld())
+        return 0;
     LE.refused++;
     if (is_write)
         rejectCommandFormat(c, "-READONLY You can't write against a master that holds no lease "

@@ -111,6 +111,14 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         assert_equal {READONLY You can't write against a master that holds no lease from Nic-KV (nickv-lease yes): it may have been replaced} $e
         catch {$m get k} e
         assert_equal {MASTERDOWN This master holds no lease from Nic-KV (nickv-lease yes): it may have been replaced} $e
+        # Scripts too: inside one a master checks no staleness.
+        catch {$m eval {return redis.call('get', KEYS[1])} 1 k} e
+        assert_match {MASTERDOWN*no lease*} $e
+        $m multi
+        catch {$m eval {return 1} 0} e
+        assert_match {MASTERDOWN*no lease*} $e
+        catch {$m exec} e
+        assert_match {EXECABORT*} $e
         # What an operator needs still works.
         assert_match {*role:master*} [$m info replication]
         assert_equal expired [nickv_status $m nickv_lease]
