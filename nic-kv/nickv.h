@@ -398,6 +398,8 @@ typedef struct nkProbeView {
     const char *why;             /* why it is invalid */
     long long since_ms;          /* in its state (valid or not) */
     long long invalid_ms_ago;    /* last invalid (until then), -1: never */
+    long long named_ms_ago;      /* last named valid to the master, -1: never */
+    int refused;                 /* invalid because its port refuses: no process */
     long long answered_ms_ago;   /* -1: never answered */
     long long rtt_us;
 } nkProbeView;

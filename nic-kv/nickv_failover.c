@@ -43,16 +43,20 @@
  * its previous run may still hold: it promotes nobody for a lease-time
  * (the largest the state file recorded) after its start.
  *
- * The candidate. A listed valid replica, not invalid within 2 x waiting-time,
- * whose INFO says it replicates our master's history (its replication id is
- * our stream's), with a replica-priority above 0. One we demoted within
- * NK_FAILOVER_COOLDOWN_MS is promoted only if no other can be (no
- * ping-pong with a master that keeps failing). Then the highest offset wins:
- * with min-slaves >= 1 a write WAIT acknowledged is on a valid replica, and
- * the one with the highest offset has every byte any replica has (they
- * share one history). Then the lower replica-priority, then the address.
- * We wait for the INFO of every valid candidate: promoting from a partial
- * answer could miss the one replica with an acknowledged write.
+ * The candidate. A listed valid replica whose INFO says it replicates our
+ * master's history (its replication id is our stream's), with a
+ * replica-priority above 0 and nickv-lease on. The highest offset wins:
+ * with min-slaves >= 1 a write WAIT acknowledged is on a replica we named
+ * valid to the master lately, and the one with the highest offset has
+ * every byte any replica has (they share one history). So every replica
+ * named in the last NICKV_HEALTH_TIMEOUT_MS + 2 x lease-time + 1 s is
+ * heard from before a promotion, valid now or not, unless its port
+ * refuses (its process, and the write, are gone): one that is only
+ * unreachable blocks the failover; and if one that cannot be promoted
+ * holds more than every candidate, the failover is called off. Ties go to
+ * one not invalid lately, then one we did not demote within
+ * NK_FAILOVER_COOLDOWN_MS (no ping-pong), then replica-priority, then the
+ * address.
  *
  * After the promotion every other replica, and the old master once it
  * answers, get REPLICAOF <new master> and CONFIG REWRITE (so that a
@@ -83,7 +87,8 @@
 #include "util.h"
 #include "zmalloc.h"
 
-#define NK_LEASE_DRIFT_PPM 1000           /* clocks' rates differ by less */
+#define NK_LEASE_DRIFT_PPM 100000         /* clocks' rates differ by less (10 %:
+                                           * chrony slews by up to 8.3 %) */
 #define NK_LEASE_MARGIN_US 10000          /* ms clock reads, a scheduling delay */
 #define NK_FAILOVER_COOLDOWN_MS 60000     /* a demoted node is no candidate */
 #define NK_FO_CANDIDATES 64               /* considered at most */
@@ -117,9 +122,15 @@ typedef struct foNode {
 
 typedef struct foCandidate {
     foNode node;
-    int answered;               /* its INFO came */
-    int usable;                 /* ... and it can be promoted */
-    int demoted;                /* we demoted it recently: the last resort */
+    int answered;               /* its INFO came (or we stopped waiting for it) */
+    int usable;                 /* ... it holds our history: offset is known */
+    int eligible;               /* ... and it may be promoted (see queryReply) */
+    int witness;                /* not a candidate (invalid), but named: */
+    int named;                  /* named valid to the master lately: it may hold
+                                 * acknowledged writes, so it is heard from (or its
+                                 * process is gone) before a promotion */
+    int unstable;               /* invalid within 2 x waiting-time: ranks later */
+    int demoted;                /* we demoted it recently: ranks later */
     int rdma;                   /* it replicates over RDMA (rdma-replication yes) */
     long long offset;
     int priority;
@@ -130,6 +141,8 @@ typedef struct foRepoint {
     foNode node;
     int old_master;             /* demoted by us: its clients are killed too */
     int pending;                /* commands in flight */
+    long long retry_after_us;   /* after an error, not before then */
+    char last_err[128];         /* ... which is logged once */
     long long since_ms;         /* on the list since */
 } foRepoint;
 
@@ -172,7 +185,7 @@ static struct {
     char excluded[300];         /* the replicas that are no candidates, and why */
     char state_err[200];        /* why the state file could not be written */
     long long failovers, aborted, last_ms, planned_done;
-    char last_why[200];         /* why the last attempt ended */
+    char last_why[512];         /* why the last attempt ended */
 } F;
 
 static long long foNowUs(void) { return (long long)getMonotonicUs(); }
@@ -192,20 +205,26 @@ int nkFailoverGranting(void) {
     return F.state == FO_WATCHING;
 }
 
+static int stateSave(void);
+
+/* The lease a grant gives: lease-time, once the state file records it as
+ * the largest ever granted (a restart waits that long); while it cannot
+ * (no state file, a write error), no more than the largest recorded. */
 long long nkFailoverLeaseTime(void) {
+    if (nk.cfg.lease_time > F.lease_max_ms) {
+        long long old = F.lease_max_ms;
+        F.lease_max_ms = nk.cfg.lease_time;
+        if (!nk.cfg.state_file || stateSave() == -1) {
+            F.lease_max_ms = old;
+            return old;
+        }
+    }
     return nk.cfg.lease_time;
 }
-
-static int stateSave(void);
 
 void nkFailoverGranted(long long ms) {
     long long bound = foNowUs() + ms * 1000 + ms * NK_LEASE_DRIFT_PPM / 1000 + NK_LEASE_MARGIN_US;
     if (bound > F.lease_bound_us) F.lease_bound_us = bound;
-    if (ms > F.lease_max_ms) {
-        /* A restart must wait out the longest lease ever granted. */
-        F.lease_max_ms = ms;
-        stateSave();
-    }
 }
 
 /* -------------------------------------------------------- State file --- */
@@ -352,6 +371,15 @@ start:
         F.master.port = nk.cfg.master_port;
         F.have_master = 1;
     }
+    /* A failover must be able to record itself: find out now, not then. */
+    if (path && stateSave() == -1) {
+        if (nk.cfg.failover) {
+            nkLog(LL_WARNING, "Failover: cannot write the state file %s (%s): with failover yes "
+                  "Nic-KV does not start without it", path, F.state_err);
+            return -1;
+        }
+        nkLog(LL_WARNING, "Failover: cannot write the state file %s (%s)", path, F.state_err);
+    }
     return 0;
 }
 
@@ -418,15 +446,21 @@ static void repointDone(int i) {
  * commands after it are fire and forget). */
 static void repointReply(long long tag, const char *ip, int port, const char *reply, size_t len,
                          int is_error) {
-    (void)tag;
+    if (tag != F.epoch) return;     /* to an earlier master */
     for (int i = 0; i < F.nrepoint; i++) {
         foRepoint *r = &F.repoint[i];
         if (r->node.port != port || strcmp(r->node.ip, ip)) continue;
         r->pending = 0;
-        if (is_error)
-            nkLog(LL_WARNING, "Failover: REPLICAOF %s %d on %s:%d: %.*s (retrying)",
-                  F.master.reach, F.master.port, ip, port, (int)len, reply);
-        else
+        if (is_error) {
+            /* Again a second later; said once per error. */
+            char err[sizeof(r->last_err)];
+            snprintf(err, sizeof(err), "%.*s", (int)len, reply);
+            if (strcmp(err, r->last_err))
+                nkLog(LL_WARNING, "Failover: REPLICAOF %s %d on %s:%d: %s (retrying every second)",
+                      F.master.reach, F.master.port, ip, port, err);
+            memcpy(r->last_err, err, sizeof(r->last_err));
+            r->retry_after_us = foNowUs() + 1000000LL;
+        } else
             repointDone(i);
         return;
     }
@@ -457,7 +491,8 @@ static void repointTick(void) {
             F.repoint[i--] = F.repoint[--F.nrepoint];
             continue;
         }
-        if (nkProbeCommand(r->node.ip, r->node.port, repointReply, 0, "REPLICAOF", F.master.reach, port, NULL) == -1)
+        if (foNowUs() < r->retry_after_us) continue;
+        if (nkProbeCommand(r->node.ip, r->node.port, repointReply, F.epoch, "REPLICAOF", F.master.reach, port, NULL) == -1)
             continue;
         r->pending = 1;
         nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CONFIG", "REWRITE", NULL);
@@ -497,21 +532,28 @@ static void setBlocked(const char *why) {
 }
 
 /* The candidates now (see the top), into F.cand; why the others are not,
- * into F.excluded. */
+ * into F.excluded. With min-slaves > 0 the replicas named valid to the
+ * master lately (the master counted their acknowledgements for WAIT) are
+ * in F.cand too, as witnesses when they are no candidates: a promotion
+ * waits to hear their offset, unless their process is gone. Returns how
+ * many candidates. */
 static int collectCandidates(void) {
     nkProbeView v[NK_FO_CANDIDATES + 1];
-    int n = nkProbeNodes(v, NK_FO_CANDIDATES + 1);
+    int n = nkProbeNodes(v, NK_FO_CANDIDATES + 1), ncand = 0;
+    long long window = NICKV_HEALTH_TIMEOUT_MS + 2LL * nk.cfg.lease_time + 1000;
     F.ncand = 0;
     F.excluded[0] = '\0';
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && F.ncand < NK_FO_CANDIDATES; i++) {
         const char *why = NULL;
         char buf[64];
-        if (v[i].is_master || !v[i].listed) continue;
+        int named = nk.cfg.min_slaves > 0 && v[i].named_ms_ago >= 0 && v[i].named_ms_ago <= window;
+        if (v[i].is_master || (!v[i].listed && !named)) continue;
+        /* The master itself, as the replica it was before a promotion. */
+        if (n && v[0].is_master && v[i].port == v[0].port &&
+            (!strcmp(v[i].addr, v[0].addr) || !strcmp(v[i].reach, v[0].reach)))
+            continue;
         if (!v[i].valid) why = "invalid";
-        else if (v[i].invalid_ms_ago >= 0 && v[i].invalid_ms_ago < 2LL * nk.cfg.waiting_time) {
-            snprintf(buf, sizeof(buf), "invalid %lld ms ago", v[i].invalid_ms_ago);
-            why = buf;
-        } else if (v[i].answered_ms_ago < 0 || v[i].answered_ms_ago > nk.cfg.waiting_time) {
+        else if (v[i].answered_ms_ago < 0 || v[i].answered_ms_ago > nk.cfg.waiting_time) {
             snprintf(buf, sizeof(buf), "last answer %lld ms ago", v[i].answered_ms_ago);
             why = buf;
         }
@@ -519,23 +561,34 @@ static int collectCandidates(void) {
             size_t len = strlen(F.excluded);
             snprintf(F.excluded + len, sizeof(F.excluded) - len, "%s%s:%d %s", len ? ", " : "",
                      v[i].addr, v[i].port, why);
-            continue;
+            if (!named) continue;
         }
         foCandidate *c = &F.cand[F.ncand++];
         memset(c, 0, sizeof(*c));
         snprintf(c->node.ip, sizeof(c->node.ip), "%s", v[i].addr);
         snprintf(c->node.reach, sizeof(c->node.reach), "%s", v[i].reach);
         c->node.port = v[i].port;
+        c->witness = why != NULL;
+        c->named = named;
+        c->unstable = v[i].invalid_ms_ago >= 0 && v[i].invalid_ms_ago < 2LL * nk.cfg.waiting_time;
         c->demoted = inCooldown(v[i].reach, v[i].port);
+        if (!c->witness) ncand++;
     }
-    return F.ncand;
+    return ncand;
 }
 
 static void foAbort(const char *why) {
+    static long long logged_us;
+    char last[sizeof(F.last_why)];
     F.aborted++;
-    snprintf(F.last_why, sizeof(F.last_why), "called off: %s", why);
-    nkLog(LL_WARNING, "Failover: called off (%s): the master stays %s:%d", why, F.master.reach,
-          F.master.port);
+    snprintf(last, sizeof(last), "called off: %s", why);
+    /* Said when the reason changes, and at most every 10 s while it does not. */
+    if (strcmp(last, F.last_why) || foNowUs() - logged_us > 10000000LL) {
+        nkLog(LL_WARNING, "Failover: called off (%s): the master stays %s:%d", why, F.master.reach,
+              F.master.port);
+        logged_us = foNowUs();
+    }
+    memcpy(F.last_why, last, sizeof(F.last_why));
     foSetState(FO_WATCHING);
 }
 
@@ -587,7 +640,7 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     }
     char role[16] = "", replid[NK_RUNID_SIZE + 1] = "", replid2[NK_RUNID_SIZE + 1] = "";
     long long offset = -1, moffset = -1;
-    int priority = 100, count;
+    int priority = 100, count, lease_off = 0;
     sds *lines = sdssplitlen(reply, (ssize_t)len, "\r\n", 2, &count);
     for (int i = 0; i < count; i++) {
         const char *l = lines[i];
@@ -599,6 +652,7 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         else if (!strncmp(l, "slave_priority:", 15)) priority = atoi(l + 15);
         else if (!strncmp(l, "replica_priority:", 17)) priority = atoi(l + 17);
         else if (!strcmp(l, "rdma_replication:1")) c->rdma = 1;
+        else if (!strcmp(l, "nickv_lease:off")) lease_off = 1;
     }
     sdsfreesplitres(lines, count);
     const char *ours = nkLinkReplid();
@@ -614,11 +668,11 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         return;
     }
     c->priority = priority;
-    if (priority <= 0) {
-        snprintf(c->why, sizeof(c->why), "replica-priority 0");
-        return;
-    }
     c->usable = 1;
+    if (c->witness) snprintf(c->why, sizeof(c->why), "not valid now (a witness)");
+    else if (priority <= 0) snprintf(c->why, sizeof(c->why), "replica-priority 0");
+    else if (lease_off) snprintf(c->why, sizeof(c->why), "it runs nickv-lease no: it could not be fenced");
+    else c->eligible = 1;
 }
 
 static void foQuery(void) {
@@ -633,7 +687,9 @@ static void foQuery(void) {
     }
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
-        if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication", "rdma", NULL) == -1) {
+        /* A witness whose connection is down is asked again each tick. */
+        if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication", "rdma",
+                           "nickv", NULL) == -1 && !c->named) {
             c->answered = 1;
             snprintf(c->why, sizeof(c->why), "its probe connection is down");
         }
@@ -725,8 +781,24 @@ static void fenceCheck(long long now) {
 }
 
 
+/* Is c a better choice than best? The offset first: the replica with the
+ * most of the stream has every acknowledged write; then stable over
+ * recently invalid, not demoted by us lately over demoted (no ping-pong),
+ * replica-priority, the address. */
+static int better(const foCandidate *c, const foCandidate *best) {
+    if (!best) return 1;
+    if (c->offset != best->offset) return c->offset > best->offset;
+    if (c->unstable != best->unstable) return !c->unstable;
+    if (c->demoted != best->demoted) return !c->demoted;
+    if (c->priority != best->priority) return c->priority < best->priority;
+    int cmp = strcmp(c->node.reach, best->node.reach);
+    return cmp ? cmp < 0 : c->node.port < best->node.port;
+}
+
 static void foChoose(void) {
     foCandidate *best = NULL;
+    long long most = -1;
+    const foCandidate *ahead = NULL;
     for (int i = 0; i < F.ncand; i++) {
         if (!F.cand[i].rdma) continue;
         /* REPLICAOF would send it to the new master's TCP port, which an
@@ -740,26 +812,31 @@ static void foChoose(void) {
     }
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
-        if (!c->usable) {
+        if (c->usable && c->offset > most) {
+            most = c->offset;
+            ahead = c;
+        }
+        if (!c->eligible) {
             nkLog(LL_NOTICE, "Failover: %s:%d is no candidate: %s", c->node.reach, c->node.port,
                   c->why[0] ? c->why : "no answer");
             continue;
         }
-        /* One we demoted recently only if nobody else can be (no
-         * ping-pong with a master that keeps failing). */
-        if (best && c->demoted != best->demoted) {
-            if (!c->demoted) best = c;
-            continue;
-        }
-        if (!best || c->offset > best->offset ||
-            (c->offset == best->offset && c->priority < best->priority) ||
-            (c->offset == best->offset && c->priority == best->priority &&
-             (strcmp(c->node.reach, best->node.reach) < 0 ||
-              (!strcmp(c->node.reach, best->node.reach) && c->node.port < best->node.port))))
-            best = c;
+        if (better(c, best)) best = c;
     }
     if (!best) {
         foAbort("no replica can be promoted");
+        return;
+    }
+    if (best->offset < most) {
+        /* A replica that cannot be promoted has bytes no candidate has:
+         * they may be acknowledged writes. Better no master than losing
+         * them: an operator decides (NIC-KV.md, "The state machine"). */
+        char why[400];
+        snprintf(why, sizeof(why), "%.64s:%d (%.60s) is at offset %lld, the best candidate %.64s:%d at "
+                 "%lld: promoting it could lose acknowledged writes", ahead->node.reach,
+                 ahead->node.port, ahead->why, most, best->node.reach, best->node.port, best->offset);
+        F.retry_after_us = foNowUs() + NK_FENCE_RETRY_MS * 1000LL;
+        foAbort(why);
         return;
     }
     F.winner = best->node;
@@ -787,6 +864,7 @@ static void foPromote(void) {
     F.promote_reply = 0;
     if (nkProbeCommand(F.winner.ip, F.winner.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
         F.master = F.old;
+        F.epoch--;
         repointRemove(F.old.reach, F.old.port);
         stateSave();
         foAbort("the candidate's probe connection is down");
@@ -992,7 +1070,8 @@ void nkFailoverTick(void) {
         if (!why[0] && now >= F.retry_after_us) foStart(&m);
         break;
     case FO_FENCING:
-        if (have_m && m.valid && !F.planned) foAbort("the master answers again");
+        if (!nk.cfg.failover && !F.planned) foAbort("failover was turned off");
+        else if (have_m && m.valid && !F.planned) foAbort("the master answers again");
         else if (now >= F.lease_bound_us) foQuery();
         break;
     case FO_QUERYING: {
@@ -1005,15 +1084,42 @@ void nkFailoverTick(void) {
             foAbort("the master answers again");
             break;
         }
+        if (!nk.cfg.failover) {
+            foAbort("failover was turned off");
+            break;
+        }
+        int witnesses = 0;
         for (int i = 0; i < F.ncand; i++) {
             nkProbeView v;
-            if (F.cand[i].answered) continue;
-            if (!nkProbeFind(F.cand[i].node.ip, F.cand[i].node.port, &v) || !v.valid) {
-                F.cand[i].answered = 1;
-                snprintf(F.cand[i].why, sizeof(F.cand[i].why), "invalid now");
-            } else {
+            foCandidate *c = &F.cand[i];
+            if (c->answered) continue;
+            int known = nkProbeFind(c->node.ip, c->node.port, &v);
+            if (known && v.valid) {
                 waiting++;
+            } else if (c->named && known && !v.refused) {
+                /* It may hold acknowledged writes, and its process may
+                 * still run (a partition): wait for it. */
+                witnesses++;
+                if (v.connected && now - F.query_us >= 100000LL)
+                    nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication",
+                                   "rdma", "nickv", NULL);
+            } else {
+                c->answered = 1;
+                snprintf(c->why, sizeof(c->why), "%s", known && v.refused ? "its process is gone" : "invalid now");
             }
+        }
+        if (witnesses) {
+            char why[300] = "";
+            for (int i = 0; i < F.ncand; i++)
+                if (F.cand[i].named && !F.cand[i].answered) {
+                    snprintf(why, sizeof(why), "waiting to hear from %.64s:%d, which acknowledged writes "
+                             "lately (min-slaves %d): CONFIG SET min-slaves 0 gives that up",
+                             F.cand[i].node.reach, F.cand[i].node.port, nk.cfg.min_slaves);
+                    break;
+                }
+            setBlocked(why);
+            if (now - F.query_us >= 100000LL) F.query_us = now;
+            if (nk.cfg.min_slaves > 0) break;
         }
         /* Every valid candidate's answer is waited for (see the top). */
         if (!waiting || now - F.step_us >= 2000LL * nk.cfg.waiting_time) foChoose();
@@ -1031,6 +1137,10 @@ void nkFailoverTick(void) {
                      F.winner.port, F.promote_reply == -1 ? F.promote_err : "no answer");
             F.master = F.old;
             repointRemove(F.old.reach, F.old.port);
+            /* It may still run REPLICAOF NO ONE (a late answer): as a master
+             * it would hold no lease, and repointing makes it a replica
+             * of the master again. */
+            repointAdd(F.winner.reach, F.winner.port, 0);
             stateSave();
             foAbort(reason);
         }

@@ -109,6 +109,7 @@ typedef struct probeNode {
     int ever_answered;
     long long state_ms;         /* when it became valid or invalid */
     long long invalid_ms;       /* when it was last invalid, 0: never */
+    long long named_ms;         /* last named valid to the master, 0: never */
     char why[320];              /* why it is invalid */
     char conn_err[256];         /* why the last connect failed, "" if it did not */
     long long rtt_us, max_rtt_us;
@@ -134,6 +135,10 @@ static char lease_err[128];             /* why the master refused a lease */
 static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unknown */
 static int master_granted;              /* a grant went on this connection */
 static int master_cluster;              /* its INFO says cluster_enabled:1 */
+static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
+static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
+static int master_restarted;            /* ... and is not vetted yet (probeVet) */
+static int master_identified;           /* a lease answer on this connection */
 static int failover_kick;               /* news for nickv_failover.c: tick it soon */
 static int health_dirty;
 static int was_streaming;                /* the link, at the last healthSend */
@@ -207,7 +212,13 @@ static void probeClose(probeNode *n) {
     n->conn = NULL;
     n->connected = 0;
     n->authed = 0;
-    if (n->is_master) master_granted = 0;   /* perhaps another process next */
+    if (n->is_master) {
+        /* Perhaps another process next: a query first, then its run id
+         * decides (leaseAnswer). */
+        master_granted = 0;
+        master_clock = 0;
+        master_identified = 0;
+    }
     n->qlen = n->qhead = 0;
     /* Commands that will never be answered now: say so. */
     for (int i = 0; i < qlen; i++) {
@@ -250,6 +261,7 @@ static void probeWritable(nkConn *conn, void *data) {
 }
 
 static void nodeRetarget(probeNode *n, const char *ip, int port);
+static void probeVet(probeNode *m, const char *replid, const char *replid2, long long offset);
 
 /* The master's INFO replication, rdma, nickv and cluster. Still a master:
  * its direct replicas, online, and the link follows it there if it moved
@@ -261,8 +273,9 @@ static void nodeRetarget(probeNode *n, const char *ip, int port);
 static void probeReadView(probeNode *m, const char *info, size_t len, int granted) {
     sds *lines;
     int count;
-    char role[16] = "", mhost[256] = "";
+    char role[16] = "", mhost[256] = "", replid[64] = "", replid2[64] = "";
     int mport = 0, rdma_port = 0, rdma_on = 0;
+    long long offset = -1;
     lines = sdssplitlen(info, (ssize_t)len, "\r\n", 2, &count);
     for (int i = 0; i < count; i++) {
         const char *l = lines[i];
@@ -273,6 +286,9 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         else if (!strcmp(l, "rdma_listener:on")) rdma_on = 1;
         else if (!strncmp(l, "nickv_lease:", 12)) master_lease = strcmp(l + 12, "off") != 0;
         else if (!strncmp(l, "cluster_enabled:", 16)) master_cluster = atoi(l + 16) == 1;
+        else if (!strncmp(l, "master_replid:", 14)) snprintf(replid, sizeof(replid), "%s", l + 14);
+        else if (!strncmp(l, "master_replid2:", 15)) snprintf(replid2, sizeof(replid2), "%s", l + 15);
+        else if (!strncmp(l, "master_repl_offset:", 19)) offset = strtoll(l + 19, NULL, 10);
     }
     if (!strcmp(role, "slave")) {
         sdsfreesplitres(lines, count);
@@ -284,6 +300,11 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         return;
     }
     if (strcmp(role, "master")) {
+        sdsfreesplitres(lines, count);
+        return;
+    }
+    if (master_restarted) {
+        probeVet(m, replid, replid2, offset);
         sdsfreesplitres(lines, count);
         return;
     }
@@ -312,6 +333,8 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         }
         sdsfreesplitres(f, nf);
         if (via || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
+        if (port == nk.cfg.port && (addrLoopback(ip) || (nk.cfg.announce_ip && !strcmp(ip, nk.cfg.announce_ip))))
+            continue;   /* our own link, to a master that does not offload to us */
         if (ndirect == NICKV_HEALTH_MAX) break;
         snprintf(direct[ndirect].ip, sizeof(direct[ndirect].ip), "%s", ip);
         direct[ndirect].port = port;
@@ -321,6 +344,85 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
     if (!view_read || view_err[0]) nkLog(LL_NOTICE, "Probe: the master lists %d direct replicas", ndirect);
     view_read = 1;
     view_err[0] = '\0';
+}
+
+/* "+LEASE <clock> <run-id>": 1, with them, or 0. */
+static int leaseParse(const char *payload, size_t len, int is_error, long long *clock, char *runid) {
+    char buf[128];
+    if (is_error || len < 8 || len >= sizeof(buf) || memcmp(payload, "LEASE ", 6)) return 0;
+    memcpy(buf, payload, len);
+    buf[len] = '\0';
+    return sscanf(buf + 6, "%lld %40s", clock, runid) == 2 && *clock > 0 &&
+           strlen(runid) == NK_RUNID_SIZE;
+}
+
+/* The master's answer to a lease. Its run id is the process we grant to:
+ * the first we hear after start or a move is taken as it is; another one
+ * later means the master restarted, perhaps empty (persistence off), and
+ * it gets no grant, and stays invalid (so the failover goes on), until its
+ * INFO shows that it holds our stream's history, all of it (probeVet). */
+static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_error, long long now) {
+    long long clock;
+    char runid[NK_RUNID_SIZE + 1];
+    if (!leaseParse(payload, len, is_error, &clock, runid)) {
+        char err[sizeof(lease_err)];
+        snprintf(err, sizeof(err), "%.*s", (int)len, payload);
+        if (strcmp(err, lease_err))
+            nkLog(LL_WARNING, "Probe: the master refuses the lease we grant: %s", err);
+        memcpy(lease_err, err, sizeof(lease_err));
+        master_clock = 0;
+        /* It runs, though it cannot say which process it is. */
+        master_identified = 1;
+        if (!master_restarted) probeValid(n);
+        return;
+    }
+    master_identified = 1;
+    if (!master_runid[0]) memcpy(master_runid, runid, sizeof(master_runid));
+    if (strcmp(runid, master_runid)) {
+        if (!master_restarted || strcmp(runid, restarted_runid))
+            nkLog(LL_WARNING, "Probe: the master %s:%d restarted (run id %s, was %s): no lease "
+                  "until it shows it holds our whole stream", n->ip, n->port, runid, master_runid);
+        master_restarted = 1;
+        memcpy(restarted_runid, runid, sizeof(restarted_runid));
+        master_clock = 0;
+        probeInvalid(n, "restarted: a new process, not granted until it holds our stream");
+        if (n->qlen + 1 < NK_PROBE_QUEUE) probeSend(n, PROBE_INFO);
+        return;
+    }
+    probeValid(n);
+    int first = !master_clock;
+    master_clock = clock;
+    /* The first clock of a master: grant at once (a new master serves
+     * nothing before), and read its INFO behind the grant. */
+    if (first && nkFailoverGranting()) {
+        probeSend(n, PROBE_LEASE);
+        probeSend(n, PROBE_INFO);
+        next_info_us = now + NK_PROBE_INFO_US;
+    }
+    if (lease_err[0]) nkLog(LL_NOTICE, "Probe: the master takes our lease again");
+    lease_err[0] = '\0';
+}
+
+/* A restarted master's INFO: does it hold our stream, all of it (its
+ * replication id, or the one before it, is our stream's, at an offset no
+ * lower than our backlog's end)? Then it is the master again. */
+static void probeVet(probeNode *m, const char *replid, const char *replid2, long long offset) {
+    const char *ours = nkLinkReplid();
+    long long last = nkBacklogLastPub();
+    if (ours[0] && ((strcmp(replid, ours) && strcmp(replid2, ours)) || offset < last)) {
+        char why[320];
+        snprintf(why, sizeof(why), "restarted with %s (offset %lld, ours %lld): not granted",
+                 strcmp(replid, ours) && strcmp(replid2, ours) ? "another history" : "less data",
+                 offset, last);
+        if (strcmp(why, m->why)) nkLog(LL_WARNING, "Probe: the master %s:%d %s", m->ip, m->port, why);
+        snprintf(m->why, sizeof(m->why), "%s", why);
+        return;
+    }
+    nkLog(LL_NOTICE, "Probe: the restarted master %s:%d holds our stream (offset %lld): it is "
+          "granted again", m->ip, m->port, offset);
+    memcpy(master_runid, restarted_runid, sizeof(master_runid));
+    master_restarted = 0;
+    probeValid(m);
 }
 
 /* A whole reply to the oldest request (payload: a bulk's bytes or the
@@ -337,33 +439,14 @@ static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_
     n->answers++;
     n->answered_us = now;
     n->waiting_since_us = n->qlen ? n->q[n->qhead].sent_us : 0;
-    probeValid(n);
+    /* The master is valid by answering once its process is known: the
+     * first lease answer on a connection says which (leaseAnswer). */
+    if (!n->is_master || (master_identified && !master_restarted)) probeValid(n);
     if (kind == PROBE_CMD) {
         if (fn) fn(tag, n->ip, n->port, payload, len, is_error);
         failover_kick = 1;
     } else if (kind == PROBE_LEASE) {
-        long long clock;
-        if (!is_error && len > 6 && !memcmp(payload, "LEASE ", 6) &&
-            string2ll(payload + 6, len - 6, &clock) && clock > 0) {
-            int first = !master_clock;
-            master_clock = clock;
-            /* The first clock of a master: grant at once (a new master
-             * serves nothing before), and read its INFO behind the grant. */
-            if (first && nkFailoverGranting()) {
-                probeSend(n, PROBE_LEASE);
-                probeSend(n, PROBE_INFO);
-                next_info_us = now + NK_PROBE_INFO_US;
-            }
-            if (lease_err[0]) nkLog(LL_NOTICE, "Probe: the master takes our lease again");
-            lease_err[0] = '\0';
-        } else {
-            char err[sizeof(lease_err)];
-            snprintf(err, sizeof(err), "%.*s", (int)len, payload);
-            if (strcmp(err, lease_err))
-                nkLog(LL_WARNING, "Probe: the master refuses the lease we grant: %s", err);
-            memcpy(lease_err, err, sizeof(lease_err));
-            master_clock = 0;
-        }
+        leaseAnswer(n, payload, len, is_error, now);
     } else if (kind == PROBE_INFO) {
         if (is_error) {
             char err[sizeof(view_err)];
@@ -444,7 +527,7 @@ static void probeConnected(nkConn *conn, void *data) {
      * A replica's answers nothing but PING, for which -NOAUTH is as good an
      * answer as +PONG: no password goes to an address a replica announced. */
     if (n->is_master && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
-    probeSend(n, n->is_master && nkFailoverGranting() ? PROBE_LEASE : PROBE_PING);
+    probeSend(n, n->is_master ? PROBE_LEASE : PROBE_PING);
 }
 
 static void probeConnect(probeNode *n) {
@@ -491,13 +574,14 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
         /* A grant from the master's last clock (a query while we have
          * none), for lease-time: nickv_failover.c counts it. */
         char t[32], ms[32];
-        long long lease_ms = master_clock ? nkFailoverLeaseTime() : 0;
-        snprintf(t, sizeof(t), "%lld", master_clock);
+        int grant = master_clock && !master_restarted && nkFailoverGranting();
+        long long lease_ms = grant ? nkFailoverLeaseTime() : 0;
+        snprintf(t, sizeof(t), "%lld", grant ? master_clock : 0);
         snprintf(ms, sizeof(ms), "%lld", lease_ms);
         sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s", t, ms);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
-        if (master_clock) {
+        if (grant) {
             nkFailoverGranted(lease_ms);
             master_granted = 1;
         }
@@ -560,6 +644,8 @@ static void nodeRetarget(probeNode *n, const char *ip, int port) {
     master_clock = 0;           /* another host's clock: a query first */
     master_lease = -1;
     master_granted = 0;
+    master_runid[0] = '\0';     /* another process: taken as it answers */
+    master_restarted = 0;
     ndirect = 0;
     view_read = 0;
     next_info_us = 0;
@@ -640,6 +726,7 @@ static void healthSend(void) {
     was_streaming = streaming;
     if (!view_read || !streaming) return;
     list = sdsempty();
+    probeNode *m = listNodeValue(listFirst(nodes));
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
@@ -648,6 +735,8 @@ static void healthSend(void) {
          * repointed here by a failover) then counts at once, not at the
          * next read, a second later. */
         if (n->is_master || !n->valid) continue;
+        /* The master, as the replica it was before a promotion. */
+        if (n->port == m->port && (!strcmp(n->ip, m->ip) || !strcmp(n->reach, m->reach))) continue;
         if (!addrSendable(n->ip) || nvalid == NICKV_HEALTH_MAX) {
             /* Left out, it does not count: the safe side. */
             if (!n->warned)
@@ -658,6 +747,7 @@ static void healthSend(void) {
             continue;
         }
         list = sdscatprintf(list, " %s %d", n->ip, n->port);
+        n->named_ms = nowMs();
         nvalid++;
     }
     msg = sdscatprintf(sdsempty(), NICKV_MSG_HEALTH " %d %d%s", nk.cfg.min_slaves, nvalid, list);
@@ -682,8 +772,9 @@ static void nodeTick(probeNode *n, long long now) {
     if (!n->conn) {
         probeConnect(n);
     } else if (n->connected && n->qlen == 0 && now - n->ping_us >= nk.cfg.probe_interval * 1000LL) {
-        /* The master's PING renews its lease, unless a failover began. */
-        probeSend(n, n->is_master && nkFailoverGranting() ? PROBE_LEASE : PROBE_PING);
+        /* The master's PING renews its lease (a query only, once a
+         * failover began): its answer says which process it is. */
+        probeSend(n, n->is_master ? PROBE_LEASE : PROBE_PING);
         /* The master's INFO once a second; every time until it is read
          * (a master we just moved to: see probeReadView). */
         if (n->is_master && (now >= next_info_us || (!view_read && !view_err[0]))) {
@@ -796,6 +887,8 @@ static void nodeView(const probeNode *n, nkProbeView *v, long long now_us) {
     v->connected = n->connected;
     v->since_ms = nowMs() - n->state_ms;
     v->invalid_ms_ago = n->invalid_ms ? nowMs() - n->invalid_ms : -1;
+    v->named_ms_ago = n->named_ms ? nowMs() - n->named_ms : -1;
+    v->refused = !n->valid && strstr(n->why, "connection refused") != NULL;
     v->answered_ms_ago = n->answered_us ? (now_us - n->answered_us) / 1000 : -1;
     v->rtt_us = n->rtt_us;
     v->why = n->why;

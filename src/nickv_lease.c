@@ -15,10 +15,12 @@
  * nickv-user, not the daemon's replication link):
  *
  *   Nic-KV:  REPLCONF nickv "lease <t> <ms>"
- *   master:  +LEASE <now>
+ *   master:  +LEASE <now> <run-id>
  *
- * <now> is the master's monotonic clock, in milliseconds, when it ran the
- * command. <t> is a <now> the master sent earlier (0: none yet, a query).
+ * <now> is the master's CLOCK_BOOTTIME, in milliseconds, when it ran the
+ * command; <run-id> its run id, which tells Nic-KV a restarted process
+ * (another run id) from the one it granted to: a master that restarted
+ * is vetted before it gets a grant (nic-kv/nickv_probe.c). <t> is a <now> the master sent earlier (0: none yet, a query).
  * The master then holds the lease until t + ms on its own clock. Since t
  * was read before Nic-KV received it, and so before Nic-KV sent the grant,
  * the lease ends no later, in real time, than ms after Nic-KV sent it (up
@@ -34,7 +36,7 @@
  */
 
 #include "server.h"
-#include "monotonic.h"
+#include <time.h>
 #include "nickv_server.h"
 #include "nickv_proto.h"
 
@@ -49,8 +51,13 @@ static struct {
     time_t bad_logged;
 } LE;
 
+/* CLOCK_BOOTTIME: monotonic, and it goes on while the machine is
+ * suspended, so that a master resumed from a suspend (or a VM restored)
+ * finds its lease run out, as a stopped process does. */
 static long long leaseNow(void) {
-    return (long long)(getMonotonicUs() / 1000);
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* 1 while this node may serve data as a master. A fresh clock read: a
@@ -135,7 +142,7 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
         LE.until_ms = t + ms;
         LE.grants++;
     }
-    addReplyStatusFormat(c, "LEASE %lld", now);
+    addReplyStatusFormat(c, "LEASE %lld %s", now, server.runid);
 }
 
 sds nickvLeaseInfo(sds info) {

@@ -1,0 +1,254 @@
+# Nic-KV's failover in the cases an adversarial review found: a master
+# restarted empty before the failover, a replica that acknowledged writes
+# but cannot be heard, one that cannot be promoted but holds more, a
+# failover turned off midway, a state file that cannot be written, and
+# Nic-KV's own link listed as a replica.
+
+source tests/skv/helpers.tcl
+
+proc fe_master {nk} {
+    nickv_cmd $nk sentinel get-master-addr-by-name mymaster
+}
+
+proc fe_wait_topology {nk n} {
+    wait_for_condition 100 100 {
+        [nickv_info $nk valid_replicas] == $n && [nickv_info $nk master_lease] eq {on}
+    } else {
+        fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+    }
+}
+
+# A field of INFO replication on a fresh connection (a demoted node's
+# clients are killed).
+proc fe_status {port field} {
+    set v {}
+    catch {
+        set c [redis 127.0.0.1 $port]
+        set v [status $c $field]
+        $c close
+    }
+    return $v
+}
+
+proc nickv_probe_node_addr {nk addr} {
+    foreach line [split [nickv_cmd $nk info failover] "\r\n"] {
+        if {[string match "node*:addr=$addr,*" $line]} { return $line }
+    }
+    return {}
+}
+
+# Stop the direct replica r (pid) and cut its link on the master m: it
+# misses what comes next, even what the kernel would have buffered for it.
+proc fe_stop_and_cut {m r pid} {
+    regexp {laddr=([0-9.]+:[0-9]+)} [$r client list type master] -> addr
+    exec kill -STOP $pid
+    $m client kill addr $addr
+}
+
+# Wait until Nic-KV holds node addr invalid.
+proc fe_wait_invalid {nk addr} {
+    wait_for_condition 50 100 {
+        [string match "*node*:addr=$addr,*flags=invalid*" [nickv_cmd $nk info failover]]
+    } else {
+        fail "$addr is not invalid: [nickv_cmd $nk info failover]"
+    }
+}
+
+set fe_conf {save "" nickv-lease yes}
+
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set mport [srv 0 port]
+    start_server [list overrides $fe_conf] {
+    start_server [list overrides $fe_conf] {
+        set r1 [srv -1 client]
+        set r2 [srv 0 client]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport --failover yes --min-slaves 1]
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        fe_wait_topology $nk 2
+
+        test {Nic-KV failover: a master restarted empty at once on its port is not granted: it wipes no replica} {
+            set m [srv -2 client]
+            for {set i 0} {$i < 100} {incr i} { $m set k$i $i }
+            assert {[$m wait 2 2000] >= 1}
+            exec kill -9 [srv -2 pid]
+            # Back on the same port, empty, before the promotion: before,
+            # Nic-KV called the failover off, granted it, and both replicas
+            # full-synced from it.
+            restart_server -2 true false
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers] == 1 && [nickv_info $nk repoint_pending] == 0
+            } else {
+                fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
+            }
+            assert_match {*restarted*} [exec cat [dict get $nk log]]
+            lassign [fe_master $nk] host nport
+            assert {$nport != $mport}
+            set nm [redis 127.0.0.1 $nport]
+            $nm select 9
+            assert_equal 100 [$nm dbsize]
+            wait_for_condition 100 100 {
+                [fe_status $mport master_port] == $nport
+            } else {
+                fail "the restarted master did not become a replica"
+            }
+            $nm close
+        }
+        nickv_stop $nk
+    }
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fe_conf] {
+    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
+        set r1 [srv -1 client]
+        set p1 [srv -1 port]
+        set pid1 [srv -1 pid]
+        set r2 [srv 0 client]
+        set p2 [srv 0 port]
+        set pid2 [srv 0 pid]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport --failover yes --min-slaves 1]
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        fe_wait_topology $nk 2
+
+        test {Nic-KV failover: waits to hear from a replica that acknowledged writes, and promotes the one that has them} {
+            set m [srv -2 client]
+            # R2 (a direct replica: nothing feeds it once the master is
+            # gone) falls behind; a write is acknowledged by R1 alone.
+            fe_stop_and_cut $m $r2 $pid2
+            fe_wait_invalid $nk 127.0.0.1:$p2
+            $m set only-on-r1 yes
+            assert_equal 1 [$m wait 1 2000]
+            # R1 goes silent (alive), the master dies, R2 comes back
+            # without the write. Before, R2 was promoted at once: the
+            # acknowledged write was lost.
+            exec kill -STOP $pid1
+            exec kill -9 $mpid
+            exec kill -CONT $pid2
+            wait_for_condition 50 100 {
+                [string match "*waiting to hear from 127.0.0.1:$p1*" [nickv_info $nk failover_blocked]]
+            } else {
+                exec kill -CONT $pid1
+                fail "not waiting for R1: [nickv_cmd $nk info failover]"
+            }
+            after 500
+            assert_equal 0 [nickv_info $nk failovers]
+            exec kill -CONT $pid1
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers] == 1
+            } else {
+                fail "no failover once R1 answers: [nickv_cmd $nk info failover]"
+            }
+            assert_equal "127.0.0.1 $p1" [fe_master $nk]
+            assert_equal yes [$r1 get only-on-r1]
+            wait_for_condition 100 100 {
+                [status $r2 master_port] == $p1 && [status $r2 master_link_status] eq {up}
+            } else {
+                fail "R2 does not follow R1"
+            }
+            assert_equal yes [$r2 get only-on-r1]
+        }
+        nickv_stop $nk
+    }
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fe_conf] {
+    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
+        set r1 [srv -1 client]
+        set r2 [srv 0 client]
+        set p2 [srv 0 port]
+        set pid2 [srv 0 pid]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport --failover yes --min-slaves 1]
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        fe_wait_topology $nk 2
+
+        test {Nic-KV failover: called off when a replica that cannot be promoted holds more than every candidate} {
+            set m [srv -2 client]
+            # R1 cannot be promoted; R2, a direct replica, falls behind.
+            $r1 config set replica-priority 0
+            fe_stop_and_cut $m $r2 $pid2
+            fe_wait_invalid $nk 127.0.0.1:$p2
+            $m set only-on-r1 yes
+            assert_equal 1 [$m wait 1 2000]
+            exec kill -9 $mpid
+            exec kill -CONT $pid2
+            wait_for_condition 50 100 {
+                [string match "*could lose acknowledged writes*" [nickv_info $nk last_failover]]
+            } else {
+                fail "not called off: [nickv_cmd $nk info failover]"
+            }
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal slave [lindex [$r2 role] 0]
+            # The operator's way out: R1 may be promoted after all.
+            $r1 config set replica-priority 100
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers] == 1
+            } else {
+                fail "no failover: [nickv_cmd $nk info failover]"
+            }
+            assert_equal yes [$r1 get only-on-r1]
+        }
+
+        nickv_stop $nk
+    }
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf {nickv-offload no}]] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fe_conf] {
+        set r [srv 0 client]
+        $r replicaof 127.0.0.1 $mport
+        set nk [nickv_start $mport --failover yes --lease-time 3000]
+        wait_for_sync $r
+        fe_wait_topology $nk 1
+
+        test {Nic-KV does not probe itself when the master lists its link as a replica} {
+            # nickv-offload no: Nic-KV's link is an ordinary replica there.
+            wait_for_condition 50 100 {
+                [string match "*port=[dict get $nk port],*" [[srv -1 client] info replication]]
+            } else {
+                fail "the master does not list Nic-KV's link"
+            }
+            after 1200
+            assert_equal {} [nickv_probe_node_addr $nk 127.0.0.1:[dict get $nk port]]
+        }
+
+        test {Nic-KV failover: CONFIG SET failover no calls off an attempt under way} {
+            exec kill -9 $mpid
+            wait_for_condition 50 100 {
+                [nickv_info $nk failover_state] eq {fencing}
+            } else {
+                fail "not fencing: [nickv_cmd $nk info failover]"
+            }
+            assert_equal OK [nickv_cmd $nk config set failover no]
+            wait_for_condition 50 100 {
+                [string match "*failover was turned off*" [nickv_info $nk last_failover]]
+            } else {
+                fail "not called off: [nickv_cmd $nk info failover]"
+            }
+            after 3500
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal slave [lindex [$r role] 0]
+        }
+        nickv_stop $nk
+
+        test {Nic-KV with failover yes does not start without a state file it can write} {
+            set dir [tmpdir nickv-ro]
+            set port [find_available_port [expr {$::baseport + 250}] 200]
+            catch {exec [nickv_binary] --port $port --master-port $mport --failover yes \
+                       --state-file $dir/missing/nickv.state 2>@1} out
+            assert_match {*cannot write the state file*does not start without it*} $out
+        }
+    }
+}
