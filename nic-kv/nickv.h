@@ -420,6 +420,9 @@ void nkProbeWatch(const char *ip, int port, int on);
 void nkProbeRetargetMaster(const char *ip, int port);
 /* The master's nickv-lease, from its INFO: 1, 0, -1 unknown. */
 int nkProbeMasterLease(void);
+/* What the state file remembers: the master's nickv-lease (-1: not
+ * known), and a replica (ip NULL: none), until the master says itself. */
+void nkProbeRemember(int lease, const char *ip, int port);
 /* The master runs in cluster mode (its INFO cluster). */
 int nkProbeMasterCluster(void);
 /* Why the master refused our last lease ("" if it did not). */

@@ -174,6 +174,13 @@ static struct {
     int master_answered;
     long long failback_after_us; /* no failback attempt before then */
     long long query_us;         /* the candidates' INFO was last asked for */
+    /* What the state file remembers of the master's replicas and its
+     * nickv-lease, for a Nic-KV that starts while the master is dead:
+     * read at start, handed to the probes at the first tick. */
+    struct { char ip[NK_ADDR_LEN]; int port; } known[NK_FO_CANDIDATES];
+    int nknown, known_lease, known_applied;
+    unsigned long long known_sig; /* of what was last saved */
+    long long known_saved_us;
     long long retry_after_us;   /* a failed fence-command: not before then */
     int promote_reply;          /* 0: none yet, 1: +OK, -1: an error */
     char promote_err[128];
@@ -229,6 +236,10 @@ void nkFailoverGranted(long long ms) {
 
 /* -------------------------------------------------------- State file --- */
 
+static sds addr(sds s, const char *a) {
+    return sdscatrepr(s, a, strlen(a));
+}
+
 /* The state, atomically: a temporary file, fsync, rename, fsync of the
  * directory. 0, or -1 (F.state_err says why, and it is logged). */
 static int stateSave(void) {
@@ -237,15 +248,20 @@ static int stateSave(void) {
     sds s;
     int fd, dfd;
     if (!path) return 0;
+    /* Addresses are written quoted (sdscatrepr): whatever a replica
+     * announced, sdssplitargs reads it back. */
     s = sdscatprintf(sdsempty(),
         "# The failover state of Nic-KV: written by nic-kv, read at its start.\n"
         "epoch %lld\n"
-        "configured %s %d\n"
-        "lease-max-ms %lld\n", F.epoch, nk.cfg.master_host, nk.cfg.master_port, F.lease_max_ms);
-    if (F.have_master) s = sdscatprintf(s, "master %s %d\n", F.master.reach, F.master.port);
+        "lease-max-ms %lld\n", F.epoch, F.lease_max_ms);
+    s = sdscatprintf(addr(sdscat(s, "configured "), nk.cfg.master_host), " %d\n", nk.cfg.master_port);
+    if (F.have_master) s = sdscatprintf(addr(sdscat(s, "master "), F.master.reach), " %d\n", F.master.port);
+    if (F.known_lease >= 0) s = sdscatprintf(s, "master-lease %d\n", F.known_lease);
+    for (int i = 0; i < F.nknown; i++)
+        s = sdscatprintf(addr(sdscat(s, "replica "), F.known[i].ip), " %d\n", F.known[i].port);
     for (int i = 0; i < F.nrepoint; i++)
-        s = sdscatprintf(s, "repoint %s %d %d\n", F.repoint[i].node.reach, F.repoint[i].node.port,
-                         F.repoint[i].old_master);
+        s = sdscatprintf(addr(sdscat(s, "repoint "), F.repoint[i].node.reach), " %d %d\n",
+                         F.repoint[i].node.port, F.repoint[i].old_master);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd == -1 || write(fd, s, sdslen(s)) != (ssize_t)sdslen(s) || fsync(fd) == -1) {
@@ -286,10 +302,12 @@ int nkFailoverInit(void) {
     char mhost[NK_ADDR_LEN] = "", chost[NK_ADDR_LEN] = "";
     int mport = 0, cport = 0, lineno = 0;
     struct { char ip[NK_ADDR_LEN]; int port, old; } rp[NK_FO_REPOINT];
-    int nrp = 0;
+    int nrp = 0, known_lease = -1, nknown = 0;
+    struct { char ip[NK_ADDR_LEN]; int port; } known[NK_FO_CANDIDATES];
 
     F.state = FO_WATCHING;
     F.lease_max_ms = nk.cfg.lease_time;
+    F.known_lease = -1;
     if (!path) {
         if (nk.cfg.failover)
             nkLog(LL_WARNING, "Failover: no state-file: a restart forgets a failover");
@@ -319,6 +337,16 @@ int nkFailoverInit(void) {
                  sdslen(argv[1]) < NK_ADDR_LEN && string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536) {
             if (argv[0][0] == 'm') { snprintf(mhost, sizeof(mhost), "%s", argv[1]); mport = (int)v; }
             else { snprintf(chost, sizeof(chost), "%s", argv[1]); cport = (int)v; }
+        } else if (!strcmp(argv[0], "master-lease") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) &&
+                   (v == 0 || v == 1)) {
+            known_lease = (int)v;
+        } else if (!strcmp(argv[0], "replica") && argc == 3 && sdslen(argv[1]) < NK_ADDR_LEN &&
+                   string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536) {
+            if (nknown < NK_FO_CANDIDATES) {
+                snprintf(known[nknown].ip, sizeof(known[nknown].ip), "%s", argv[1]);
+                known[nknown].port = (int)v;
+                nknown++;
+            }
         } else if (!strcmp(argv[0], "repoint") && argc == 4 && sdslen(argv[1]) < NK_ADDR_LEN &&
                    string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536 && nrp < NK_FO_REPOINT) {
             snprintf(rp[nrp].ip, sizeof(rp[nrp].ip), "%s", argv[1]);
@@ -359,6 +387,9 @@ int nkFailoverInit(void) {
         }
     }
     for (int i = 0; i < nrp; i++) repointAdd(rp[i].ip, rp[i].port, rp[i].old);
+    F.known_lease = known_lease;
+    F.nknown = nknown;
+    memcpy(F.known, known, sizeof(known[0]) * (size_t)nknown);
     nkLog(LL_NOTICE, "Failover: state file %s read: epoch %lld, master %s:%d, %d node(s) to repoint",
           path, epoch, mhost[0] ? mhost : nk.cfg.master_host, mhost[0] ? mport : nk.cfg.master_port, nrp);
 start:
@@ -1050,9 +1081,46 @@ static const char *foBlocker(const nkProbeView *m) {
     return "";
 }
 
+/* The master's replicas and nickv-lease, as the probes see them, into the
+ * state file when they change (at most once a second); and, at the first
+ * tick, what the file remembered, to the probes. */
+static void knownTick(long long now) {
+    nkProbeView v[NK_FO_CANDIDATES + 1];
+    int n, lease = nkProbeMasterLease();
+    unsigned long long sig = 1469598103934665603ULL;
+    if (!F.known_applied) {
+        F.known_applied = 1;
+        nkProbeRemember(F.known_lease, NULL, 0);
+        for (int i = 0; i < F.nknown; i++) nkProbeRemember(-1, F.known[i].ip, F.known[i].port);
+        return;
+    }
+    if (now - F.known_saved_us < 1000000LL) return;
+    n = nkProbeNodes(v, NK_FO_CANDIDATES + 1);
+    if (n < 1 || !v[0].is_master || lease < 0) return;
+    sig = (sig ^ (unsigned)lease) * 1099511628211ULL;
+    for (int i = 1; i < n; i++) {
+        if (!v[i].listed) continue;
+        for (const char *p = v[i].reach; *p; p++) sig = (sig ^ (unsigned char)*p) * 1099511628211ULL;
+        sig = (sig ^ (unsigned)v[i].port) * 1099511628211ULL;
+    }
+    if (sig == F.known_sig) return;
+    F.known_sig = sig;
+    F.known_saved_us = now;
+    F.known_lease = lease;
+    F.nknown = 0;
+    for (int i = 1; i < n && F.nknown < NK_FO_CANDIDATES; i++) {
+        if (!v[i].listed) continue;
+        snprintf(F.known[F.nknown].ip, NK_ADDR_LEN, "%s", v[i].reach);
+        F.known[F.nknown].port = v[i].port;
+        F.nknown++;
+    }
+    stateSave();
+}
+
 void nkFailoverTick(void) {
     nkProbeView m;
     long long now = foNowUs();
+    knownTick(now);
     /* The probes' master (the first node) is the current one. */
     int have_m = nkProbeNodes(&m, 1) == 1 && m.is_master;
     const char *why;

@@ -87,6 +87,8 @@ typedef struct probeNode {
     int behind;                 /* streams from us (else a direct replica) */
     int listed;                 /* the master, or a replica listed now */
     int watched;                /* kept while unlisted (nkProbeWatch) */
+    int remembered;             /* from the state file: listed until the
+                                 * master's own list is read */
     int authed;                 /* a replica's connection: AUTH sent */
     int seen;                   /* listed in this pass (nodesRefresh) */
     long long unlisted_ms;      /* ... when it stopped being listed */
@@ -683,7 +685,14 @@ static void nodesRefresh(void) {
     nkReplica *r;
     long long now = nowMs();
     listRewind(nodes, &li);
-    while ((ln = listNext(&li))) ((probeNode *)listNodeValue(ln))->seen = 0;
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        /* What the state file remembers stands until the master's own
+         * list replaces it (a Nic-KV started while the master is dead
+         * still knows the replicas it may promote). */
+        if (view_read) n->remembered = 0;
+        n->seen = n->remembered;
+    }
     nkReplicaIterInit(&it);
     while ((r = nkReplicaIterNext(&it)))
         if (!atomic_load(&r->kill) && atomic_load(&r->state) == NK_REPLICA_ONLINE && r->port > 0)
@@ -977,6 +986,14 @@ void nkProbeRetargetMaster(const char *ip, int port) {
 
 int nkProbeMasterLease(void) {
     return master_lease;
+}
+
+void nkProbeRemember(int lease, const char *ip, int port) {
+    if (lease >= 0 && master_lease < 0) master_lease = lease;
+    if (!ip || nodeFind(ip, port, 0)) return;
+    probeNode *n = nodeAdd(ip, port, 0);
+    n->remembered = 1;
+    n->listed = 1;
 }
 
 int nkProbeMasterCluster(void) {

@@ -252,3 +252,45 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
         }
     }
 }
+
+# A Nic-KV that starts while the master is dead still knows what to do:
+# the state file remembers the master's nickv-lease and its replicas.
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fe_conf] {
+    start_server [list overrides $fe_conf] {
+        set r1 [srv -1 client]
+        set r2 [srv 0 client]
+        set ports [list [srv -1 port] [srv 0 port]]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport --failover yes]
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        fe_wait_topology $nk 2
+
+        test {Nic-KV failover: a Nic-KV restarted while the master is dead fails it over (state file)} {
+            [srv -2 client] set before 1
+            wait_for_condition 50 100 {
+                [string match "*master-lease 1*replica *replica *" [exec cat [file dirname [dict get $nk log]]/nickv.state]]
+            } else {
+                fail "the state file does not remember the replicas: [exec cat [file dirname [dict get $nk log]]/nickv.state]"
+            }
+            nickv_stop $nk KILL
+            exec kill -9 $mpid
+            set nk [nickv_restart $nk]
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers] == 1
+            } else {
+                fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
+            }
+            lassign [fe_master $nk] host nport
+            assert {[lsearch $ports $nport] >= 0}
+            set nm [redis 127.0.0.1 $nport]
+            $nm select 9
+            assert_equal 1 [$nm get before]
+            $nm close
+        }
+        nickv_stop $nk
+    }
+    }
+}
