@@ -466,3 +466,40 @@ proc skv_redis_py {script} {
     close $fd
     exec $py $f 2>@1
 }
+
+# ------------------------------------------------------------- Failover ---
+
+# The fields of a node line in Nic-KV's INFO failover, by address ("" if
+# it lists no such node).
+proc nickv_probe_node {nk addr} {
+    foreach line [split [nickv_cmd $nk info failover] "\r\n"] {
+        if {[regexp "^node\\d+:addr=$addr,(.*)$" $line -> rest]} { return $rest }
+    }
+    return ""
+}
+
+# The master as Nic-KV names it to clients (SENTINEL): {host port}.
+proc nickv_master_addr {nk} {
+    nickv_cmd $nk sentinel get-master-addr-by-name mymaster
+}
+
+# A field of INFO replication of the node at port, on a fresh connection
+# (a demoted master's clients are killed), "" if it does not answer.
+proc nickv_node_status {port field} {
+    set v {}
+    catch {
+        set c [redis 127.0.0.1 $port]
+        set v [status $c $field]
+        $c close
+    }
+    return $v
+}
+
+# Wait until Nic-KV sees n valid replicas and the master takes its lease.
+proc nickv_wait_failover_view {nk n} {
+    wait_for_condition 100 100 {
+        [nickv_info $nk valid_replicas] == $n && [nickv_info $nk master_lease] eq {on}
+    } else {
+        fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+    }
+}

@@ -6,37 +6,6 @@
 
 source tests/skv/helpers.tcl
 
-proc fe_master {nk} {
-    nickv_cmd $nk sentinel get-master-addr-by-name mymaster
-}
-
-proc fe_wait_topology {nk n} {
-    wait_for_condition 100 100 {
-        [nickv_info $nk valid_replicas] == $n && [nickv_info $nk master_lease] eq {on}
-    } else {
-        fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
-    }
-}
-
-# A field of INFO replication on a fresh connection (a demoted node's
-# clients are killed).
-proc fe_status {port field} {
-    set v {}
-    catch {
-        set c [redis 127.0.0.1 $port]
-        set v [status $c $field]
-        $c close
-    }
-    return $v
-}
-
-proc nickv_probe_node_addr {nk addr} {
-    foreach line [split [nickv_cmd $nk info failover] "\r\n"] {
-        if {[string match "node*:addr=$addr,*" $line]} { return $line }
-    }
-    return {}
-}
-
 # Stop the direct replica r (pid) and cut its link on the master m: it
 # misses what comes next, even what the kernel would have buffered for it.
 proc fe_stop_and_cut {m r pid} {
@@ -65,7 +34,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
         set nk [nickv_start $mport --failover yes --min-slaves 1]
         foreach r [list $r1 $r2] { wait_for_sync $r }
-        fe_wait_topology $nk 2
+        nickv_wait_failover_view $nk 2
 
         test {Nic-KV failover: a master restarted empty at once on its port is not granted: it wipes no replica} {
             set m [srv -2 client]
@@ -82,13 +51,13 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
                 fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
             }
             assert_match {*restarted*} [exec cat [dict get $nk log]]
-            lassign [fe_master $nk] host nport
+            lassign [nickv_master_addr $nk] host nport
             assert {$nport != $mport}
             set nm [redis 127.0.0.1 $nport]
             $nm select 9
             assert_equal 100 [$nm dbsize]
             wait_for_condition 100 100 {
-                [fe_status $mport master_port] == $nport
+                [nickv_node_status $mport master_port] == $nport
             } else {
                 fail "the restarted master did not become a replica"
             }
@@ -113,7 +82,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
         set nk [nickv_start $mport --failover yes --min-slaves 1]
         foreach r [list $r1 $r2] { wait_for_sync $r }
-        fe_wait_topology $nk 2
+        nickv_wait_failover_view $nk 2
 
         test {Nic-KV failover: waits to hear from a replica that acknowledged writes, and promotes the one that has them} {
             set m [srv -2 client]
@@ -143,7 +112,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             } else {
                 fail "no failover once R1 answers: [nickv_cmd $nk info failover]"
             }
-            assert_equal "127.0.0.1 $p1" [fe_master $nk]
+            assert_equal "127.0.0.1 $p1" [nickv_master_addr $nk]
             assert_equal yes [$r1 get only-on-r1]
             wait_for_condition 100 100 {
                 [status $r2 master_port] == $p1 && [status $r2 master_link_status] eq {up}
@@ -169,7 +138,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
         set nk [nickv_start $mport --failover yes --min-slaves 1]
         foreach r [list $r1 $r2] { wait_for_sync $r }
-        fe_wait_topology $nk 2
+        nickv_wait_failover_view $nk 2
 
         test {Nic-KV failover: called off when a replica that cannot be promoted holds more than every candidate} {
             set m [srv -2 client]
@@ -211,7 +180,7 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
         $r replicaof 127.0.0.1 $mport
         set nk [nickv_start $mport --failover yes --lease-time 3000]
         wait_for_sync $r
-        fe_wait_topology $nk 1
+        nickv_wait_failover_view $nk 1
 
         test {Nic-KV does not probe itself when the master lists its link as a replica} {
             # nickv-offload no: Nic-KV's link is an ordinary replica there.
@@ -221,7 +190,7 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
                 fail "the master does not list Nic-KV's link"
             }
             after 1200
-            assert_equal {} [nickv_probe_node_addr $nk 127.0.0.1:[dict get $nk port]]
+            assert_equal {} [nickv_probe_node $nk 127.0.0.1:[dict get $nk port]]
         }
 
         test {Nic-KV failover: CONFIG SET failover no calls off an attempt under way} {
@@ -266,7 +235,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
         set nk [nickv_start $mport --failover yes]
         foreach r [list $r1 $r2] { wait_for_sync $r }
-        fe_wait_topology $nk 2
+        nickv_wait_failover_view $nk 2
 
         test {Nic-KV failover: a Nic-KV restarted while the master is dead fails it over (state file)} {
             [srv -2 client] set before 1
@@ -283,7 +252,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             } else {
                 fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
             }
-            lassign [fe_master $nk] host nport
+            lassign [nickv_master_addr $nk] host nport
             assert {[lsearch $ports $nport] >= 0}
             set nm [redis 127.0.0.1 $nport]
             $nm select 9

@@ -10,10 +10,6 @@
 
 source tests/skv/helpers.tcl
 
-proc ff_master {nk} {
-    nickv_cmd $nk sentinel get-master-addr-by-name mymaster
-}
-
 # The writer's state: a connection, and per client its next value and what
 # was acknowledged.
 proc ff_connect {nk} {
@@ -22,7 +18,7 @@ proc ff_connect {nk} {
     set ff(r) {}
     set deadline [expr {[clock milliseconds] + 15000}]
     while {[clock milliseconds] < $deadline} {
-        if {![catch {redis {*}[ff_master $nk]} r]} {
+        if {![catch {redis {*}[nickv_master_addr $nk]} r]} {
             if {![catch {$r select 9}]} {
                 set ff(r) $r
                 return
@@ -122,7 +118,7 @@ start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
         set injected {}
         for {set i 0} {$i < 20} {incr i} {
             set fault [lindex $faults [expr {$i % 4}]]
-            lassign [ff_master $nk] host port
+            lassign [nickv_master_addr $nk] host port
             set victim [expr {$fault eq {replica-kill} ?
                 [lindex [lsearch -all -inline -not $ports $port] [expr {$i % 3}]] : $port}]
             set level [ff_level $victim]
@@ -156,7 +152,7 @@ start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
         catch {$ff(r) close}
 
         # The final master has every acknowledged append, in order.
-        lassign [ff_master $nk] host port
+        lassign [nickv_master_addr $nk] host port
         set m [redis 127.0.0.1 $port]
         $m select 9
         set lost 0

@@ -7,17 +7,12 @@
 
 source tests/skv/helpers.tcl
 
-# The master as Nic-KV names it to clients (SENTINEL): {host port}.
-proc fo_master {nk} {
-    nickv_cmd $nk sentinel get-master-addr-by-name mymaster
-}
-
 # A client to the master Nic-KV names, retried for up to 10 s (a failover
 # may be under way).
 proc fo_connect {nk} {
     set deadline [expr {[clock milliseconds] + 10000}]
     while {[clock milliseconds] < $deadline} {
-        if {![catch {redis {*}[fo_master $nk]} r]} {
+        if {![catch {redis {*}[nickv_master_addr $nk]} r]} {
             if {![catch {$r select 9}]} { return $r }
             catch {$r close}
         }
@@ -71,24 +66,12 @@ proc fo_wait_failovers {nk n} {
     }
 }
 
-# A field of INFO replication of the node at port, on a fresh connection
-# (a demoted master's clients are killed).
-proc fo_status {port field} {
-    set v {}
-    catch {
-        set c [redis 127.0.0.1 $port]
-        set v [status $c $field]
-        $c close
-    }
-    return $v
-}
-
 # Wait until the node at port is a replica of the master at mport, its link up.
 proc fo_wait_replica_of {port mport} {
     wait_for_condition 100 100 {
-        [fo_status $port master_port] == $mport && [fo_status $port master_link_status] eq {up}
+        [nickv_node_status $port master_port] == $mport && [nickv_node_status $port master_link_status] eq {up}
     } else {
-        fail "$port is not a replica of $mport: [fo_status $port role]"
+        fail "$port is not a replica of $mport: [nickv_node_status $port role]"
     }
 }
 
@@ -172,7 +155,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
                 exec kill -9 $mpid
             }] acked n
             fo_wait_failovers $nk 1
-            lassign [fo_master $nk] nhost nport
+            lassign [nickv_master_addr $nk] nhost nport
             assert {$nport != $mport && [lsearch $ports $nport] >= 0}
             set nm [redis 127.0.0.1 $nport]
             $nm select 9
@@ -238,7 +221,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         test {Nic-KV failover: a restarted Nic-KV keeps the new topology (state file)} {
             nickv_stop $nk
             set nk [nickv_restart $nk]
-            assert_equal "127.0.0.1 $nport" [fo_master $nk]
+            assert_equal "127.0.0.1 $nport" [nickv_master_addr $nk]
             assert_equal 1 [nickv_info $nk epoch]
             wait_for_condition 100 100 {
                 [nickv_info $nk master_port] == $nport && [nickv_info $nk master_link_status] eq {up}
@@ -270,7 +253,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
                 assert_equal OK [nickv_cmd $nk failover to 127.0.0.1 $target]
             }] acked n
             fo_wait_failovers $nk 1
-            assert_equal "127.0.0.1 $target" [fo_master $nk]
+            assert_equal "127.0.0.1 $target" [nickv_master_addr $nk]
             assert_match "*in place of 127.0.0.1:$nport by FAILOVER" [nickv_info $nk last_failover]
             set tm [fo_client $target]
             set got [$tm lrange lst $len -1]
@@ -291,7 +274,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         test {Nic-KV failback: the configured master, caught up, takes over again by a planned handover} {
             assert_equal OK [nickv_cmd $nk config set failback yes]
             wait_for_condition 200 100 {
-                [fo_master $nk] eq "127.0.0.1 $mport" && [nickv_info $nk failover_state] eq {watching}
+                [nickv_master_addr $nk] eq "127.0.0.1 $mport" && [nickv_info $nk failover_state] eq {watching}
             } else {
                 fail "no failback: [nickv_cmd $nk info failover]"
             }
@@ -329,11 +312,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set ports [list [srv -1 port] [srv 0 port]]
         set nk [nickv_start $mport --failover yes]
         foreach r $replicas { $r replicaof 127.0.0.1 $mport }
-        wait_for_condition 100 100 {
-            [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on}
-        } else {
-            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
-        }
+        nickv_wait_failover_view $nk 2
         foreach r $replicas { wait_for_sync $r }
 
         test {Nic-KV failover: a master stopped for less than waiting-time is not replaced} {
@@ -392,7 +371,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             $q set queued-while-stopped 1
             $q flush
             fo_wait_failovers $nk 1
-            lassign [fo_master $nk] nhost nport
+            lassign [nickv_master_addr $nk] nhost nport
             set nm [redis 127.0.0.1 $nport]
             $nm select 9
             assert_equal OK [$nm set on-new-master 1]
@@ -469,11 +448,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         $r replicaof 127.0.0.1 $mport
         set nk [nickv_start $mport --failover yes --fence-command false]
         wait_for_sync $r
-        wait_for_condition 100 100 {
-            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
-        } else {
-            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
-        }
+        nickv_wait_failover_view $nk 1
 
         test {Nic-KV failover: a fence-command that fails calls the promotion off} {
             exec kill -9 $mpid
@@ -518,11 +493,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         $r replicaof 127.0.0.1 $mport
         set nk [nickv_start $mport --failover yes]
         wait_for_sync $r
-        wait_for_condition 100 100 {
-            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
-        } else {
-            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
-        }
+        nickv_wait_failover_view $nk 1
 
         test {Nic-KV failover: called off when a replica replicates over RDMA (not supported yet)} {
             # Its next link would be RDMA: that is what INFO rdma says.

@@ -6,14 +6,6 @@
 
 source tests/skv/helpers.tcl
 
-# The fields of node lines in Nic-KV's INFO failover, by address.
-proc nickv_probe_node {nk addr} {
-    foreach line [split [nickv_cmd $nk info failover] "\r\n"] {
-        if {[regexp "^node\\d+:addr=$addr,(.*)$" $line -> rest]} { return $rest }
-    }
-    return ""
-}
-
 proc nickv_write_refused {master key} {
     expr {[catch {$master set $key 1} e] == 1 && [string match "NOREPLICAS*" $e]}
 }
