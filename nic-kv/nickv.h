@@ -423,6 +423,10 @@ int nkProbeMasterLease(void);
 /* What the state file remembers: the master's nickv-lease (-1: not
  * known), and a replica (ip NULL: none), until the master says itself. */
 void nkProbeRemember(int lease, const char *ip, int port);
+/* ... and the master's process (run id) and our stream (replid, offset):
+ * another process answering at start is vetted against them. */
+void nkProbeRememberMaster(const char *runid, const char *replid, long long offset);
+const char *nkProbeMasterRunid(void);
 /* The master runs in cluster mode (its INFO cluster). */
 int nkProbeMasterCluster(void);
 /* Why the master refused our last lease ("" if it did not). */

@@ -74,6 +74,7 @@
 
 #include "nickv.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -179,6 +180,9 @@ static struct {
      * read at start, handed to the probes at the first tick. */
     struct { char ip[NK_ADDR_LEN]; int port; } known[NK_FO_CANDIDATES];
     int nknown, known_lease, known_applied;
+    char known_runid[NK_RUNID_SIZE + 1];    /* the master's process */
+    char known_replid[NK_RUNID_SIZE + 1];   /* our stream's history ... */
+    long long known_offset;                 /* ... and how far it went */
     unsigned long long known_sig; /* of what was last saved */
     long long known_saved_us;
     long long retry_after_us;   /* a failed fence-command: not before then */
@@ -236,6 +240,12 @@ void nkFailoverGranted(long long ms) {
 
 /* -------------------------------------------------------- State file --- */
 
+static int addrNumeric(const char *a) {
+    struct in_addr v4;
+    struct in6_addr v6;
+    return inet_pton(AF_INET, a, &v4) == 1 || inet_pton(AF_INET6, a, &v6) == 1;
+}
+
 static sds addr(sds s, const char *a) {
     return sdscatrepr(s, a, strlen(a));
 }
@@ -257,6 +267,8 @@ static int stateSave(void) {
     s = sdscatprintf(addr(sdscat(s, "configured "), nk.cfg.master_host), " %d\n", nk.cfg.master_port);
     if (F.have_master) s = sdscatprintf(addr(sdscat(s, "master "), F.master.reach), " %d\n", F.master.port);
     if (F.known_lease >= 0) s = sdscatprintf(s, "master-lease %d\n", F.known_lease);
+    if (F.known_runid[0]) s = sdscatprintf(s, "master-runid %s\n", F.known_runid);
+    if (F.known_replid[0]) s = sdscatprintf(s, "stream %s %lld\n", F.known_replid, F.known_offset);
     for (int i = 0; i < F.nknown; i++)
         s = sdscatprintf(addr(sdscat(s, "replica "), F.known[i].ip), " %d\n", F.known[i].port);
     for (int i = 0; i < F.nrepoint; i++)
@@ -297,7 +309,7 @@ static void repointAdd(const char *ip, int port, int old_master);
 int nkFailoverInit(void) {
     const char *path = nk.cfg.state_file;
     FILE *fp;
-    char line[1024];
+    char line[4096];
     long long lease_max = 0, epoch = 0;
     char mhost[NK_ADDR_LEN] = "", chost[NK_ADDR_LEN] = "";
     int mport = 0, cport = 0, lineno = 0;
@@ -337,6 +349,12 @@ int nkFailoverInit(void) {
                  sdslen(argv[1]) < NK_ADDR_LEN && string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536) {
             if (argv[0][0] == 'm') { snprintf(mhost, sizeof(mhost), "%s", argv[1]); mport = (int)v; }
             else { snprintf(chost, sizeof(chost), "%s", argv[1]); cport = (int)v; }
+        } else if (!strcmp(argv[0], "master-runid") && argc == 2 && sdslen(argv[1]) == NK_RUNID_SIZE) {
+            memcpy(F.known_runid, argv[1], NK_RUNID_SIZE + 1);
+        } else if (!strcmp(argv[0], "stream") && argc == 3 && sdslen(argv[1]) == NK_RUNID_SIZE &&
+                   string2ll(argv[2], sdslen(argv[2]), &v) && v >= 0) {
+            memcpy(F.known_replid, argv[1], NK_RUNID_SIZE + 1);
+            F.known_offset = v;
         } else if (!strcmp(argv[0], "master-lease") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) &&
                    (v == 0 || v == 1)) {
             known_lease = (int)v;
@@ -369,6 +387,7 @@ int nkFailoverInit(void) {
               "%s:%d: ignoring what it says of the topology", path, chost, cport,
               nk.cfg.master_host, nk.cfg.master_port);
         F.epoch = epoch;
+        F.known_runid[0] = F.known_replid[0] = '\0';
         goto start;
     }
     F.epoch = epoch;
@@ -664,6 +683,7 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     for (int i = 0; i < F.ncand; i++)
         if (F.cand[i].node.port == port && !strcmp(F.cand[i].node.ip, ip)) c = &F.cand[i];
     if (!c || c->answered) return;
+    if (is_error && c->named) return;  /* it may hold acknowledged writes: ask again */
     c->answered = 1;
     if (is_error) {
         snprintf(c->why, sizeof(c->why), "INFO: %.*s", (int)(len > 100 ? 100 : len), reply);
@@ -686,10 +706,12 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         else if (!strcmp(l, "nickv_lease:off")) lease_off = 1;
     }
     sdsfreesplitres(lines, count);
-    const char *ours = nkLinkReplid();
+    const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
     /* A replica of our history; or one our earlier attempt promoted whose
      * reply we never saw (a master now, our history as its replid2). */
-    if (!strcmp(role, "slave") && offset >= 0 && (!ours[0] || !strcmp(replid, ours))) {
+    /* (A replica's replid2 is ours after it was promoted and made a
+     * replica again: a late REPLICAOF NO ONE, then a repoint.) */
+    if (!strcmp(role, "slave") && offset >= 0 && (!ours[0] || !strcmp(replid, ours) || !strcmp(replid2, ours))) {
         c->offset = offset;
     } else if (!strcmp(role, "master") && moffset >= 0 && ours[0] &&
                (!strcmp(replid2, ours) || !strcmp(replid, ours))) {
@@ -1010,6 +1032,12 @@ int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size
         return -1;
     }
     collectCandidates();
+    /* The master is alive and the target catches up with it: witnesses
+     * have nothing to tell (and an invalid replica is no target). */
+    int kept = 0;
+    for (int i = 0; i < F.ncand; i++)
+        if (!F.cand[i].witness) F.cand[kept++] = F.cand[i];
+    F.ncand = kept;
     for (int i = 0; i < F.ncand; i++) {
         if (ip && (F.cand[i].node.port != port || (strcmp(F.cand[i].node.ip, ip) &&
                                                      strcmp(F.cand[i].node.reach, ip))))
@@ -1091,15 +1119,22 @@ static void knownTick(long long now) {
     if (!F.known_applied) {
         F.known_applied = 1;
         nkProbeRemember(F.known_lease, NULL, 0);
+        nkProbeRememberMaster(F.known_runid, F.known_replid, F.known_offset);
         for (int i = 0; i < F.nknown; i++) nkProbeRemember(-1, F.known[i].ip, F.known[i].port);
         return;
     }
     if (now - F.known_saved_us < 1000000LL) return;
     n = nkProbeNodes(v, NK_FO_CANDIDATES + 1);
     if (n < 1 || !v[0].is_master || lease < 0) return;
+    const char *runid = nkProbeMasterRunid(), *replid = nkLinkReplid();
+    long long offset = nkBacklogLastPub();
     sig = (sig ^ (unsigned)lease) * 1099511628211ULL;
+    for (const char *p = runid; *p; p++) sig = (sig ^ (unsigned char)*p) * 1099511628211ULL;
+    for (const char *p = replid; *p; p++) sig = (sig ^ (unsigned char)*p) * 1099511628211ULL;
+    /* The offset every 10 s: enough to tell an empty restart from ours. */
+    if (now - F.known_saved_us >= 10000000LL && offset != F.known_offset) sig ^= (unsigned long long)offset;
     for (int i = 1; i < n; i++) {
-        if (!v[i].listed) continue;
+        if (!v[i].listed || !addrNumeric(v[i].reach)) continue;
         for (const char *p = v[i].reach; *p; p++) sig = (sig ^ (unsigned char)*p) * 1099511628211ULL;
         sig = (sig ^ (unsigned)v[i].port) * 1099511628211ULL;
     }
@@ -1107,9 +1142,15 @@ static void knownTick(long long now) {
     F.known_sig = sig;
     F.known_saved_us = now;
     F.known_lease = lease;
+    if (runid[0]) memcpy(F.known_runid, runid, sizeof(F.known_runid));
+    if (replid[0]) {
+        snprintf(F.known_replid, sizeof(F.known_replid), "%s", replid);
+        F.known_offset = offset;
+    }
     F.nknown = 0;
     for (int i = 1; i < n && F.nknown < NK_FO_CANDIDATES; i++) {
-        if (!v[i].listed) continue;
+        /* Numeric addresses only: the others cannot be probed anyway. */
+        if (!v[i].listed || !addrNumeric(v[i].reach)) continue;
         snprintf(F.known[F.nknown].ip, NK_ADDR_LEN, "%s", v[i].reach);
         F.known[F.nknown].port = v[i].port;
         F.nknown++;
@@ -1164,6 +1205,12 @@ void nkFailoverTick(void) {
             int known = nkProbeFind(c->node.ip, c->node.port, &v);
             if (known && v.valid) {
                 waiting++;
+                /* Asked again (its connection was down, or it answered an
+                 * error): every 100 ms at most. */
+                if (c->named) witnesses++;
+                if (v.connected && now - F.query_us >= 100000LL)
+                    nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication",
+                                   "rdma", "nickv", NULL);
             } else if (c->named && known && !v.refused) {
                 /* It may hold acknowledged writes, and its process may
                  * still run (a partition): wait for it. */

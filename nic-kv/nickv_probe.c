@@ -141,6 +141,10 @@ static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
 static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
 static int master_restarted;            /* ... and is not vetted yet (probeVet) */
 static int master_identified;           /* a lease answer on this connection */
+/* The stream as the state file remembers it, for a Nic-KV whose link has
+ * not synced yet: a restarted master is vetted against this. */
+static char known_replid[NK_RUNID_SIZE + 1];
+static long long known_offset;
 static int failover_kick;               /* news for nickv_failover.c: tick it soon */
 static int health_dirty;
 static int was_streaming;                /* the link, at the last healthSend */
@@ -165,6 +169,14 @@ static int addrNumeric(const char *a) {
 
 static int addrLoopback(const char *a) {
     return !strncmp(a, "127.", 4) || !strcmp(a, "::1") || !strcmp(a, "localhost");
+}
+
+/* One of Nic-KV's own addresses (loopback, announce-ip, bind). */
+static int addrOurs(const char *a) {
+    if (addrLoopback(a) || (nk.cfg.announce_ip && !strcmp(a, nk.cfg.announce_ip))) return 1;
+    for (int i = 0; i < nk.cfg.bindcount; i++)
+        if (!strcmp(a, nk.cfg.bind[i])) return 1;
+    return 0;
 }
 
 
@@ -305,6 +317,15 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         sdsfreesplitres(lines, count);
         return;
     }
+    if (master_restarted && master_lease == 0) {
+        /* The operator's way out (CONFIG SET nickv-lease no on it): it
+         * serves without us, so it is the master as it is. */
+        nkLog(LL_WARNING, "Probe: the restarted master %s:%d runs nickv-lease no: taken as it is",
+              m->ip, m->port);
+        memcpy(master_runid, restarted_runid, sizeof(master_runid));
+        master_restarted = 0;
+        probeValid(m);
+    }
     if (master_restarted) {
         probeVet(m, replid, replid2, offset);
         sdsfreesplitres(lines, count);
@@ -335,7 +356,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         }
         sdsfreesplitres(f, nf);
         if (via || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
-        if (port == nk.cfg.port && (addrLoopback(ip) || (nk.cfg.announce_ip && !strcmp(ip, nk.cfg.announce_ip))))
+        if (port == nk.cfg.port && addrOurs(ip))
             continue;   /* our own link, to a master that does not offload to us */
         if (ndirect == NICKV_HEALTH_MAX) break;
         snprintf(direct[ndirect].ip, sizeof(direct[ndirect].ip), "%s", ip);
@@ -381,13 +402,15 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     master_identified = 1;
     if (!master_runid[0]) memcpy(master_runid, runid, sizeof(master_runid));
     if (strcmp(runid, master_runid)) {
-        if (!master_restarted || strcmp(runid, restarted_runid))
+        if (!master_restarted || strcmp(runid, restarted_runid)) {
             nkLog(LL_WARNING, "Probe: the master %s:%d restarted (run id %s, was %s): no lease "
                   "until it shows it holds our whole stream", n->ip, n->port, runid, master_runid);
-        master_restarted = 1;
-        memcpy(restarted_runid, runid, sizeof(restarted_runid));
+            master_restarted = 1;
+            memcpy(restarted_runid, runid, sizeof(restarted_runid));
+            probeInvalid(n, "restarted: a new process, not granted until it holds our stream");
+        }
         master_clock = 0;
-        probeInvalid(n, "restarted: a new process, not granted until it holds our stream");
+        /* Its INFO says whether it holds our stream (probeVet). */
         if (n->qlen + 1 < NK_PROBE_QUEUE) probeSend(n, PROBE_INFO);
         return;
     }
@@ -411,6 +434,12 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
 static void probeVet(probeNode *m, const char *replid, const char *replid2, long long offset) {
     const char *ours = nkLinkReplid();
     long long last = nkBacklogLastPub();
+    if (!ours[0]) {
+        /* Our link has not synced (a Nic-KV just started): what the state
+         * file remembers of the stream, if anything. */
+        ours = known_replid;
+        last = known_offset;
+    }
     if (ours[0] && ((strcmp(replid, ours) && strcmp(replid2, ours)) || offset < last)) {
         char why[320];
         snprintf(why, sizeof(why), "restarted with %s (offset %lld, ours %lld): not granted",
@@ -986,6 +1015,21 @@ void nkProbeRetargetMaster(const char *ip, int port) {
 
 int nkProbeMasterLease(void) {
     return master_lease;
+}
+
+void nkProbeRememberMaster(const char *runid, const char *replid, long long offset) {
+    /* The process we last granted to: another one answering is vetted,
+     * even right after our own restart. */
+    if (runid && strlen(runid) == NK_RUNID_SIZE && !master_runid[0])
+        memcpy(master_runid, runid, sizeof(master_runid));
+    if (replid && strlen(replid) == NK_RUNID_SIZE) {
+        memcpy(known_replid, replid, sizeof(known_replid));
+        known_offset = offset;
+    }
+}
+
+const char *nkProbeMasterRunid(void) {
+    return master_runid;
 }
 
 void nkProbeRemember(int lease, const char *ip, int port) {

@@ -263,3 +263,89 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     }
     }
 }
+
+# Nic-KV and the master restart together (a host power-cycle), the master
+# empty: the state file remembers the master's run id and our stream, so
+# the new process is vetted, not granted, and the replicas keep their data.
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set mport [srv 0 port]
+    start_server [list overrides $fe_conf] {
+    start_server [list overrides $fe_conf] {
+        set r1 [srv -1 client]
+        set r2 [srv 0 client]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport --failover yes]
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        nickv_wait_failover_view $nk 2
+
+        test {Nic-KV failover: Nic-KV and the master restart together, the master empty: it is not granted} {
+            set m [srv -2 client]
+            for {set i 0} {$i < 50} {incr i} { $m set k$i $i }
+            set state [file dirname [dict get $nk log]]/nickv.state
+            wait_for_condition 50 100 {
+                [string match "*master-runid *stream *" [exec cat $state]]
+            } else {
+                fail "the state file does not remember the master: [exec cat $state]"
+            }
+            nickv_stop $nk KILL
+            exec kill -9 [srv -2 pid]
+            restart_server -2 true false
+            set nk [nickv_restart $nk]
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers] == 1
+            } else {
+                fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
+            }
+            assert_match {*restarted*} [exec cat [dict get $nk log]]
+            lassign [nickv_master_addr $nk] host nport
+            set nm [redis 127.0.0.1 $nport]
+            $nm select 9
+            assert_equal 50 [$nm dbsize]
+            $nm close
+        }
+        nickv_stop $nk
+    }
+    }
+}
+
+# A master restarted with no replica to promote waits for the operator:
+# CONFIG SET nickv-lease no on it makes Nic-KV take it as it is.
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set mport [srv 0 port]
+    set nk [nickv_start $mport --failover yes]
+    wait_for_condition 100 100 {
+        [nickv_info $nk master_lease] eq {on} && [catch {[srv 0 client] set a 1}] == 0
+    } else {
+        fail "no lease: [nickv_cmd $nk info failover]"
+    }
+
+    test {Nic-KV: a restarted master with nobody to promote serves once the operator accepts it} {
+        exec kill -9 [srv 0 pid]
+        restart_server 0 true false
+        set m [srv 0 client]
+        wait_for_condition 50 100 {
+            [string match "*restarted*" [nickv_probe_node $nk 127.0.0.1:$mport]] ||
+            [string match "*no replica to promote*" [nickv_info $nk failover_blocked]]
+        } else {
+            fail "the restart is not seen: [nickv_cmd $nk info failover]"
+        }
+        after 500
+        catch {$m set b 1} e
+        if {![string match {READONLY*no lease*} $e]} {
+            fail "a write on the restarted master: $e\n[nickv_cmd $nk info failover]\n[$m info nickv]"
+        }
+        $m config set nickv-lease no
+        wait_for_condition 50 100 {
+            [string match {*flags=ok*} [nickv_probe_node $nk 127.0.0.1:$mport]]
+        } else {
+            fail "not taken as it is: [nickv_cmd $nk info failover]"
+        }
+        $m config set nickv-lease yes
+        wait_for_condition 50 100 {
+            [catch {$m set c 1}] == 0
+        } else {
+            fail "not granted again: [$m info nickv]"
+        }
+    }
+    nickv_stop $nk
+}
