@@ -1223,6 +1223,7 @@ void nkFailoverTick(void) {
                 snprintf(c->why, sizeof(c->why), "%s", known && v.refused ? "its process is gone" : "invalid now");
             }
         }
+        if (now - F.query_us >= 100000LL) F.query_us = now;    /* asked again above */
         if (witnesses) {
             char why[300] = "";
             for (int i = 0; i < F.ncand; i++)
@@ -1233,7 +1234,6 @@ void nkFailoverTick(void) {
                     break;
                 }
             setBlocked(why);
-            if (now - F.query_us >= 100000LL) F.query_us = now;
             if (nk.cfg.min_slaves > 0) break;
         }
         /* Every valid candidate's answer is waited for (see the top). */
