@@ -404,6 +404,8 @@ typedef struct nkProbeView {
     long long rtt_us;
 } nkProbeView;
 int nkProbeNodes(nkProbeView *v, int max);
+/* A numeric IPv4 or IPv6 address (a name would need DNS to probe). */
+int nkAddrNumeric(const char *a);
 /* The node at ip:port (a replica's, else the master's): 0 if none. */
 int nkProbeFind(const char *ip, int port, nkProbeView *v);
 /* Send a command (first, then arguments up to a NULL) on the node's probe

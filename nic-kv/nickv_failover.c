@@ -74,7 +74,6 @@
 
 #include "nickv.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -239,12 +238,6 @@ void nkFailoverGranted(long long ms) {
 }
 
 /* -------------------------------------------------------- State file --- */
-
-static int addrNumeric(const char *a) {
-    struct in_addr v4;
-    struct in6_addr v6;
-    return inet_pton(AF_INET, a, &v4) == 1 || inet_pton(AF_INET6, a, &v6) == 1;
-}
 
 static sds addr(sds s, const char *a) {
     return sdscatrepr(s, a, strlen(a));
@@ -1094,7 +1087,7 @@ static void failbackTick(long long now) {
 }
 
 /* In WATCHING: should a failover begin? "" if so, else why not. */
-static const char *foBlocker(const nkProbeView *m) {
+static const char *foBlocker(void) {
     if (!nk.cfg.failover) return "failover is off";
     if (nkProbeMasterCluster()) return "the master is in cluster mode: the cluster fails over, Nic-KV follows";
     if (nkProbeMasterLease() == 0)
@@ -1105,7 +1098,6 @@ static const char *foBlocker(const nkProbeView *m) {
         snprintf(why, sizeof(why), "no replica to promote%s%s", F.excluded[0] ? ": " : "", F.excluded);
         return why;
     }
-    (void)m;
     return "";
 }
 
@@ -1134,7 +1126,7 @@ static void knownTick(long long now) {
     /* The offset every 10 s: enough to tell an empty restart from ours. */
     if (now - F.known_saved_us >= 10000000LL && offset != F.known_offset) sig ^= (unsigned long long)offset;
     for (int i = 1; i < n; i++) {
-        if (!v[i].listed || !addrNumeric(v[i].reach)) continue;
+        if (!v[i].listed || !nkAddrNumeric(v[i].reach)) continue;
         for (const char *p = v[i].reach; *p; p++) sig = (sig ^ (unsigned char)*p) * 1099511628211ULL;
         sig = (sig ^ (unsigned)v[i].port) * 1099511628211ULL;
     }
@@ -1150,7 +1142,7 @@ static void knownTick(long long now) {
     F.nknown = 0;
     for (int i = 1; i < n && F.nknown < NK_FO_CANDIDATES; i++) {
         /* Numeric addresses only: the others cannot be probed anyway. */
-        if (!v[i].listed || !addrNumeric(v[i].reach)) continue;
+        if (!v[i].listed || !nkAddrNumeric(v[i].reach)) continue;
         snprintf(F.known[F.nknown].ip, NK_ADDR_LEN, "%s", v[i].reach);
         F.known[F.nknown].port = v[i].port;
         F.nknown++;
@@ -1174,7 +1166,7 @@ void nkFailoverTick(void) {
             setBlocked("");
             break;
         }
-        why = foBlocker(&m);
+        why = foBlocker();
         setBlocked(why);
         if (!why[0] && now >= F.retry_after_us) foStart(&m);
         break;

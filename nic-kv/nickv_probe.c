@@ -161,7 +161,7 @@ static int addrSendable(const char *a) {
 
 /* A replica is probed at a numeric address only: resolving a name would
  * block the event loop (and the master would then drop us as silent). */
-static int addrNumeric(const char *a) {
+int nkAddrNumeric(const char *a) {
     struct in_addr v4;
     struct in6_addr v6;
     return inet_pton(AF_INET, a, &v4) == 1 || inet_pton(AF_INET6, a, &v6) == 1;
@@ -568,7 +568,7 @@ static void probeConnect(probeNode *n) {
     if (!n->waiting_since_us) n->waiting_since_us = n->connect_us;
     errno = 0;
     n->conn_err[0] = '\0';
-    if (!n->is_master && !addrNumeric(n->reach)) {
+    if (!n->is_master && !nkAddrNumeric(n->reach)) {
         probeInvalid(n, "not a numeric address: not probed (see replica-announce-ip)");
         return;
     }

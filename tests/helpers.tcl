@@ -6,6 +6,15 @@
 # The SKV repository's top directory.
 set ::skv_root [file dirname [file readlink tests/skv]]
 
+# Every nic-kv this test client started. A test file that fails outside a
+# test (a setup step) skips its nickv_stop; the Nic-KV it leaves running
+# (with failover on, it promotes and repoints) must not act on the servers
+# that the next file starts on the same ports: each file, sourcing this,
+# kills what the previous ones left.
+if {![info exists ::nickv_pids]} { set ::nickv_pids {} }
+foreach pid $::nickv_pids { catch {exec kill -9 $pid} }
+set ::nickv_pids {}
+
 # The SKV version compiled in (src/skv_version.h).
 proc skv_source_version {} {
     set fd [open $::skv_root/src/skv_version.h]
@@ -127,6 +136,7 @@ proc nickv_start_under {prefix master_port args} {
             fail "nic-kv exited at start: $tail"
         }
     }
+    lappend ::nickv_pids $pid
     set nk [dict create port $port pid $pid log $log args $args master $master_port]
     # The password its clients give: requirepass, else masterauth.
     foreach opt {--masterauth --requirepass} {
@@ -148,6 +158,7 @@ proc nickv_restart {nk} {
     set pid [exec [nickv_binary] --port [dict get $nk port] --master-port [dict get $nk master] \
                  --logfile $log {*}[dict get $nk args] >>& [file dirname $log]/nickv.out &]
     dict set nk pid $pid
+    lappend ::nickv_pids $pid
     wait_for_condition 100 50 {
         [catch {nickv_cmd $nk ping} r] == 0 && ($r eq "PONG" || [string match "*NOAUTH*" $r])
     } else {
