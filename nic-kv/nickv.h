@@ -341,6 +341,7 @@ void nkLinkMaster(const char **host, int *port);
 void nkLinkFollow(const char *host, int port, int rdma_port);
 /* Streaming from the master (PSYNCs can be served). */
 int nkLinkStreaming(void);
+int nkLinkDaemon(void);
 /* The master's replication id, as our stream carries it. */
 const char *nkLinkReplid(void);
 /* Is (replid, offset) our stream's history: the master's id, or the one

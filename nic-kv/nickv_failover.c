@@ -192,6 +192,7 @@ static struct {
     struct { char ip[NK_ADDR_LEN]; int port; long long until_ms; } cooldown[NK_FO_REPOINT];
     int ncooldown;
     char blocked[400];          /* why the master is not replaced now */
+    char failback[300];         /* where failback stands (failbackTick) */
     char excluded[300];         /* the replicas that are no candidates, and why */
     char state_err[200];        /* why the state file could not be written */
     long long failovers, aborted, last_ms, planned_done;
@@ -632,6 +633,9 @@ static void foAbort(const char *why) {
         logged_us = foNowUs();
     }
     memcpy(F.last_why, last, sizeof(F.last_why));
+    if (F.planned && !strcmp(F.planned_why, "failback"))
+        snprintf(F.failback, sizeof(F.failback), "called off, tried again in %d s: %.200s",
+                 NK_FAILBACK_RETRY_MS / 1000, why);
     foSetState(FO_WATCHING);
 }
 
@@ -1069,21 +1073,50 @@ int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size
 }
 
 /* failback yes: the configured master, a caught-up replica again, takes
- * over by a planned handover; tried at most every NK_FAILBACK_RETRY_MS. */
+ * over by a planned handover; tried at most every NK_FAILBACK_RETRY_MS,
+ * and only once it would be a candidate (an attempt refused for a passing
+ * reason, a late probe, would cost the whole pause). F.failback says where
+ * it stands (INFO failover: failback_status). */
 static void failbackTick(long long now) {
     nkProbeView v;
     char err[300];
-    if (!nk.cfg.failback || now < F.failback_after_us) return;
-    if (F.master.port == nk.cfg.master_port && !strcmp(F.master.reach, nk.cfg.master_host)) return;
-    if (!nkProbeFind(nk.cfg.master_host, nk.cfg.master_port, &v) || v.is_master || !v.listed ||
-        !v.valid || (v.invalid_ms_ago >= 0 && v.invalid_ms_ago < NK_FAILBACK_STABLE_MS))
+    const char *cm = nk.cfg.master_host;
+    int cp = nk.cfg.master_port;
+    if (!nk.cfg.failback) {
+        F.failback[0] = '\0';
         return;
+    }
+    if (F.master.port == cp && !strcmp(F.master.reach, cm)) {
+        snprintf(F.failback, sizeof(F.failback), "the configured master is the master");
+        return;
+    }
+    if (!nkProbeFind(cm, cp, &v) || !v.listed) {
+        snprintf(F.failback, sizeof(F.failback), "waiting: %.64s:%d is not a replica of the master", cm, cp);
+        return;
+    }
+    if (v.is_master || !v.valid || v.answered_ms_ago < 0 || v.answered_ms_ago > nk.cfg.waiting_time) {
+        snprintf(F.failback, sizeof(F.failback), "waiting: %.64s:%d is not valid", cm, cp);
+        return;
+    }
+    if (v.invalid_ms_ago >= 0 && v.invalid_ms_ago < NK_FAILBACK_STABLE_MS) {
+        snprintf(F.failback, sizeof(F.failback), "waiting: %.64s:%d was invalid %lld ms ago (%d ms needed)",
+                 cm, cp, v.invalid_ms_ago, NK_FAILBACK_STABLE_MS);
+        return;
+    }
     for (int i = 0; i < F.nrepoint; i++)
-        if (F.repoint[i].node.port == v.port && !strcmp(F.repoint[i].node.reach, v.reach)) return;
+        if (F.repoint[i].node.port == v.port && !strcmp(F.repoint[i].node.reach, v.reach)) {
+            snprintf(F.failback, sizeof(F.failback), "waiting: %.64s:%d is still to repoint", cm, cp);
+            return;
+        }
+    if (now < F.failback_after_us) return;
     F.failback_after_us = now + NK_FAILBACK_RETRY_MS * 1000LL;
-    if (nkFailoverPlanned(nk.cfg.master_host, nk.cfg.master_port, "failback", err, sizeof(err)) == -1)
-        nkLog(LL_NOTICE, "Failover: no failback to %s:%d now: %s", nk.cfg.master_host,
-              nk.cfg.master_port, err);
+    if (nkFailoverPlanned(cm, cp, "failback", err, sizeof(err)) == -1) {
+        nkLog(LL_NOTICE, "Failover: no failback to %s:%d now: %s", cm, cp, err);
+        snprintf(F.failback, sizeof(F.failback), "refused, tried again in %d s: %.200s",
+                 NK_FAILBACK_RETRY_MS / 1000, err);
+    } else {
+        snprintf(F.failback, sizeof(F.failback), "handing over to %.64s:%d", cm, cp);
+    }
 }
 
 /* In WATCHING: should a failover begin? "" if so, else why not. */
@@ -1275,6 +1308,7 @@ sds nkFailoverInfo(sds s) {
         "failovers_aborted:%lld\r\n"
         "planned_handovers:%lld\r\n"
         "failback:%s\r\n"
+        "failback_status:%s\r\n"
         "last_failover_ms:%lld\r\n"
         "last_failover:%s\r\n"
         "state_file:%s\r\n"
@@ -1285,7 +1319,7 @@ sds nkFailoverInfo(sds s) {
         nkProbeMasterLease() == 1 ? (nkProbeLeaseError()[0] ? "refused" : "on") :
         (nkProbeMasterLease() == 0 ? "off" : "unknown"),
         nk.cfg.lease_time, left > 0 ? left : 0, F.blocked, F.failovers, F.aborted, F.planned_done,
-        nk.cfg.failback ? "yes" : "no",
+        nk.cfg.failback ? "yes" : "no", nk.cfg.failback ? F.failback : "",
         F.last_ms, F.last_why, nk.cfg.state_file ? nk.cfg.state_file : "",
         F.state_err, F.nrepoint);
     for (int i = 0; i < F.nrepoint; i++)

@@ -758,13 +758,18 @@ static void healthSend(void) {
     int nvalid = 0;
     sds list, msg;
     long long now = getMonotonicUs();
-    int streaming = nkLinkStreaming();
-    /* A link that (re)joined: the master forgot our verdicts. */
-    if (streaming && !was_streaming) health_dirty = 1;
-    was_streaming = streaming;
-    if (!view_read || !streaming) return;
-    list = sdsempty();
+    int streaming = nkLinkDaemon();
     probeNode *m = listNodeValue(listFirst(nodes));
+    /* A link that (re)joined: the master may have forgotten our verdicts.
+     * A link that went: they go on the probe connection from now on. */
+    if (streaming != was_streaming) health_dirty = 1;
+    was_streaming = streaming;
+    if (!view_read) return;
+    /* Without the link, the master counts our verdicts only while we grant
+     * it the lease (src/nickv_server.c, nickvHealthActive): they go with
+     * the grants, on the master's probe connection. */
+    if (!streaming && (master_lease != 1 || !master_clock || !m->conn || !m->connected)) return;
+    list = sdsempty();
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
@@ -795,7 +800,11 @@ static void healthSend(void) {
         sdsfree(msg);
         return;
     }
-    nkLinkMessage("%s", msg);
+    if (streaming) nkLinkMessage("%s", msg);
+    else if (nkProbeCommand(m->ip, m->port, NULL, 0, "REPLCONF", NICKV_REPLCONF, msg, NULL) == -1) {
+        sdsfree(msg);
+        return;
+    }
     health_messages++;
     health_sent_us = now;
     health_dirty = 0;
@@ -839,7 +848,7 @@ static void nodeTick(probeNode *n, long long now) {
 
 /* Also after a verdict changed: the master hears of it at once. */
 void nkProbeAfterEvents(void) {
-    if (nodes && (health_dirty || nkLinkStreaming() != was_streaming)) healthSend();
+    if (nodes && (health_dirty || nkLinkDaemon() != was_streaming)) healthSend();
     /* A failover moves on at once when a verdict or a reply came. */
     if (nodes && failover_kick) {
         failover_kick = 0;

@@ -174,6 +174,11 @@ int nkLinkStreaming(void) {
     return L.link_state == NK_LINK_STREAMING;
 }
 
+/* ... and the master has us as its daemon: it hears our messages. */
+int nkLinkDaemon(void) {
+    return L.link_state == NK_LINK_STREAMING && L.master_is_skv;
+}
+
 const char *nkLinkReplid(void) {
     return L.master_replid;
 }

@@ -84,6 +84,12 @@ int nickvLeaseHeld(void) {
     return held;
 }
 
+/* 1 while this master holds a lease: Nic-KV's probes reach it and its
+ * process runs (no log, no side effect; nickvLeaseHeld is the check). */
+int nickvLeaseActive(void) {
+    return nickvLease && !server.masterhost && leaseNow() < LE.until_ms;
+}
+
 static int isScript(struct redisCommand *cmd) {
     void (*p)(client *) = cmd ? cmd->proc : NULL;
     return p == evalCommand || p == evalRoCommand || p == evalShaCommand ||

@@ -168,6 +168,16 @@ static int nickvDaemonHealthy(void) {
     return nickvOffload && nickvDaemonAlive() && !nickvDaemonStalled();
 }
 
+/* The daemon's verdicts lapse with its link, unless Nic-KV's probes
+ * still grant us the lease: then they go on arriving on the probe
+ * connection (nickvReplconf), and dropping them would let WAIT count a
+ * replica Nic-KV holds invalid, which a failover does not wait for. */
+static void nickvForgetHealth(void) {
+    if (nickvLeaseActive()) return;
+    NK.health_known = NK.nvalid = NK.min_slaves = 0;
+    NK.health_gen++;
+}
+
 /* Forget the daemon and the replicas it reported; close its link if it is
  * still there (it reconnects, if alive, and reports them again). Until the
  * link is freed (freeClientAsync: after this event loop turn's WAIT and
@@ -185,8 +195,7 @@ static void nickvForgetDaemon(const char *why) {
     }
     NK.daemon_id = 0;
     nickvDropReplicas();
-    NK.health_known = NK.nvalid = NK.min_slaves = 0;
-    NK.health_gen++;
+    nickvForgetHealth();
 }
 
 /* May this client speak for Nic-KV? Only the user named by nickv-user. */
@@ -264,10 +273,12 @@ static void nickvHealth(int argc, sds *argv) {
 
 /* Do the daemon's verdicts count? Only with min-slaves set (the operator
  * asked Nic-KV to decide; otherwise WAIT and min-replicas-to-write keep
- * upstream's meaning), while the daemon is alive and reports: a dead or
- * silent Nic-KV's verdicts lapse at once. */
+ * upstream's meaning), while the daemon reports and is alive: its link
+ * online, or its probes granting us the lease (nickv-lease yes: they also
+ * carry the verdicts while the link is down). A dead or silent Nic-KV's
+ * verdicts lapse with its link, or with the lease, which stops writes. */
 static int nickvHealthActive(void) {
-    return NK.health_known && NK.min_slaves > 0 && nickvDaemonAlive() &&
+    return NK.health_known && NK.min_slaves > 0 && (nickvDaemonAlive() || nickvLeaseActive()) &&
            mstime() - NK.health_at <= NICKV_HEALTH_TIMEOUT_MS;
 }
 
@@ -415,8 +426,7 @@ void nickvReplconf(client *c, sds message) {
         NK.backlog_first = NK.backlog_last = 0;
         NK.backlog_known = 0;
         NK.daemon_slots = -1;
-        NK.health_known = NK.nvalid = NK.min_slaves = 0;
-        NK.health_gen++;
+        nickvForgetHealth();
         NK.daemon_joins++;
         if (!NK.replicas) NK.replicas = listCreate();
         /* The daemon PSYNCs from where we are now: make sure a backlog
@@ -434,6 +444,19 @@ void nickvReplconf(client *c, sds message) {
                                 "(%s) may grant a lease", nickvUser ? nickvUser : "none set");
         else
             nickvLeaseGrant(c, argc, argv);
+        goto out;
+    }
+    if (!strcasecmp(argv[0], NICKV_MSG_HEALTH) && !nickvIsDaemon(c)) {
+        /* From the probe connection, while Nic-KV's link is down. */
+        if (!nickvUserOk(c)) {
+            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user "
+                                "(%s) may report replicas' health", nickvUser ? nickvUser : "none set");
+        } else if (argc < NICKV_MSG_HEALTH_ARGC) {
+            addReplyError(c, "malformed health message");
+        } else {
+            nickvHealth(argc, argv);
+            addReply(c, shared.ok);
+        }
         goto out;
     }
     if (!nickvIsDaemon(c)) {

@@ -57,6 +57,7 @@ extern int nickvLease;
 int nickvLeaseRefuses(struct client *c, int is_write, int is_denystale);
 /* 1 while this node may write as a master (always with nickv-lease no). */
 int nickvLeaseHeld(void);
+int nickvLeaseActive(void);
 void nickvLeaseGrant(struct client *c, int argc, sds *argv);
 sds nickvLeaseInfo(sds info);
 void nickvLeaseResetStats(void);

@@ -239,6 +239,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
 
         test {Nic-KV failover: a Nic-KV restarted while the master is dead fails it over (state file)} {
             [srv -2 client] set before 1
+            # Acknowledged by both: only then is it promised to survive.
+            assert_equal 2 [[srv -2 client] wait 2 5000]
             wait_for_condition 50 100 {
                 [string match "*master-lease 1*replica *replica *" [exec cat [file dirname [dict get $nk log]]/nickv.state]]
             } else {
@@ -281,9 +283,11 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         test {Nic-KV failover: Nic-KV and the master restart together, the master empty: it is not granted} {
             set m [srv -2 client]
             for {set i 0} {$i < 50} {incr i} { $m set k$i $i }
+            # Acknowledged by both: only then are they promised to survive.
+            assert_equal 2 [$m wait 2 5000]
             set state [file dirname [dict get $nk log]]/nickv.state
             wait_for_condition 50 100 {
-                [string match "*master-runid *stream *" [exec cat $state]]
+                [string match "*master-runid *stream *replica *replica *" [exec cat $state]]
             } else {
                 fail "the state file does not remember the master: [exec cat $state]"
             }
@@ -318,6 +322,14 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     } else {
         fail "no lease: [nickv_cmd $nk info failover]"
     }
+    # Nic-KV's stream holds the write: the master, restarted from the RDB
+    # of Nic-KV's full sync (our history, but older), is not ours.
+    set moff [status [srv 0 client] master_repl_offset]
+    wait_for_condition 100 50 {
+        [nickv_info $nk master_repl_offset] >= $moff
+    } else {
+        fail "Nic-KV does not stream the write: [nickv_info $nk master_repl_offset] < $moff"
+    }
 
     test {Nic-KV: a restarted master with nobody to promote serves once the operator accepts it} {
         exec kill -9 [srv 0 pid]
@@ -348,4 +360,75 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         }
     }
     nickv_stop $nk
+}
+
+# Nic-KV's link down (a resync, a refused hello) while its probes still
+# grant the lease: its verdicts must go on counting. Before, the master
+# dropped them with the link, and WAIT counted a replica Nic-KV held
+# invalid: a write it acknowledged could be missing from the replica a
+# failover then promoted (that one was never named, so never waited for).
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
+        set r [srv 0 client]
+        set rport [srv 0 port]
+        $r replicaof 127.0.0.1 $mport
+        # The master serves PSYNC once Nic-KV grants it a lease.
+        set nk [nickv_start $mport --failover no --min-slaves 1]
+        wait_for_sync $r
+        nickv_wait_failover_view $nk 1
+
+        test {Nic-KV verdicts count while its link is down and its probes grant the lease} {
+            wait_for_condition 50 100 {
+                [catch {$m set before 1}] == 0
+            } else {
+                fail "no write with one valid replica: [nickv_cmd $nk info failover]"
+            }
+            # The replica announces a port nobody listens on: Nic-KV's probes
+            # find it invalid, yet it streams from the master and acknowledges.
+            set closed [find_available_port [expr {$rport + 100}] 100]
+            $r config set replica-announce-port $closed
+            $r client kill type master
+            fe_wait_invalid $nk 127.0.0.1:$closed
+            wait_for_condition 50 100 {
+                [catch {$m set invalid 1} e] == 1 && [string match {NOREPLICAS*} $e]
+            } else {
+                fail "a write with no valid replica: [nickv_cmd $nk info failover]"
+            }
+            # Nic-KV's link goes, and cannot come back; the probes stay.
+            $m config set nickv-offload no
+            $m client kill type replica
+            wait_for_condition 50 100 {
+                [nickv_status $m nickv_daemon] eq {none}
+            } else {
+                fail "Nic-KV's link is still up: [$m info nickv]"
+            }
+            wait_for_condition 50 100 {
+                [string match {*slave0:*state=online*} [$m info replication]]
+            } else {
+                fail "the replica is not back: [$m info replication]"
+            }
+            # Past the time the verdicts would lapse without the lease.
+            after 2500
+            assert_equal held [nickv_status $m nickv_lease]
+            catch {$m set linkdown 1} e
+            assert_match {NOREPLICAS*} $e
+            assert_equal 0 [$m exists linkdown]
+            # ... and they follow the probes: the replica, reachable again,
+            # counts at once, with the link still down.
+            $r config set replica-announce-port $rport
+            $r client kill type master
+            wait_for_condition 50 100 {
+                [catch {$m set valid 1}] == 0
+            } else {
+                fail "the replica does not count again: [nickv_cmd $nk info failover]\n[$m info nickv]"
+            }
+            assert_equal 1 [$m wait 1 2000]
+            # Nic-KV streams meanwhile as a plain replica: not the daemon.
+            assert_equal none [nickv_status $m nickv_daemon]
+            $m config set nickv-offload yes
+        }
+        nickv_stop $nk
+    }
 }

@@ -272,12 +272,15 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         }
 
         test {Nic-KV failback: the configured master, caught up, takes over again by a planned handover} {
+            assert_equal {} [nickv_info $nk failback_status]
             assert_equal OK [nickv_cmd $nk config set failback yes]
-            wait_for_condition 200 100 {
+            # Attempts come every 10 s: room for three on a slow machine.
+            wait_for_condition 300 100 {
                 [nickv_master_addr $nk] eq "127.0.0.1 $mport" && [nickv_info $nk failover_state] eq {watching}
             } else {
-                fail "no failback: [nickv_cmd $nk info failover]"
+                fail "no failback: [nickv_cmd $nk info failover]\n[exec tail -n 30 [dict get $nk log]]"
             }
+            assert_equal {the configured master is the master} [nickv_info $nk failback_status]
             assert_match "*in place of 127.0.0.1:$target by failback" [nickv_info $nk last_failover]
             set om [fo_client $mport]
             wait_for_condition 50 100 {
