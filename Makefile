@@ -10,6 +10,9 @@
 #   make test-skv        only SKV's own tests (fast loop while developing)
 #   make nic-kv-debug    nic-kv with its invariants checked (nkBug aborts),
 #                        as build/bin/nic-kv-debug
+#   make nic-kv-arm64    nic-kv cross-built for aarch64 (the DPU's Arm cores),
+#                        as build/bin/nic-kv-arm64 (run it here with
+#                        utils/nic-kv-arm64-qemu)
 #   make install PREFIX=/usr/local
 #   make check-patches   the exported patch series matches a fresh export
 #   make clean           remove build outputs, keep the patched tree
@@ -32,7 +35,7 @@ REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes BUILD_RDMA=$(B
 PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
            $(wildcard deps/redis/patches/*.patch)
 
-.PHONY: all deps run test test-skv install clean distclean check-patches nic-kv-debug
+.PHONY: all deps run test test-skv install clean distclean check-patches nic-kv-debug nic-kv-arm64
 
 all: deps $(REDIS)/.skv-patched
 	+$(REDIS_MAKE) -j$(JOBS) all
@@ -49,6 +52,25 @@ deps:
 nic-kv-debug: all
 	+$(REDIS_MAKE) -j$(JOBS) nic-kv-debug
 	@ln -sfn ../redis/src/nic-kv-debug $(BUILD)/bin/nic-kv-debug
+
+# nic-kv for aarch64, from a patched tree of its own (build/redis-arm64: the
+# x86 objects stay), with Debian's cross compiler and the arm64 rdma-core
+# packages (utils/setup-deps.sh arm64). libc's malloc (jemalloc is not
+# cross-built; nic-kv allocates little), no libsystemd, no TLS: nic-kv uses
+# none of them. uname_M tells upstream's Makefile the target's machine.
+ARM64_TREE := $(BUILD)/redis-arm64
+nic-kv-arm64: deps $(ARM64_TREE)/.skv-patched
+	@utils/setup-deps.sh arm64
+	+$(MAKE) -C $(ARM64_TREE)/src -j$(JOBS) CC=aarch64-linux-gnu-gcc LD=aarch64-linux-gnu-gcc \
+	    uname_M=aarch64 MALLOC=libc USE_SYSTEMD=no BUILD_TLS=no BUILD_RDMA=$(BUILD_RDMA) \
+	    SKV_SRC=$(TOP)/src nic-kv
+	@mkdir -p $(BUILD)/bin
+	@ln -sfn ../redis-arm64/src/nic-kv $(BUILD)/bin/nic-kv-arm64
+	@echo "nic-kv for aarch64: $(BUILD)/bin/nic-kv-arm64 (run it here with utils/nic-kv-arm64-qemu)"
+
+$(ARM64_TREE)/.skv-patched: $(PATCHES)
+	deps/redis/fetch.sh $(ARM64_TREE)
+	@touch $@
 
 # The patched tree is rebuilt from scratch whenever the pin or the series
 # changes; fetch.sh replaces it atomically.

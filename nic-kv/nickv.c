@@ -142,6 +142,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/time.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "anet.h"
@@ -810,10 +811,16 @@ static sds genInfo(int nsec, sds *secs) {
 
     nkBacklogRange(&first, &last);
     if (infoWants(nsec, secs, "server", NULL)) {
+        /* os: as upstream's; on the DPU, its Arm kernel (the tests check
+         * the machine of the aarch64 build they run under qemu-user). */
+        struct utsname un;
+        if (uname(&un) == -1) memset(&un, 0, sizeof(un));
         s = sdscatprintf(s,
             "# Server\r\n"
             "nickv_version:%s\r\n"
             "skv_version:%s\r\n"
+            "os:%s %s %s\r\n"
+            "arch_bits:%d\r\n"
             "process_id:%d\r\n"
             "tcp_port:%d\r\n"
             "rdma_port:%d\r\n"
@@ -821,7 +828,8 @@ static sds genInfo(int nsec, sds *secs) {
             "thread_num:%d\r\n"
             "fanout_threads:%d\r\n"
             "config_file:%s\r\n\r\n",
-            NICKV_VERSION, SKV_VERSION, (int)getpid(), nk.cfg.port, nkRdmaPort(),
+            NICKV_VERSION, SKV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
+            (int)getpid(), nk.cfg.port, nkRdmaPort(),
             nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
             nk.cfg.config_file ? nk.cfg.config_file : "");
     }

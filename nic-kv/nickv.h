@@ -171,9 +171,12 @@ typedef struct nkRing {
 static inline long long nkRingIndex(long long offset, long long size) { return offset % size; }
 
 /* An RDMA replica's hold on the ring: its NIC may still read offsets from
- * off on, or nothing (NK_NO_PIN). off is raised only under the backlog's
- * read lock, before a post; the upstream link never overwrites it
- * (nkBacklogAppend). Registered with nkBacklogPinAdd by the main thread. */
+ * off on, or nothing (NK_NO_PIN). off is set to a posted offset only under
+ * the backlog's read lock, before the post, and raised (to NK_NO_PIN or a
+ * later offset) without it once the writes complete: raising only frees
+ * room. The upstream link never overwrites a pinned byte
+ * (nkBacklogAppend). Registered with nkBacklogPinAdd by the main thread.
+ * Memory ordering: nickv_fanout.c, at the top. */
 typedef struct nkBacklogPin {
     _Atomic long long off;              /* [thread], read by main */
     long long gen;                      /* [thread] the ring's gen when pinned:

@@ -190,7 +190,10 @@ int nkBacklogDropPinners(const char *why) {
     listIter li;
     listNode *ln;
     int n = 0;
-    pthread_rwlock_rdlock(&B.lock);
+    /* The write lock: pinRoom reads each pin's gen, which its fan-out
+     * thread writes under the read lock (pushRdma). The dropper only sets
+     * a flag and wakes the thread; it takes no backlog lock. */
+    pthread_rwlock_wrlock(&B.lock);
     listRewind(B.pins, &li);
     while ((ln = listNext(&li))) {
         nkBacklogPin *p = listNodeValue(ln);

@@ -34,6 +34,47 @@
  * replica that holds the pin. A replica's in-flight bytes are at most its
  * receive buffer (16 MiB), far less than the backlog, so this only happens
  * to a replica whose NIC stopped acknowledging.
+ *
+ * ========================================================================
+ * Memory ordering (written for aarch64, whose stores and loads may be seen
+ * out of order where x86 would keep them in order)
+ * ========================================================================
+ *
+ * The ring's bytes and fields are ordered by the backlog's rwlock, a
+ * thread's incoming list by its mutex, the RDMA library's shared lists by
+ * its lock: a lock's release and acquire carry everything written before.
+ * The rest is C11 atomics (nickv.h: nkReplica, nkBacklogPin; nkWorker
+ * here). They all use the default order, memory_order_seq_cst, on purpose:
+ *
+ * - Three wake-up handshakes need it: each side stores one variable, then
+ *   loads the other's, and acquire/release would let both loads see the
+ *   old values (a lost wake-up: a replica never dropped, a link never
+ *   resumed). They are
+ *     wake_pending = 0, then load kill / stop   (the thread, below)
+ *        against kill = 1 / stop = 1, then CAS wake_pending  (main);
+ *     main_wake_pending = 0, then load ack_dirty / state / pin.off  (main)
+ *        against store those, then CAS main_wake_pending  (the thread);
+ *     the backlog's pinned_out and a pin's off (nickv_backlog.c: the link
+ *        paused for a pin, and the thread that releases it).
+ * - Publications need release/acquire, which seq_cst includes: kill_why
+ *   before kill; why, conn = NULL and pin.off before state = GONE (the main
+ *   thread frees the replica once it reads GONE: the thread must not touch
+ *   it after set_state); ack_off before ack_dirty.
+ * - Counters and hints would do with relaxed (bytes_sent, sends,
+ *   sent_off, ack_time, nreplicas, the backlog's last_pub): seq_cst costs
+ *   a barrier per send on aarch64, which the fan-out's batching amortises.
+ * - A pin's gen is plain: written under the backlog's read lock before the
+ *   pin's off (a seq_cst store), read under its write lock.
+ *
+ * Known benign races, left as they are: nk.cfg.verbosity (nkLog in a
+ * thread against CONFIG SET loglevel: a level read late), an RDMA
+ * channel's state and async_event read for a log line by the library's
+ * event thread. Checked by a review for issue 10 (aarch64); what it found
+ * was fixed: the library's (notify, data) pair and a lingering channel's
+ * hand-over to rdmaCron now go under its lock, a replica freed by the
+ * main thread is no longer read after replicaRegister drops it, the
+ * pinned-memory cap is a relaxed atomic, nkBacklogDropPinners reads the
+ * pins' gen under the write lock.
  */
 
 #include "nickv.h"
@@ -303,10 +344,13 @@ static void replicaReadable(nkConn *conn, void *data) {
  * page of the ring, tens of milliseconds for 128 MB. If it cannot (the
  * pinned-memory limit), the replica is dropped: it goes back to the master
  * or to Nic-KV on its own. [thread] */
-static void replicaRegister(nkWorker *w, nkReplica *r) {
+/* 0 when registered; -1 when the replica is gone: replicaGone handed it
+ * to the main thread, which may free it at once, so the caller must not
+ * touch r again. */
+static int replicaRegister(nkWorker *w, nkReplica *r) {
     char err[256];
     long long start, took;
-    if (!r->rdma || r->registered || r->kill || r->state != NK_REPLICA_ONLINE) return;
+    if (!r->rdma || r->registered) return 0;
     start = (long long)getMonotonicUs();
     if (rdmaChanAttachRegion(nkConnChan(r->conn), r->pin.region, (size_t)r->pin.region_size,
                              err, sizeof(err)) == -1) {
@@ -314,12 +358,13 @@ static void replicaRegister(nkWorker *w, nkReplica *r) {
         snprintf(why, sizeof(why), "cannot register the backlog for zero-copy sends: %s", err);
         nkLog(LL_WARNING, "Replica %s:%d: %s", r->ip, r->port, why);
         replicaGone(w, r, why);
-        return;
+        return -1;
     }
     took = (long long)getMonotonicUs() - start;
     r->registered = 1;
     nkLog(LL_VERBOSE, "Replica %s:%d: registered the %lld KiB backlog in %lld us (fan-out thread %d)",
           r->ip, r->port, r->pin.region_size / 1024, took, w->index);
+    return 0;
 }
 
 static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
@@ -364,10 +409,9 @@ static void workerPipeReadable(aeEventLoop *el, int fd, void *data, int mask) {
             replicaGone(w, r, r->kill_why);
             continue;
         }
-        if (r->rdma && !r->registered) {
-            replicaRegister(w, r);            /* before anything is sent */
-            if (r->state != NK_REPLICA_ONLINE) continue;
-        }
+        /* Before anything is sent. Gone, r may be freed already (the main
+         * thread frees it once replicaGone published it): not read again. */
+        if (r->rdma && !r->registered && replicaRegister(w, r) == -1) continue;
         long long first, last;
         nkBacklogRange(&first, &last);
         if (!r->wait_writable) {

@@ -153,7 +153,9 @@ static void fdEvent(aeEventLoop *el, int fd, void *data, int mask) {
 
 /* From the RDMA library, perhaps in another thread: only flag and wake.
  * The data is the loop, which outlives its registrations, so a notify that
- * races with rdmaAeDel() touches nothing freed. */
+ * races with rdmaAeDel() touches nothing freed; the library sets and reads
+ * the (callback, data) pair under its lock, so it never pairs this
+ * callback with rdmaAeDel's NULL data. */
 static void chanNotify(rdmaChan *ch, void *data) {
     rdmaAe *ra = data;
     (void)ch;

@@ -227,7 +227,8 @@ struct rdmaListener {
  * counters are updated atomically, and the list of channels, the devices
  * and the library's event channel are guarded by lock. A channel's own
  * fields belong to its owner; the library's event handlers, which may run
- * in another thread, only leave it async_flags. */
+ * in another thread, only leave it async_flags, and read its notify pair
+ * (set under lock: rdmaChanSetNotify). */
 static struct {
     pthread_mutex_t lock;          /* recursive: callbacks may close channels */
     int initialized;
@@ -350,8 +351,12 @@ static size_t roundPages(size_t len) {
     return (len + ps - 1) / ps * ps;
 }
 
+/* Set by the main thread (CONFIG SET), read by any channel's owner: a
+ * relaxed atomic, read once per decision. */
+static size_t pinnedLimitSet(void) { return __atomic_load_n(&R.pinned_limit, __ATOMIC_RELAXED); }
+
 size_t rdmaEffectivePinnedLimit(void) {
-    size_t limit = R.pinned_limit;
+    size_t limit = pinnedLimitSet();
     struct rlimit rl;
     /* Root normally has CAP_IPC_LOCK, which lifts RLIMIT_MEMLOCK. */
     if (geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
@@ -375,11 +380,12 @@ static void pinnedRelease(size_t len) { __atomic_sub_fetch(&R.pinned, len, __ATO
 
 /* Reserve len bytes, or say why not (0 = reserved, -1 = refused). */
 static int pinnedRefuse(size_t len, char *err, size_t errlen) {
-    size_t limit;
+    size_t limit, set;
     if (pinnedReserve(len)) return 0;
+    set = pinnedLimitSet();
     limit = rdmaEffectivePinnedLimit();
     STAT_ADD(err_pinned_limit, 1);
-    if (R.pinned_limit == 0 || limit < R.pinned_limit)
+    if (set == 0 || limit < set)
         seterr(err, errlen, "registering %zu KiB would pass RLIMIT_MEMLOCK (%zu KiB, %zu KiB "
                "in use): raise it (ulimit -l, LimitMEMLOCK= in a systemd unit) or grant "
                "CAP_IPC_LOCK", len / 1024, limit / 1024, pinnedNow() / 1024);
@@ -506,7 +512,7 @@ static struct rdma_event_channel *libraryCmChannel(void) {
     return R.cm_ch;
 }
 
-void rdmaSetPinnedLimit(size_t bytes) { R.pinned_limit = bytes; }
+void rdmaSetPinnedLimit(size_t bytes) { __atomic_store_n(&R.pinned_limit, bytes, __ATOMIC_RELAXED); }
 size_t rdmaPinnedBytes(void) { return pinnedNow(); }
 int rdmaAsyncFd(void) { return R.async_epfd; }
 int rdmaChanCount(void) { return __atomic_load_n(&R.nchans, __ATOMIC_RELAXED); }
@@ -1884,9 +1890,15 @@ void rdmaChanSetRxSize(rdmaChan *ch, size_t rx_size) {
 
 void rdmaChanReleaseFd(rdmaChan *ch) { ch->epfd_released = 1; }
 
+/* Under the lock: chanNotify reads the pair under it, from the thread that
+ * polls the library's events, and must never see a new callback with old
+ * data (or the reverse): on a weakly ordered CPU (aarch64) the two stores
+ * could be seen in either order. */
 void rdmaChanSetNotify(rdmaChan *ch, rdmaNotifyFn fn, void *data) {
+    LOCK();
     ch->notify = fn;
     ch->notify_data = data;
+    UNLOCK();
 }
 
 rdmaChanState rdmaChanGetState(rdmaChan *ch) {
@@ -2003,6 +2015,11 @@ static void chanFree(rdmaChan *ch) {
 
 void rdmaChanClose(rdmaChan *ch) {
     if (!ch || ch->lingering) return;
+    /* Under the lock (see rdmaChanSetNotify): a lingering channel passes
+     * from its owner's thread to rdmaCron's, and the lock's release and
+     * acquire carry every field its owner wrote (the send queue's
+     * counters, linger_since) to that thread. */
+    LOCK();
     ch->notify = NULL;
     /* A channel that sends from its owner's region never lingers: once
      * this returns, the NIC reads nothing more from that memory. */
@@ -2012,11 +2029,13 @@ void rdmaChanClose(rdmaChan *ch) {
         /* The last send must be signaled for its completion to show. */
         rdmaCtrlInit(&msg, RDMA_OP_KEEPALIVE);
         if (ch->unsignaled == 0 || chanSendCtrl(ch, &msg) == 0) {
-            ch->lingering = 1;
             ch->linger_since = monoSeconds();
+            ch->lingering = 1;
+            UNLOCK();
             return;
         }
     }
+    UNLOCK();
     chanFree(ch);
 }
 

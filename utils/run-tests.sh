@@ -11,6 +11,9 @@
 #   skv-debug the Nic-KV tests (tests/integration/nickv*) again, against
 #             nic-kv-debug (make nic-kv-debug): its invariants checked, a
 #             broken one (nkBug) aborting the daemon
+#   arm64     nic-kv cross-built for aarch64 (make nic-kv-arm64), run under
+#             qemu-user as the Nic-KV of an x86 master and three replicas
+#             (tests/arm64)
 #   rdma      the RDMA tests, inside a Soft-RoCE VM (tests/rdma/run-in-vm.sh
 #             through utils/rdma-vm.sh). When the VM cannot start they are
 #             skipped with a message, unless SKV_REQUIRE_RDMA_VM=1 (CI sets
@@ -36,7 +39,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree="$top/build/redis"
 logs="$top/build/test-logs"
-suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv skv-debug rdma}
+suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv skv-debug arm64 rdma}
 clients=${SKV_TEST_CLIENTS:-4}
 
 [ -x "$tree/src/redis-server" ] || { echo "run-tests: build first (make)" >&2; exit 1; }
@@ -177,6 +180,16 @@ for suite in $suites; do
             bash -c "cd '$tree' && SKV_NICKV=src/nic-kv-debug ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}"
         pkill -f '^src/nic-kv-debug ' 2>/dev/null || true
         pkill -f 'tests/skv/fake-peer.tcl' 2>/dev/null || true ;;
+    arm64)
+        if ! make -C "$top" nic-kv-arm64 > "$logs/arm64-build.log" 2>&1; then
+            echo "run-tests: make nic-kv-arm64 failed (build/test-logs/arm64-build.log):" >&2
+            tail -n 20 "$logs/arm64-build.log" >&2
+            total_fail=$((total_fail+1)); failed_suites+=(arm64-build)
+            continue
+        fi
+        run_suite arm64 count_runtest \
+            bash -c "cd '$tree' && SKV_NICKV='$top/utils/nic-kv-arm64-qemu' SKV_NICKV_ARM64='$top/build/bin/nic-kv-arm64' ./runtest --clients 1 --single skv/arm64/nickv-arm64 ${SKV_RUNTEST_ARGS:-}"
+        pkill -f 'qemu-aarch64-static .*nic-kv' 2>/dev/null || true ;;
     rdma)
         run_rdma ;;
     *)

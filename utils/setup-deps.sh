@@ -6,6 +6,10 @@
 #   utils/setup-deps.sh test    the above, plus what the test suites need
 #   utils/setup-deps.sh vm      the above, plus the Soft-RoCE VM (qemu, a
 #                               Debian kernel, virtme-ng) for the RDMA tests
+#   utils/setup-deps.sh arm64   build packages, plus the aarch64 cross
+#                               compiler, arm64 rdma-core (Debian multiarch:
+#                               adds the arm64 architecture to dpkg) and
+#                               qemu-user, for make nic-kv-arm64 and its test
 #
 # Idempotent: it checks first and changes nothing when everything is there,
 # so `make` can call it every time. It prints each thing it installs. It needs
@@ -33,12 +37,15 @@ build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils 
 test_pkgs="tcl procps iproute2 libjemalloc2 liblzf1 libatomic1 python3-venv python3-pip"
 vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod
          python3-pip python3-venv busybox-static iptables"
+arm64_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross libc6:arm64 qemu-user-static"
+[ "${BUILD_RDMA:-yes}" = no ] || arm64_pkgs="$arm64_pkgs libibverbs-dev:arm64 librdmacm-dev:arm64"
 
 case "$what" in
     build) pkgs=$build_pkgs ;;
     test)  pkgs="$build_pkgs $test_pkgs" ;;
     vm)    pkgs="$build_pkgs $test_pkgs $vm_pkgs" ;;
-    *) die "usage: setup-deps.sh build|test|vm" ;;
+    arm64) pkgs="$build_pkgs $arm64_pkgs" ;;
+    *) die "usage: setup-deps.sh build|test|vm|arm64" ;;
 esac
 
 command -v dpkg-query >/dev/null || die "this is not a Debian system: SKV builds on Debian 12 (bookworm)"
@@ -96,6 +103,15 @@ if ! has_src; then
     apt_update
     has_src || die "apt still has no source package $DEB_PACKAGE=$DEB_VERSION after adding deb-src entries ($list).
   Debian has probably superseded it in $DEB_SUITE: see 'Moving to a new upstream' in README.md."
+fi
+
+# ------------------------------------------------- arm64 (multiarch) ---
+# The arm64 rdma-core libraries install beside the amd64 ones
+# (/usr/lib/aarch64-linux-gnu) once dpkg knows the architecture.
+if [ "$what" = arm64 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    say "dpkg --add-architecture arm64"
+    as_root dpkg --add-architecture arm64
+    updated=0
 fi
 
 # -------------------------------------------------------------- packages ---
