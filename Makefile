@@ -13,6 +13,8 @@
 #   make nic-kv-arm64    nic-kv cross-built for aarch64 (the DPU's Arm cores),
 #                        as build/bin/nic-kv-arm64 (run it here with
 #                        utils/nic-kv-arm64-qemu)
+#   make deb             Debian packages into build/deb/: skv-server (amd64),
+#                        skv-nic-kv (amd64, arm64); utils/make-deb.sh
 #   make install PREFIX=/usr/local
 #   make check-patches   the exported patch series matches a fresh export
 #   make clean           remove build outputs, keep the patched tree
@@ -35,7 +37,7 @@ REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes BUILD_RDMA=$(B
 PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
            $(wildcard deps/redis/patches/*.patch)
 
-.PHONY: all deps run test test-skv install clean distclean check-patches nic-kv-debug nic-kv-arm64
+.PHONY: all deps run test test-skv install clean distclean check-patches nic-kv-debug nic-kv-arm64 deb
 
 all: deps $(REDIS)/.skv-patched
 	+$(REDIS_MAKE) -j$(JOBS) all
@@ -67,6 +69,10 @@ nic-kv-arm64: deps $(ARM64_TREE)/.skv-patched
 	@mkdir -p $(BUILD)/bin
 	@ln -sfn ../redis-arm64/src/nic-kv $(BUILD)/bin/nic-kv-arm64
 	@echo "nic-kv for aarch64: $(BUILD)/bin/nic-kv-arm64 (run it here with utils/nic-kv-arm64-qemu)"
+
+deb: all nic-kv-arm64
+	@utils/setup-deps.sh deb
+	utils/make-deb.sh
 
 $(ARM64_TREE)/.skv-patched: $(PATCHES)
 	deps/redis/fetch.sh $(ARM64_TREE)

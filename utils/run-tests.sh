@@ -14,6 +14,9 @@
 #   arm64     nic-kv cross-built for aarch64 (make nic-kv-arm64), run under
 #             qemu-user as the Nic-KV of an x86 master and three replicas
 #             (tests/arm64)
+#   deb       make deb, then tests/deb/check-deb.sh: lintian, systemd-analyze
+#             verify, the packages' binaries, and an apt install in place of
+#             Debian's redis-server in a throw-away Debian root
 #   rdma      the RDMA tests, inside a Soft-RoCE VM (tests/rdma/run-in-vm.sh
 #             through utils/rdma-vm.sh). When the VM cannot start they are
 #             skipped with a message, unless SKV_REQUIRE_RDMA_VM=1 (CI sets
@@ -39,7 +42,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree="$top/build/redis"
 logs="$top/build/test-logs"
-suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv skv-debug arm64 rdma}
+suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv skv-debug arm64 deb rdma}
 clients=${SKV_TEST_CLIENTS:-4}
 
 [ -x "$tree/src/redis-server" ] || { echo "run-tests: build first (make)" >&2; exit 1; }
@@ -190,6 +193,14 @@ for suite in $suites; do
         run_suite arm64 count_runtest \
             bash -c "cd '$tree' && SKV_NICKV='$top/utils/nic-kv-arm64-qemu' SKV_NICKV_ARM64='$top/build/bin/nic-kv-arm64' ./runtest --clients 1 --single skv/arm64/nickv-arm64 ${SKV_RUNTEST_ARGS:-}"
         pkill -f 'qemu-aarch64-static .*nic-kv' 2>/dev/null || true ;;
+    deb)
+        if ! make -C "$top" deb > "$logs/deb-build.log" 2>&1; then
+            echo "run-tests: make deb failed (build/test-logs/deb-build.log):" >&2
+            tail -n 20 "$logs/deb-build.log" >&2
+            total_fail=$((total_fail+1)); failed_suites+=(deb-build)
+            continue
+        fi
+        run_suite deb count_runtest "$top/tests/deb/check-deb.sh" ;;
     rdma)
         run_rdma ;;
     *)

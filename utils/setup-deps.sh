@@ -10,6 +10,8 @@
 #                               compiler, arm64 rdma-core (Debian multiarch:
 #                               adds the arm64 architecture to dpkg) and
 #                               qemu-user, for make nic-kv-arm64 and its test
+#   utils/setup-deps.sh deb     arm64's, plus lintian and debootstrap, for
+#                               make deb and its checks
 #
 # Idempotent: it checks first and changes nothing when everything is there,
 # so `make` can call it every time. It prints each thing it installs. It needs
@@ -45,7 +47,8 @@ case "$what" in
     test)  pkgs="$build_pkgs $test_pkgs" ;;
     vm)    pkgs="$build_pkgs $test_pkgs $vm_pkgs" ;;
     arm64) pkgs="$build_pkgs $arm64_pkgs" ;;
-    *) die "usage: setup-deps.sh build|test|vm|arm64" ;;
+    deb)   pkgs="$build_pkgs $arm64_pkgs dpkg-dev lintian debootstrap" ;;
+    *) die "usage: setup-deps.sh build|test|vm|arm64|deb" ;;
 esac
 
 command -v dpkg-query >/dev/null || die "this is not a Debian system: SKV builds on Debian 12 (bookworm)"
@@ -108,7 +111,7 @@ fi
 # ------------------------------------------------- arm64 (multiarch) ---
 # The arm64 rdma-core libraries install beside the amd64 ones
 # (/usr/lib/aarch64-linux-gnu) once dpkg knows the architecture.
-if [ "$what" = arm64 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+if { [ "$what" = arm64 ] || [ "$what" = deb ]; } && ! dpkg --print-foreign-architectures | grep -qx arm64; then
     say "dpkg --add-architecture arm64"
     as_root dpkg --add-architecture arm64
     updated=0

@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# make-deb.sh -- SKV's Debian packages, from the built tree, into build/deb/.
+#
+#   utils/make-deb.sh        (make deb runs it after make and make nic-kv-arm64)
+#
+# Three binary packages, assembled with dpkg-deb (no source package: the
+# source is this repository plus the pinned upstream that make fetches):
+#
+#   skv-server   amd64   redis-server (SKV) and its tools, /etc/skv/redis.conf,
+#                        skv-server.service; replaces Debian's redis-server,
+#                        redis-tools and redis-sentinel
+#   skv-nic-kv   amd64   nic-kv, /etc/skv/nic-kv.conf, nic-kv.service,
+#   skv-nic-kv   arm64   /usr/share/skv/fence-ovs.sh (the DPU's build)
+#
+# Version: <upstream>+skv<SKV>-<revision>, e.g. 7.0.15+skv0.1.0-1. Both
+# services run as the system user skv (made by the maintainer scripts),
+# keep their state in /var/lib/skv (StateDirectory=) and may lock memory
+# without limit (LimitMEMLOCK=infinity: RDMA registers memory).
+# Dependencies are computed by dpkg-shlibdeps from the binaries themselves.
+# tests/deb/check-deb.sh checks the result (lintian, systemd-analyze,
+# the binaries), as the deb suite of make test.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/deps/redis/pin"
+skv=$(sed -n 's/^#define SKV_VERSION "\(.*\)"/\1/p' "$top/src/skv_version.h")
+rev=${SKV_DEB_REVISION:-1}
+version="$UPSTREAM_VERSION+skv$skv-$rev"
+out="$top/build/deb"
+work="$top/build/deb-work"
+src="$top/build/redis/src"
+arm64_bin="$top/build/redis-arm64/src/nic-kv"
+# No mailing list exists yet: a placeholder address (lintian refuses localhost).
+maintainer="SKV authors <skv-maintainers@example.org>"
+date=$(date -R -d "@$(git -C "$top" log -1 --format=%ct 2>/dev/null || date +%s)")
+
+die() { printf 'make-deb: %s\n' "$*" >&2; exit 1; }
+for b in redis-server redis-cli redis-benchmark nic-kv skv-rdma-tool; do
+    [ -x "$src/$b" ] || die "no $src/$b: run make first"
+done
+[ -x "$arm64_bin" ] || die "no $arm64_bin: run make nic-kv-arm64 first"
+
+rm -rf "$work" "$out"
+mkdir -p "$work" "$out"
+
+# --------------------------------------------------------------- helpers ---
+
+# strip <arch> <file>: what Debian's dh_strip does for a release binary.
+strip_bin() {
+    local tool=strip
+    [ "$1" = arm64 ] && tool=aarch64-linux-gnu-strip
+    "$tool" --remove-section=.comment --remove-section=.note --strip-unneeded "$2"
+}
+
+# shlibs <arch> <file>...: the Depends dpkg-shlibdeps computes for them.
+shlibs() {
+    local arch=$1; shift
+    local d; d=$(mktemp -d)
+    mkdir -p "$d/debian"
+    printf 'Source: skv\n\nPackage: skv\nArchitecture: any\n' > "$d/debian/control"
+    local args=()
+    for f in "$@"; do args+=("-e$f"); done
+    (cd "$d" && dpkg-architecture -a"$arch" -c dpkg-shlibdeps -O "${args[@]}" 2>/dev/null) |
+        sed -n 's/^shlibs:Depends=//p'
+    rm -rf "$d"
+}
+
+# docs <root> <package>: copyright and changelog, as policy wants them,
+# and the one lintian override (README.md, "Packages", says why).
+docs() {
+    local d="$1/usr/share/doc/$2"
+    mkdir -p "$d" "$1/usr/share/lintian/overrides"
+    printf '# Not uploaded to Debian: there is no bug to close.\n%s: initial-upload-closes-no-bugs\n' "$2" \
+        > "$1/usr/share/lintian/overrides/$2"
+    cat > "$d/copyright" <<EOF
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: SKV
+Comment: SKV is Redis $UPSTREAM_VERSION (fetched from Debian's source package
+ redis $DEB_VERSION and patched at build time) with an RDMA transport and
+ the Nic-KV daemon.
+
+Files: *
+Copyright: 2026 the SKV authors
+License: BSD-3-Clause
+
+Files: redis/*
+Copyright: 2006-2022 Salvatore Sanfilippo and Redis contributors
+License: BSD-3-Clause
+Comment: upstream Redis and its bundled hiredis (BSD-3-Clause); also
+ bundled: jemalloc (BSD-2-Clause), Lua 5.1 (MIT), linenoise (BSD-2-Clause),
+ hdr_histogram (BSD-2-Clause or CC0), as Debian's redis package lists them
+ in its copyright file.
+
+License: BSD-3-Clause
+ Redistribution and use in source and binary forms, with or without
+ modification, are permitted provided that the following conditions are met:
+ .
+ 1. Redistributions of source code must retain the above copyright notice,
+    this list of conditions and the following disclaimer.
+ 2. Redistributions in binary form must reproduce the above copyright
+    notice, this list of conditions and the following disclaimer in the
+    documentation and/or other materials provided with the distribution.
+ 3. Neither the name of the copyright holder nor the names of its
+    contributors may be used to endorse or promote products derived from
+    this software without specific prior written permission.
+ .
+ THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS"
+ AND ANY EXPRESS OR IMPLIED WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE
+ IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR A PARTICULAR PURPOSE
+ ARE DISCLAIMED. IN NO EVENT SHALL THE COPYRIGHT HOLDER OR CONTRIBUTORS BE
+ LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL, EXEMPLARY, OR
+ CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT LIMITED TO, PROCUREMENT OF
+ SUBSTITUTE GOODS OR SERVICES; LOSS OF USE, DATA, OR PROFITS; OR BUSINESS
+ INTERRUPTION) HOWEVER CAUSED AND ON ANY THEORY OF LIABILITY, WHETHER IN
+ CONTRACT, STRICT LIABILITY, OR TORT (INCLUDING NEGLIGENCE OR OTHERWISE)
+ ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE
+ POSSIBILITY OF SUCH DAMAGE.
+EOF
+    printf '%s (%s) unstable; urgency=medium\n\n  * Built from the SKV tree (commit %s).\n\n -- %s  %s\n' \
+        "$2" "$version" "$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+        "$maintainer" "$date" | gzip -9n > "$d/changelog.Debian.gz"
+}
+
+# A man page for each program: what it is and where its documentation is.
+manpage() { # root name section summary text (the package: root's last part)
+    local d="$1/usr/share/man/man$3"
+    mkdir -p "$d"
+    printf '.TH %s %s "" "SKV %s" "SKV"\n.SH NAME\n%s \\- %s\n.SH DESCRIPTION\n%s\n.PP\nRun it with \\fB--help\\fR (nic-kv) or see /usr/share/doc/%s.\n' \
+        "$(echo "$2" | tr a-z A-Z)" "$3" "$skv" "$2" "$4" "$5" "$(basename "$1" | sed 's/-\(amd64\|arm64\)$//')" |
+        gzip -9n > "$d/$2.$3.gz"
+}
+
+# The maintainer scripts both packages share: the system user, and the
+# service enabled and started as debhelper's snippets do it.
+scripts() { # root unit conffile
+    local root=$1 unit=$2 conf=$3
+    cat > "$root/DEBIAN/postinst" <<EOF
+#!/bin/sh
+set -e
+if [ "\$1" = configure ]; then
+    if ! getent passwd skv >/dev/null; then
+        adduser --system --group --home /var/lib/skv --no-create-home --quiet skv
+    fi
+    # The service reads its config, and CONFIG REWRITE replaces it (a new
+    # file in the same directory, renamed): both belong to skv, as
+    # Debian's redis-server does with /etc/redis.
+    for p in /etc/skv:2770 $conf:640; do
+        f=\${p%:*}
+        dpkg-statoverride --list "\$f" >/dev/null || dpkg-statoverride --update --add skv skv "\${p#*:}" "\$f"
+    done
+fi
+if [ "\$1" = configure ] || [ "\$1" = abort-upgrade ] || [ "\$1" = abort-deconfigure ] || [ "\$1" = abort-remove ]; then
+    deb-systemd-helper unmask '$unit' >/dev/null || true
+    if deb-systemd-helper --quiet was-enabled '$unit'; then
+        deb-systemd-helper enable '$unit' >/dev/null || true
+    else
+        deb-systemd-helper update-state '$unit' >/dev/null || true
+    fi
+    if [ -d /run/systemd/system ]; then
+        systemctl --system daemon-reload >/dev/null || true
+        deb-systemd-invoke restart '$unit' >/dev/null || true
+    fi
+fi
+EOF
+    cat > "$root/DEBIAN/prerm" <<EOF
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ] && [ "\$1" = remove ]; then
+    deb-systemd-invoke stop '$unit' >/dev/null || true
+fi
+EOF
+    cat > "$root/DEBIAN/postrm" <<EOF
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then
+    systemctl --system daemon-reload >/dev/null || true
+fi
+if [ "\$1" = remove ] && command -v deb-systemd-helper >/dev/null; then
+    deb-systemd-helper mask '$unit' >/dev/null || true
+fi
+if [ "\$1" = purge ]; then
+    dpkg-statoverride --remove $conf >/dev/null 2>&1 || true
+fi
+if [ "\$1" = purge ] && command -v deb-systemd-helper >/dev/null; then
+    deb-systemd-helper purge '$unit' >/dev/null || true
+    deb-systemd-helper unmask '$unit' >/dev/null || true
+fi
+EOF
+    chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
+}
+
+# build <root> <package> <arch>: the .deb, with its installed size.
+build() {
+    local root=$1 pkg=$2 arch=$3 size
+    size=$(du -k -s --exclude=DEBIAN "$root" | cut -f1)
+    sed -i "s/^Installed-Size: .*/Installed-Size: $size/" "$root/DEBIAN/control"
+    find "$root" -type d -exec chmod 0755 {} +
+    dpkg-deb --root-owner-group -Zxz --build "$root" "$out/${pkg}_${version}_${arch}.deb" >/dev/null
+    echo "make-deb: $out/${pkg}_${version}_${arch}.deb"
+}
+
+# ------------------------------------------------------------ skv-server ---
+
+r="$work/skv-server"
+mkdir -p "$r/DEBIAN" "$r/usr/bin" "$r/etc/skv" "$r/lib/systemd/system"
+for b in redis-server redis-cli redis-benchmark skv-rdma-tool; do
+    install -m 0755 "$src/$b" "$r/usr/bin/$b"
+    strip_bin amd64 "$r/usr/bin/$b"
+done
+# As upstream's make install: one binary, which acts on its name.
+for l in redis-sentinel redis-check-aof redis-check-rdb; do ln -s redis-server "$r/usr/bin/$l"; done
+install -m 0644 "$top/redis.conf" "$r/etc/skv/redis.conf"
+cat > "$r/lib/systemd/system/skv-server.service" <<'EOF'
+[Unit]
+Description=SKV key-value store (Redis with RDMA and Nic-KV)
+Documentation=file:///usr/share/doc/skv-server/README.md
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=notify
+ExecStart=/usr/bin/redis-server /etc/skv/redis.conf --supervised systemd --daemonize no
+User=skv
+Group=skv
+StateDirectory=skv
+StateDirectoryMode=0750
+WorkingDirectory=/var/lib/skv
+RuntimeDirectory=skv
+RuntimeDirectoryMode=0755
+UMask=007
+TimeoutStartSec=infinity
+TimeoutStopSec=infinity
+Restart=on-failure
+# RDMA registers (pins) memory for every connection.
+LimitMEMLOCK=infinity
+LimitNOFILE=65536
+# Hardening. Not PrivateDevices: RDMA needs /dev/infiniband.
+NoNewPrivileges=true
+CapabilityBoundingSet=
+PrivateTmp=true
+ProtectHome=true
+ProtectSystem=strict
+ReadWritePaths=/etc/skv
+ProtectControlGroups=true
+ProtectKernelModules=true
+ProtectKernelTunables=true
+ProtectKernelLogs=true
+ProtectClock=true
+ProtectHostname=true
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK AF_IB
+RestrictNamespaces=true
+RestrictRealtime=true
+RestrictSUIDSGID=true
+LockPersonality=true
+MemoryDenyWriteExecute=true
+SystemCallArchitectures=native
+
+[Install]
+WantedBy=multi-user.target
+EOF
+docs "$r" skv-server
+install -m 0644 "$top/README.md" "$top/RDMA.md" "$r/usr/share/doc/skv-server/"
+gzip -9n "$r/usr/share/doc/skv-server/README.md" "$r/usr/share/doc/skv-server/RDMA.md"
+manpage "$r" redis-server 1 "SKV's key-value server (Redis $UPSTREAM_VERSION with RDMA)" \
+    "redis-server is Redis $UPSTREAM_VERSION with SKV's RDMA transport and the master's side of Nic-KV."
+manpage "$r" redis-cli 1 "command-line client for SKV and Redis" \
+    "redis-cli is upstream's client; --rdma connects over RDMA."
+manpage "$r" redis-benchmark 1 "benchmark for SKV and Redis" \
+    "redis-benchmark is upstream's benchmark; --rdma runs it over RDMA."
+manpage "$r" skv-rdma-tool 1 "SKV's TCP-to-RDMA proxy and RDMA test clients" \
+    "skv-rdma-tool proxies TCP clients to an RDMA server and drives RDMA test clients."
+for l in redis-sentinel redis-check-aof redis-check-rdb; do
+    ln -s redis-server.1.gz "$r/usr/share/man/man1/$l.1.gz"
+done
+echo /etc/skv/redis.conf > "$r/DEBIAN/conffiles"
+scripts "$r" skv-server.service /etc/skv/redis.conf
+cat > "$r/DEBIAN/control" <<EOF
+Package: skv-server
+Version: $version
+Architecture: amd64
+Maintainer: $maintainer
+Installed-Size: 0
+Depends: $(shlibs amd64 "$r/usr/bin/redis-server" "$r/usr/bin/skv-rdma-tool"), adduser
+Conflicts: redis-server, redis-tools, redis-sentinel
+Replaces: redis-server, redis-tools, redis-sentinel
+Provides: redis-server, redis-tools, redis-sentinel
+Section: database
+Priority: optional
+Description: key-value store with RDMA and SmartNIC-offloaded replication
+ SKV is Redis $UPSTREAM_VERSION (every command, persistence, ACLs, Sentinel
+ and Cluster) with an RDMA transport for clients and replication, and the
+ master's side of Nic-KV, a daemon on a BlueField DPU that fans the
+ replication stream out to the replicas and fails the master over.
+ .
+ This package holds redis-server, redis-sentinel, redis-cli,
+ redis-benchmark, redis-check-aof, redis-check-rdb and skv-rdma-tool, SKV's
+ /etc/skv/redis.conf and the skv-server service. It replaces Debian's
+ redis-server and redis-tools.
+EOF
+build "$r" skv-server amd64
+
+# ------------------------------------------------------------ skv-nic-kv ---
+
+nickv_pkg() { # arch binary
+    local arch=$1 bin=$2
+    local r="$work/skv-nic-kv-$arch"
+    mkdir -p "$r/DEBIAN" "$r/usr/bin" "$r/etc/skv" "$r/lib/systemd/system" "$r/usr/share/skv"
+    install -m 0755 "$bin" "$r/usr/bin/nic-kv"
+    strip_bin "$arch" "$r/usr/bin/nic-kv"
+    install -m 0644 "$top/nic-kv/nic-kv.conf" "$r/etc/skv/nic-kv.conf"
+    install -m 0755 "$top/utils/fence-ovs.sh" "$r/usr/share/skv/fence-ovs.sh"
+    cat > "$r/lib/systemd/system/nic-kv.service" <<'EOF'
+[Unit]
+Description=Nic-KV, SKV's replication fan-out and failover daemon
+Documentation=file:///usr/share/doc/skv-nic-kv/NIC-KV.md.gz
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=simple
+ExecStart=/usr/bin/nic-kv /etc/skv/nic-kv.conf --daemonize no
+User=skv
+Group=skv
+# The failover's state file (state-file /var/lib/skv/nic-kv.state).
+StateDirectory=skv
+StateDirectoryMode=0750
+WorkingDirectory=/var/lib/skv
+UMask=007
+Restart=on-failure
+RestartSec=1
+# RDMA registers the backlog ring for every RDMA replica.
+LimitMEMLOCK=infinity
+LimitNOFILE=65536
+NoNewPrivileges=true
+PrivateTmp=true
+ProtectHome=true
+ProtectSystem=strict
+ReadWritePaths=/etc/skv
+ProtectControlGroups=true
+ProtectKernelModules=true
+ProtectKernelTunables=true
+ProtectKernelLogs=true
+ProtectClock=true
+ProtectHostname=true
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK AF_IB
+RestrictNamespaces=true
+RestrictRealtime=true
+LockPersonality=true
+MemoryDenyWriteExecute=true
+
+[Install]
+WantedBy=multi-user.target
+EOF
+    docs "$r" skv-nic-kv
+    install -m 0644 "$top/NIC-KV.md" "$top/DEPLOY.md" "$r/usr/share/doc/skv-nic-kv/"
+    gzip -9n "$r/usr/share/doc/skv-nic-kv/NIC-KV.md" "$r/usr/share/doc/skv-nic-kv/DEPLOY.md"
+    manpage "$r" nic-kv 1 "SKV's replication fan-out and failover daemon" \
+        "nic-kv streams from an SKV master and sends the stream to its replicas; it probes them all and fails the master over."
+    echo /etc/skv/nic-kv.conf > "$r/DEBIAN/conffiles"
+    scripts "$r" nic-kv.service /etc/skv/nic-kv.conf
+    cat > "$r/DEBIAN/control" <<EOF
+Package: skv-nic-kv
+Version: $version
+Architecture: $arch
+Maintainer: $maintainer
+Installed-Size: 0
+Depends: $(shlibs "$arch" "$r/usr/bin/nic-kv"), adduser
+Section: database
+Priority: optional
+Description: SKV's replication fan-out and failover daemon (Nic-KV)
+ Nic-KV runs on the Arm cores of a BlueField DPU in the SKV master's
+ server (or any machine near it): the master sends its replication stream
+ once, to Nic-KV, which sends it to every replica, over TCP or RDMA with
+ zero copy. It probes the master and the replicas, enforces a minimum of
+ healthy replicas and fails the master over with a lease that fences it.
+ .
+ This package holds nic-kv, /etc/skv/nic-kv.conf, the nic-kv service and
+ an example fence-command for the DPU's OVS (/usr/share/skv/fence-ovs.sh).
+EOF
+    build "$r" skv-nic-kv "$arch"
+}
+nickv_pkg amd64 "$src/nic-kv"
+nickv_pkg arm64 "$arm64_bin"
+rm -rf "$work"
