@@ -435,6 +435,8 @@ void nkProbeRememberMaster(const char *runid, const char *replid, long long offs
 const char *nkProbeMasterRunid(void);
 /* The master runs in cluster mode (its INFO cluster). */
 int nkProbeMasterCluster(void);
+/* The master's RDMA port, as its last INFO rdma said (0: no listener). */
+int nkProbeMasterRdmaPort(void);
 /* Why the master refused our last lease ("" if it did not). */
 const char *nkProbeLeaseError(void);
 

@@ -132,6 +132,8 @@ typedef struct foCandidate {
     int unstable;               /* invalid within 2 x waiting-time: ranks later */
     int demoted;                /* we demoted it recently: ranks later */
     int rdma;                   /* it replicates over RDMA (rdma-replication yes) */
+    int rdma_port;              /* its RDMA listener's port (0: none), for the
+                                 * RDMA replicas that follow it if promoted */
     long long offset;
     int priority;
     char why[128];              /* why it cannot */
@@ -141,6 +143,8 @@ typedef struct foRepoint {
     foNode node;
     int old_master;             /* demoted by us: its clients are killed too */
     int pending;                /* commands in flight */
+    int rdma;                   /* rdma-replication (its INFO rdma): -1 not known
+                                 * yet; 1: REPLICAOF names the RDMA port */
     long long retry_after_us;   /* after an error, not before then */
     char last_err[128];         /* ... which is logged once */
     long long since_ms;         /* on the list since */
@@ -162,6 +166,9 @@ static struct {
     foCandidate cand[NK_FO_CANDIDATES];
     int ncand;
     foNode winner;
+    int winner_rdma_port;
+    int master_rdma_port;       /* the master's RDMA port, as its INFO said when
+                                 * we promoted it (0: none, or not known) */
     long long winner_offset;
     int winner_priority;
     pid_t fence_pid;            /* the fence-command running, 0: none */
@@ -429,11 +436,18 @@ start:
 
 void nkFailoverMasterIs(const char *ip, int port) {
     if (F.have_master && F.master.port == port && !strcmp(F.master.reach, ip)) return;
+    /* Our own failover owns the master meanwhile: from foPromote on,
+     * F.master is the winner, while the probes still read the old master
+     * (a planned handover's answers "role:master") until foPromoted moves
+     * them. Taken as a change, that INFO made the old master the master
+     * again, and dropped it from the nodes to repoint. */
+    if (F.state != FO_WATCHING) return;
     nkLog(LL_NOTICE, "Failover: the master is now %s:%d (epoch %lld)", ip, port, F.epoch + 1);
     if (F.have_master) nkSentinelSwitchMaster(F.master.reach, F.master.port, ip, port);
     snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
     snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
     F.master.port = port;
+    F.master_rdma_port = 0;     /* the probes read it from its INFO */
     F.have_master = 1;
     F.epoch++;
     stateSave();
@@ -458,6 +472,7 @@ static void repointAdd(const char *ip, int port, int old_master) {
     snprintf(r->node.reach, sizeof(r->node.reach), "%s", ip);
     r->node.port = port;
     r->old_master = old_master;
+    r->rdma = -1;
     r->since_ms = foNowMs();
     nkProbeWatch(ip, port, 1);
 }
@@ -490,11 +505,12 @@ static void repointDone(int i) {
  * commands after it are fire and forget). */
 static void repointReply(long long tag, const char *ip, int port, const char *reply, size_t len,
                          int is_error) {
-    if (tag != F.epoch) return;     /* to an earlier master */
     for (int i = 0; i < F.nrepoint; i++) {
         foRepoint *r = &F.repoint[i];
         if (r->node.port != port || strcmp(r->node.ip, ip)) continue;
         r->pending = 0;
+        /* To an earlier master: repointTick sends it the current one. */
+        if (tag != F.epoch) return;
         if (is_error) {
             /* Again a second later; said once per error. */
             char err[sizeof(r->last_err)];
@@ -516,11 +532,43 @@ static void logReply(long long tag, const char *ip, int port, const char *reply,
     if (is_error) nkLog(LL_WARNING, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
 }
 
-/* Nodes to repoint that answer get REPLICAOF the master, CONFIG REWRITE,
+/* A node to repoint said (INFO rdma) whether it replicates over RDMA: an
+ * RDMA replica's REPLICAOF names the master's RDMA port. A node that is
+ * not SKV has no such section: TCP. */
+static void rdmaModeReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+                          int is_error) {
+    (void)tag;                  /* the node's mode, whichever master it was asked for */
+    for (int i = 0; i < F.nrepoint; i++) {
+        foRepoint *r = &F.repoint[i];
+        if (r->node.port != port || strcmp(r->node.ip, ip)) continue;
+        r->pending = 0;
+        if (is_error) r->retry_after_us = foNowUs() + 1000000LL;
+        else r->rdma = memmem(reply, len, "rdma_replication:1", 18) != NULL;
+        return;
+    }
+}
+
+/* The port an RDMA replica of the master connects to: its RDMA listener's,
+ * as the master's INFO said when we promoted it, else as the probes read it
+ * since (0: none known). */
+static int masterRdmaPort(void) {
+    return F.master_rdma_port ? F.master_rdma_port : nkProbeMasterRdmaPort();
+}
+
+static void repointError(foRepoint *r, const char *err) {
+    if (strcmp(err, r->last_err))
+        nkLog(LL_WARNING, "Failover: %s:%d cannot be made a replica of %s:%d yet: %s (retrying every second)",
+              r->node.reach, r->node.port, F.master.reach, F.master.port, err);
+    snprintf(r->last_err, sizeof(r->last_err), "%s", err);
+    r->retry_after_us = foNowUs() + 1000000LL;
+    r->rdma = -1;               /* asked again: an operator may change it */
+}
+
+/* Nodes to repoint that answer get REPLICAOF the master (its RDMA port
+ * for one with rdma-replication yes: INFO rdma first), CONFIG REWRITE,
  * and, for an old master, CLIENT KILL TYPE NORMAL. */
 static void repointTick(void) {
     char port[16];
-    snprintf(port, sizeof(port), "%d", F.master.port);
     for (int i = 0; i < F.nrepoint; i++) {
         foRepoint *r = &F.repoint[i];
         nkProbeView v;
@@ -536,14 +584,29 @@ static void repointTick(void) {
             continue;
         }
         if (foNowUs() < r->retry_after_us) continue;
+        if (r->rdma < 0) {
+            if (nkProbeCommand(r->node.ip, r->node.port, rdmaModeReply, F.epoch, "INFO", "rdma", NULL) == 0)
+                r->pending = 1;
+            continue;
+        }
+        int mport = F.master.port;
+        if (r->rdma) {
+            mport = masterRdmaPort();
+            if (!mport) {
+                repointError(r, "it replicates over RDMA (rdma-replication yes) and the master has no "
+                             "RDMA listener (rdma-port)");
+                continue;
+            }
+        }
+        snprintf(port, sizeof(port), "%d", mport);
         if (nkProbeCommand(r->node.ip, r->node.port, repointReply, F.epoch, "REPLICAOF", F.master.reach, port, NULL) == -1)
             continue;
         r->pending = 1;
         nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CONFIG", "REWRITE", NULL);
         if (r->old_master)
             nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CLIENT", "KILL", "TYPE", "NORMAL", NULL);
-        nkLog(LL_NOTICE, "Failover: making %s:%d a replica of %s:%d", r->node.reach, r->node.port,
-              F.master.reach, F.master.port);
+        nkLog(LL_NOTICE, "Failover: making %s:%d a replica of %s:%d%s", r->node.reach, r->node.port,
+              F.master.reach, mport, r->rdma ? " (RDMA)" : "");
     }
 }
 
@@ -688,7 +751,7 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     }
     char role[16] = "", replid[NK_RUNID_SIZE + 1] = "", replid2[NK_RUNID_SIZE + 1] = "";
     long long offset = -1, moffset = -1;
-    int priority = 100, count, lease_off = 0;
+    int priority = 100, count, lease_off = 0, rdma_port = 0, rdma_on = 0;
     sds *lines = sdssplitlen(reply, (ssize_t)len, "\r\n", 2, &count);
     for (int i = 0; i < count; i++) {
         const char *l = lines[i];
@@ -700,9 +763,12 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         else if (!strncmp(l, "slave_priority:", 15)) priority = atoi(l + 15);
         else if (!strncmp(l, "replica_priority:", 17)) priority = atoi(l + 17);
         else if (!strcmp(l, "rdma_replication:1")) c->rdma = 1;
+        else if (!strncmp(l, "rdma_port:", 10)) rdma_port = atoi(l + 10);
+        else if (!strcmp(l, "rdma_listener:on")) rdma_on = 1;
         else if (!strcmp(l, "nickv_lease:off")) lease_off = 1;
     }
     sdsfreesplitres(lines, count);
+    c->rdma_port = rdma_on ? rdma_port : 0;
     const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
     /* A replica of our history; or one our earlier attempt promoted whose
      * reply we never saw (a master now, our history as its replid2). */
@@ -850,17 +916,6 @@ static void foChoose(void) {
     long long most = -1;
     const foCandidate *ahead = NULL;
     for (int i = 0; i < F.ncand; i++) {
-        if (!F.cand[i].rdma) continue;
-        /* REPLICAOF would send it to the new master's TCP port, which an
-         * RDMA replica cannot use: not supported yet (NIC-KV.md, Limits). */
-        char why[200];
-        snprintf(why, sizeof(why), "%.64s:%d replicates over RDMA: Nic-KV cannot repoint RDMA "
-                 "replicas yet", F.cand[i].node.reach, F.cand[i].node.port);
-        F.retry_after_us = foNowUs() + NK_FAILBACK_RETRY_MS * 1000LL;
-        foAbort(why);
-        return;
-    }
-    for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
         if (c->usable && c->offset > most) {
             most = c->offset;
@@ -890,6 +945,7 @@ static void foChoose(void) {
         return;
     }
     F.winner = best->node;
+    F.winner_rdma_port = best->rdma_port;
     F.winner_offset = best->offset;
     F.winner_priority = best->priority;
     if (nk.cfg.fence_command && !F.planned) fenceStart();
@@ -902,10 +958,12 @@ static void foPromote(void) {
      * in between follows it (REPLICAOF NO ONE is idempotent), never the
      * old master back. */
     F.master = F.winner;
+    F.master_rdma_port = F.winner_rdma_port;
     F.epoch++;
     repointAdd(F.old.reach, F.old.port, 1);
     if (stateSave() == -1) {
         F.master = F.old;
+        F.master_rdma_port = 0;
         F.epoch--;
         repointRemove(F.old.reach, F.old.port);
         foAbort("the state file cannot be written");
@@ -914,6 +972,7 @@ static void foPromote(void) {
     F.promote_reply = 0;
     if (nkProbeCommand(F.winner.ip, F.winner.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
         F.master = F.old;
+        F.master_rdma_port = 0;
         F.epoch--;
         repointRemove(F.old.reach, F.old.port);
         stateSave();
@@ -940,6 +999,14 @@ static void foPromoted(void) {
         if (v[i].is_master || (v[i].port == F.winner.port && !strcmp(v[i].reach, F.winner.reach)))
             continue;
         repointAdd(v[i].reach, v[i].port, 0);
+    }
+    /* Those whose INFO rdma we just read need not be asked again. */
+    for (int i = 0; i < F.ncand; i++) {
+        if (!F.cand[i].usable) continue;
+        for (int j = 0; j < F.nrepoint; j++)
+            if (F.repoint[j].node.port == F.cand[i].node.port &&
+                !strcmp(F.repoint[j].node.reach, F.cand[i].node.reach) && F.repoint[j].rdma < 0)
+                F.repoint[j].rdma = F.cand[i].rdma;
     }
     /* The link follows once the probes granted it a lease (it serves no
      * PSYNC before): probeReadView. */
@@ -1276,6 +1343,7 @@ void nkFailoverTick(void) {
             snprintf(reason, sizeof(reason), "REPLICAOF NO ONE on %.60s:%d: %.100s", F.winner.reach,
                      F.winner.port, F.promote_reply == -1 ? F.promote_err : "no answer");
             F.master = F.old;
+            F.master_rdma_port = 0;
             repointRemove(F.old.reach, F.old.port);
             /* It may still run REPLICAOF NO ONE (a late answer): as a master
              * it would hold no lease, and repointing makes it a replica
@@ -1323,9 +1391,11 @@ sds nkFailoverInfo(sds s) {
         F.last_ms, F.last_why, nk.cfg.state_file ? nk.cfg.state_file : "",
         F.state_err, F.nrepoint);
     for (int i = 0; i < F.nrepoint; i++)
-        s = sdscatprintf(s, "repoint%d:addr=%s:%d,old_master=%d,since_ms=%lld\r\n", i,
+        s = sdscatprintf(s, "repoint%d:addr=%s:%d,old_master=%d,since_ms=%lld,transport=%s,error=%s\r\n", i,
                          F.repoint[i].node.reach, F.repoint[i].node.port, F.repoint[i].old_master,
-                         foNowMs() - F.repoint[i].since_ms);
+                         foNowMs() - F.repoint[i].since_ms,
+                         F.repoint[i].rdma < 0 ? "unknown" : (F.repoint[i].rdma ? "rdma" : "tcp"),
+                         F.repoint[i].last_err);
     return sdscat(s, "\r\n");
 }
 

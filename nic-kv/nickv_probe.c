@@ -137,6 +137,7 @@ static char lease_err[128];             /* why the master refused a lease */
 static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unknown */
 static int master_granted;              /* a grant went on this connection */
 static int master_cluster;              /* its INFO says cluster_enabled:1 */
+static int master_rdma_port;            /* its RDMA listener's port (INFO rdma), 0: none */
 static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
 static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
 static int master_restarted;            /* ... and is not vetted yet (probeVet) */
@@ -337,7 +338,8 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         sdsfreesplitres(lines, count);
         return;
     }
-    nkLinkFollow(m->ip, m->port, rdma_on ? rdma_port : 0);
+    master_rdma_port = rdma_on ? rdma_port : 0;
+    nkLinkFollow(m->ip, m->port, master_rdma_port);
     nkFailoverMasterIs(m->ip, m->port);
     ndirect = 0;
     for (int i = 0; i < count; i++) {
@@ -674,6 +676,7 @@ static void nodeRetarget(probeNode *n, const char *ip, int port) {
     n->rtt_us = n->max_rtt_us = 0;
     master_clock = 0;           /* another host's clock: a query first */
     master_lease = -1;
+    master_rdma_port = 0;
     master_granted = 0;
     master_runid[0] = '\0';     /* another process: taken as it answers */
     master_restarted = 0;
@@ -1047,6 +1050,10 @@ void nkProbeRemember(int lease, const char *ip, int port) {
     probeNode *n = nodeAdd(ip, port, 0);
     n->remembered = 1;
     n->listed = 1;
+}
+
+int nkProbeMasterRdmaPort(void) {
+    return master_rdma_port;
 }
 
 int nkProbeMasterCluster(void) {

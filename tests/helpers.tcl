@@ -514,3 +514,76 @@ proc nickv_wait_failover_view {nk n} {
         fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
     }
 }
+
+# ------------------------------------------------ Failover checkers ---
+# Used by tests/integration/nickv-failover.tcl (and meant for a failover test over RDMA).
+
+# A client to the master Nic-KV names, retried for up to 10 s (a failover
+# may be under way).
+proc fo_connect {nk} {
+    set deadline [expr {[clock milliseconds] + 10000}]
+    while {[clock milliseconds] < $deadline} {
+        if {![catch {redis {*}[nickv_master_addr $nk]} r]} {
+            if {![catch {$r select 9}]} { return $r }
+            catch {$r close}
+        }
+        after 50
+    }
+    fail "no master to connect to: [nickv_cmd $nk info failover]"
+}
+
+# The list-append writer: appends 0..n-1 to key, each followed by WAIT 1,
+# through whatever master Nic-KV names; at i == at, runs fault. A value
+# whose RPUSH and WAIT both succeeded, with WAIT counting a replica, is
+# acknowledged. Returns {acknowledged attempted}.
+proc fo_append {nk key n at fault} {
+    set r [fo_connect $nk]
+    set acked {}
+    for {set i 0} {$i < $n} {incr i} {
+        if {$i == $at} { uplevel 1 $fault }
+        if {[catch {$r rpush $key $i} e] == 0 && [catch {$r wait 1 2000} w] == 0 && $w >= 1} {
+            lappend acked $i
+        } elseif {[catch {$r ping}]} {
+            catch {$r close}
+            set r [fo_connect $nk]
+        } else {
+            # A refusal (no lease yet, -NOREPLICAS): a moment before the next.
+            after 20
+        }
+    }
+    $r close
+    list $acked $n
+}
+
+# Every acknowledged value is in the list, in order (the list may also hold
+# values that were not acknowledged, never one that was not written).
+proc fo_assert_acked {acked got n} {
+    set pos 0
+    foreach v $acked {
+        set i [lsearch -exact -start $pos $got $v]
+        if {$i < 0} { fail "acknowledged append $v is missing (or out of order) in: $got" }
+        set pos [expr {$i + 1}]
+    }
+    foreach v $got {
+        if {![string is integer -strict $v] || $v < 0 || $v >= $n} { fail "a value never written: $v" }
+    }
+}
+
+proc fo_wait_failovers {nk n} {
+    wait_for_condition 100 100 {
+        [nickv_info $nk failovers] == $n && [nickv_info $nk failover_state] eq {watching}
+    } else {
+        fail "Nic-KV made [nickv_info $nk failovers] failovers, not $n: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
+    }
+}
+
+# Wait until the node behind client c serves data: a master Nic-KV just
+# promoted does once the probe has granted it a lease, a round trip later
+# (PING needs the lease too, SELECT does not).
+proc nickv_wait_served {c} {
+    wait_for_condition 100 20 {
+        [catch {$c ping} e] == 0
+    } else {
+        fail "it serves nothing: $e"
+    }
+}

@@ -113,6 +113,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
                 fail "no failover once R1 answers: [nickv_cmd $nk info failover]"
             }
             assert_equal "127.0.0.1 $p1" [nickv_master_addr $nk]
+            nickv_wait_served $r1
             assert_equal yes [$r1 get only-on-r1]
             wait_for_condition 100 100 {
                 [status $r2 master_port] == $p1 && [status $r2 master_link_status] eq {up}
@@ -164,6 +165,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             } else {
                 fail "no failover: [nickv_cmd $nk info failover]"
             }
+            nickv_wait_served $r1
             assert_equal yes [$r1 get only-on-r1]
         }
 
@@ -258,6 +260,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             assert {[lsearch $ports $nport] >= 0}
             set nm [redis 127.0.0.1 $nport]
             $nm select 9
+            nickv_wait_served $nm
             assert_equal 1 [$nm get before]
             $nm close
         }
@@ -304,6 +307,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             lassign [nickv_master_addr $nk] host nport
             set nm [redis 127.0.0.1 $nport]
             $nm select 9
+            nickv_wait_served $nm
             assert_equal 50 [$nm dbsize]
             $nm close
         }

@@ -155,6 +155,7 @@ start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
         lassign [nickv_master_addr $nk] host port
         set m [redis 127.0.0.1 $port]
         $m select 9
+        nickv_wait_served $m
         set lost 0
         for {set c 0} {$c < 3} {incr c} {
             set got [$m lrange list:$c 0 -1]

@@ -7,65 +7,6 @@
 
 source tests/skv/helpers.tcl
 
-# A client to the master Nic-KV names, retried for up to 10 s (a failover
-# may be under way).
-proc fo_connect {nk} {
-    set deadline [expr {[clock milliseconds] + 10000}]
-    while {[clock milliseconds] < $deadline} {
-        if {![catch {redis {*}[nickv_master_addr $nk]} r]} {
-            if {![catch {$r select 9}]} { return $r }
-            catch {$r close}
-        }
-        after 50
-    }
-    fail "no master to connect to: [nickv_cmd $nk info failover]"
-}
-
-# The list-append writer: appends 0..n-1 to key, each followed by WAIT 1,
-# through whatever master Nic-KV names; at i == at, runs fault. A value
-# whose RPUSH and WAIT both succeeded, with WAIT counting a replica, is
-# acknowledged. Returns {acknowledged attempted}.
-proc fo_append {nk key n at fault} {
-    set r [fo_connect $nk]
-    set acked {}
-    for {set i 0} {$i < $n} {incr i} {
-        if {$i == $at} { uplevel 1 $fault }
-        if {[catch {$r rpush $key $i} e] == 0 && [catch {$r wait 1 2000} w] == 0 && $w >= 1} {
-            lappend acked $i
-        } elseif {[catch {$r ping}]} {
-            catch {$r close}
-            set r [fo_connect $nk]
-        } else {
-            # A refusal (no lease yet, -NOREPLICAS): a moment before the next.
-            after 20
-        }
-    }
-    $r close
-    list $acked $n
-}
-
-# Every acknowledged value is in the list, in order (the list may also hold
-# values that were not acknowledged, never one that was not written).
-proc fo_assert_acked {acked got n} {
-    set pos 0
-    foreach v $acked {
-        set i [lsearch -exact -start $pos $got $v]
-        if {$i < 0} { fail "acknowledged append $v is missing (or out of order) in: $got" }
-        set pos [expr {$i + 1}]
-    }
-    foreach v $got {
-        if {![string is integer -strict $v] || $v < 0 || $v >= $n} { fail "a value never written: $v" }
-    }
-}
-
-proc fo_wait_failovers {nk n} {
-    wait_for_condition 100 100 {
-        [nickv_info $nk failovers] == $n && [nickv_info $nk failover_state] eq {watching}
-    } else {
-        fail "Nic-KV made [nickv_info $nk failovers] failovers, not $n: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
-    }
-}
-
 # Wait until the node at port is a replica of the master at mport, its link up.
 proc fo_wait_replica_of {port mport} {
     wait_for_condition 100 100 {
@@ -256,6 +197,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             assert_equal "127.0.0.1 $target" [nickv_master_addr $nk]
             assert_match "*in place of 127.0.0.1:$nport by FAILOVER" [nickv_info $nk last_failover]
             set tm [fo_client $target]
+            nickv_wait_served $tm
             set got [$tm lrange lst $len -1]
             fo_assert_acked $acked $got $n
             puts "    ($n appends, [llength $acked] acknowledged through the handover, 0 lost)"
@@ -377,6 +319,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             lassign [nickv_master_addr $nk] nhost nport
             set nm [redis 127.0.0.1 $nport]
             $nm select 9
+            nickv_wait_served $nm
             assert_equal OK [$nm set on-new-master 1]
             exec kill -CONT $mpid
             # The old master runs the queued SET without a lease: refused
@@ -486,31 +429,63 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     }
 }
 
-# RDMA replicas cannot be repointed yet (REPLICAOF would send them to the
-# new master's TCP port): such a failover is called off, not half done.
+# A replica with rdma-replication yes is repointed to the new master's RDMA
+# port (INFO rdma); when the new master has no RDMA listener, it stays on
+# the list to repoint, and INFO failover says why, until that changes (the
+# whole path over RDMA: tests/rdma/nickv-failover.tcl, in the VM).
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set mport [srv 0 port]
     set mpid [srv 0 pid]
     start_server [list overrides $fo_conf] {
-        set r [srv 0 client]
-        $r replicaof 127.0.0.1 $mport
+    start_server [list overrides $fo_conf] {
+        set r1 [srv -1 client]
+        set r1port [srv -1 port]
+        set r2 [srv 0 client]
+        set r2port [srv 0 port]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
         set nk [nickv_start $mport --failover yes]
-        wait_for_sync $r
-        nickv_wait_failover_view $nk 1
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: called off when a replica replicates over RDMA (not supported yet)} {
-            # Its next link would be RDMA: that is what INFO rdma says.
-            $r config set rdma-replication yes
+        test {Nic-KV failover: an RDMA replica waits for the new master's RDMA port, then follows} {
+            # r1 wins (priority); r2's next link would be RDMA: INFO rdma
+            # says rdma_replication:1, and r1 listens on no RDMA port.
+            $r1 config set replica-priority 10
+            [srv -2 client] set before 1
+            assert_equal 2 [[srv -2 client] wait 2 5000]
+            # (Set after the write: r2's link, reconnecting over RDMA to a
+            # master with none, would acknowledge nothing.)
+            $r2 config set rdma-replication yes
             exec kill -9 $mpid
+            fo_wait_failovers $nk 1
+            assert_equal "127.0.0.1 $r1port" [nickv_master_addr $nk]
             wait_for_condition 50 100 {
-                [string match {*replicates over RDMA*} [nickv_info $nk last_failover]]
+                [string match "*repoint*addr=127.0.0.1:$r2port,*transport=*error=it replicates over RDMA*no RDMA listener*" \
+                     [nickv_cmd $nk info failover]]
             } else {
-                fail "not called off: [nickv_cmd $nk info failover]"
+                fail "the RDMA replica is not held back: [nickv_cmd $nk info failover]"
             }
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal slave [lindex [$r role] 0]
-            $r config set rdma-replication no
+            assert_equal slave [lindex [$r2 role] 0]
+            assert_equal $mport [lindex [$r2 role] 2]
+            # The operator turns RDMA off on it: it follows over TCP.
+            $r2 config set rdma-replication no
+            # (The dead old master stays on the list, r2 leaves it.)
+            wait_for_condition 50 100 {
+                [lindex [$r2 role] 2] == $r1port &&
+                ![string match "*repoint*addr=127.0.0.1:$r2port,*" [nickv_cmd $nk info failover]]
+            } else {
+                fail "not repointed: [nickv_cmd $nk info failover]"
+            }
+            wait_for_condition 50 100 {
+                [status $r2 master_link_status] eq {up}
+            } else {
+                fail "no link to the new master"
+            }
+            $r1 set after 1
+            nickv_assert_digests $r1 [list $r2]
+            assert_equal 1 [$r2 get before]
         }
         nickv_stop $nk
+    }
     }
 }
