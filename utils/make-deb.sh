@@ -199,6 +199,26 @@ build() {
     echo "make-deb: $out/${pkg}_${version}_${arch}.deb"
 }
 
+# Both services' sandbox, in each unit. Not PrivateDevices: RDMA needs
+# /dev/infiniband.
+hardening='# Hardening. Not PrivateDevices: RDMA needs /dev/infiniband.
+NoNewPrivileges=true
+PrivateTmp=true
+ProtectHome=true
+ProtectSystem=strict
+ReadWritePaths=/etc/skv
+ProtectControlGroups=true
+ProtectKernelModules=true
+ProtectKernelTunables=true
+ProtectKernelLogs=true
+ProtectClock=true
+ProtectHostname=true
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK AF_IB
+RestrictNamespaces=true
+RestrictRealtime=true
+LockPersonality=true
+MemoryDenyWriteExecute=true'
+
 # ------------------------------------------------------------ skv-server ---
 
 r="$work/skv-server"
@@ -210,7 +230,7 @@ done
 # As upstream's make install: one binary, which acts on its name.
 for l in redis-sentinel redis-check-aof redis-check-rdb; do ln -s redis-server "$r/usr/bin/$l"; done
 install -m 0644 "$top/redis.conf" "$r/etc/skv/redis.conf"
-cat > "$r/lib/systemd/system/skv-server.service" <<'EOF'
+cat > "$r/lib/systemd/system/skv-server.service" <<EOF
 [Unit]
 Description=SKV key-value store (Redis with RDMA and Nic-KV)
 Documentation=file:///usr/share/doc/skv-server/README.md
@@ -234,25 +254,9 @@ Restart=on-failure
 # RDMA registers (pins) memory for every connection.
 LimitMEMLOCK=infinity
 LimitNOFILE=65536
-# Hardening. Not PrivateDevices: RDMA needs /dev/infiniband.
-NoNewPrivileges=true
+$hardening
 CapabilityBoundingSet=
-PrivateTmp=true
-ProtectHome=true
-ProtectSystem=strict
-ReadWritePaths=/etc/skv
-ProtectControlGroups=true
-ProtectKernelModules=true
-ProtectKernelTunables=true
-ProtectKernelLogs=true
-ProtectClock=true
-ProtectHostname=true
-RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK AF_IB
-RestrictNamespaces=true
-RestrictRealtime=true
 RestrictSUIDSGID=true
-LockPersonality=true
-MemoryDenyWriteExecute=true
 SystemCallArchitectures=native
 
 [Install]
@@ -309,7 +313,7 @@ nickv_pkg() { # arch binary
     strip_bin "$arch" "$r/usr/bin/nic-kv"
     install -m 0644 "$top/nic-kv/nic-kv.conf" "$r/etc/skv/nic-kv.conf"
     install -m 0755 "$top/utils/fence-ovs.sh" "$r/usr/share/skv/fence-ovs.sh"
-    cat > "$r/lib/systemd/system/nic-kv.service" <<'EOF'
+    cat > "$r/lib/systemd/system/nic-kv.service" <<EOF
 [Unit]
 Description=Nic-KV, SKV's replication fan-out and failover daemon
 Documentation=file:///usr/share/doc/skv-nic-kv/NIC-KV.md.gz
@@ -331,22 +335,7 @@ RestartSec=1
 # RDMA registers the backlog ring for every RDMA replica.
 LimitMEMLOCK=infinity
 LimitNOFILE=65536
-NoNewPrivileges=true
-PrivateTmp=true
-ProtectHome=true
-ProtectSystem=strict
-ReadWritePaths=/etc/skv
-ProtectControlGroups=true
-ProtectKernelModules=true
-ProtectKernelTunables=true
-ProtectKernelLogs=true
-ProtectClock=true
-ProtectHostname=true
-RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK AF_IB
-RestrictNamespaces=true
-RestrictRealtime=true
-LockPersonality=true
-MemoryDenyWriteExecute=true
+$hardening
 
 [Install]
 WantedBy=multi-user.target
