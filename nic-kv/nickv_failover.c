@@ -768,7 +768,8 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         else if (!strcmp(l, "nickv_lease:off")) lease_off = 1;
     }
     sdsfreesplitres(lines, count);
-    c->rdma_port = rdma_on ? rdma_port : 0;
+    /* The node's word: a port REPLICAOF could use, or none. */
+    c->rdma_port = rdma_on && rdma_port > 0 && rdma_port <= 65535 ? rdma_port : 0;
     const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
     /* A replica of our history; or one our earlier attempt promoted whose
      * reply we never saw (a master now, our history as its replid2). */

@@ -338,7 +338,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         sdsfreesplitres(lines, count);
         return;
     }
-    master_rdma_port = rdma_on ? rdma_port : 0;
+    master_rdma_port = rdma_on && rdma_port > 0 && rdma_port <= 65535 ? rdma_port : 0;
     nkLinkFollow(m->ip, m->port, master_rdma_port);
     nkFailoverMasterIs(m->ip, m->port);
     ndirect = 0;

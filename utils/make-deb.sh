@@ -35,6 +35,7 @@ maintainer="SKV authors <skv-maintainers@example.org>"
 date=$(date -R -d "@$(git -C "$top" log -1 --format=%ct 2>/dev/null || date +%s)")
 
 die() { printf 'make-deb: %s\n' "$*" >&2; exit 1; }
+[ -f "$top/build/redis/COPYING" ] || die "no build/redis/COPYING: run make first"
 for b in redis-server redis-cli redis-benchmark nic-kv skv-rdma-tool; do
     [ -x "$src/$b" ] || die "no $src/$b: run make first"
 done
@@ -72,50 +73,16 @@ docs() {
     mkdir -p "$d" "$1/usr/share/lintian/overrides"
     printf '# Not uploaded to Debian: there is no bug to close.\n%s: initial-upload-closes-no-bugs\n' "$2" \
         > "$1/usr/share/lintian/overrides/$2"
-    cat > "$d/copyright" <<EOF
-Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
-Upstream-Name: SKV
-Comment: SKV is Redis $UPSTREAM_VERSION (fetched from Debian's source package
- redis $DEB_VERSION and patched at build time) with an RDMA transport and
- the Nic-KV daemon.
-
-Files: *
-Copyright: 2026 the SKV authors
-License: BSD-3-Clause
-
-Files: redis/*
-Copyright: 2006-2022 Salvatore Sanfilippo and Redis contributors
-License: BSD-3-Clause
-Comment: upstream Redis and its bundled hiredis (BSD-3-Clause); also
- bundled: jemalloc (BSD-2-Clause), Lua 5.1 (MIT), linenoise (BSD-2-Clause),
- hdr_histogram (BSD-2-Clause or CC0), as Debian's redis package lists them
- in its copyright file.
-
-License: BSD-3-Clause
- Redistribution and use in source and binary forms, with or without
- modification, are permitted provided that the following conditions are met:
- .
- 1. Redistributions of source code must retain the above copyright notice,
-    this list of conditions and the following disclaimer.
- 2. Redistributions in binary form must reproduce the above copyright
-    notice, this list of conditions and the following disclaimer in the
-    documentation and/or other materials provided with the distribution.
- 3. Neither the name of the copyright holder nor the names of its
-    contributors may be used to endorse or promote products derived from
-    this software without specific prior written permission.
- .
- THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS"
- AND ANY EXPRESS OR IMPLIED WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE
- IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR A PARTICULAR PURPOSE
- ARE DISCLAIMED. IN NO EVENT SHALL THE COPYRIGHT HOLDER OR CONTRIBUTORS BE
- LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL, EXEMPLARY, OR
- CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT LIMITED TO, PROCUREMENT OF
- SUBSTITUTE GOODS OR SERVICES; LOSS OF USE, DATA, OR PROFITS; OR BUSINESS
- INTERRUPTION) HOWEVER CAUSED AND ON ANY THEORY OF LIABILITY, WHETHER IN
- CONTRACT, STRICT LIABILITY, OR TORT (INCLUDING NEGLIGENCE OR OTHERWISE)
- ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE
- POSSIBILITY OF SUCH DAMAGE.
-EOF
+    # Both licences as their projects ship them: ours from LICENSE,
+    # upstream's from the fetched source (build/redis/COPYING).
+    {
+        printf 'SKV: Redis %s (from Debian'"'"'s source package redis %s, patched at\n' "$UPSTREAM_VERSION" "$DEB_VERSION"
+        printf 'build time) with an RDMA transport and the Nic-KV daemon.\n\n'
+        printf '%s\n\n' '--- SKV (LICENSE) ---'
+        cat "$top/LICENSE"
+        printf '\n%s\n\n' '--- Redis (COPYING of the source package; its bundled deps/ keep their own licences) ---'
+        cat "$top/build/redis/COPYING"
+    } > "$d/copyright"
     printf '%s (%s) unstable; urgency=medium\n\n  * Built from the SKV tree (commit %s).\n\n -- %s  %s\n' \
         "$2" "$version" "$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
         "$maintainer" "$date" | gzip -9n > "$d/changelog.Debian.gz"
