@@ -391,6 +391,12 @@ static int applyRdmaMaxPinned(const char **err) {
     return 1;
 }
 
+static int applyRdmaMaxUnauth(const char **err) {
+    (void)err;
+    rdmaSetUnauthLimit(nk.cfg.rdma_max_unauth);
+    return 1;
+}
+
 static int applyBacklogSize(const char **err) {
     if (nk.cfg.backlog_size == nkBacklogSize()) return 1;
     if (nkBacklogResize(nk.cfg.backlog_size) == -1) {
@@ -435,6 +441,10 @@ static nkConfigOption nkConfigs[] = {
      "<size>", "the most memory all RDMA connections together may\n"
      "                        register (pin), each RDMA replica's registration of\n"
      "                        the backlog included (0: only RLIMIT_MEMLOCK limits)"},
+    {"rdma-max-unauthenticated", NK_CFG_INT, 0, &nk.cfg.rdma_max_unauth, 0, INT_MAX,
+     RDMA_UNAUTH_LIMIT_DEFAULT, NULL, NULL, NULL, NULL, applyRdmaMaxUnauth,
+     "<n>", "RDMA connections that have not authenticated yet, at\n"
+     "                        most (more are refused at connect time; 0: no cap)"},
     {"masteruser", NK_CFG_STRING, 0, &nk.cfg.masteruser, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
      "<user>", "authenticate to the master as this user"},
     {"masterauth", NK_CFG_STRING, 0, &nk.cfg.masterauth, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
@@ -1366,6 +1376,7 @@ static void nkRdmaStart(void) {
         return;
     }
     rdmaSetPinnedLimit((size_t)nk.cfg.rdma_max_pinned);
+    rdmaSetUnauthLimit(nk.cfg.rdma_max_unauth);
     if ((fd = rdmaAsyncFd()) != -1) aeCreateFileEvent(nk.el, fd, AE_READABLE, nkRdmaAsyncEvent, NULL);
     if (!nk.cfg.rdma_port) return;
     for (int i = 0; i < (nk.cfg.rdma_bindcount ? nk.cfg.rdma_bindcount : 1); i++) {

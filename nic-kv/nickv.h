@@ -127,6 +127,7 @@ typedef struct nkConfig {
     int rdma_bindcount;
     long long rdma_rx_size;   /* receive buffer of an RDMA connection */
     long long rdma_max_pinned; /* all RDMA registrations together; 0 = memlock only */
+    int rdma_max_unauth;       /* RDMA connections not authenticated yet; 0 = no cap */
     int master_rdma_port;     /* > 0: the link to the master over RDMA */
     long long backlog_size;
     int thread_num;

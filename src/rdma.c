@@ -52,6 +52,9 @@ static struct {
     int nlisteners;
     char status[320];         /* "off", "on", or "error: why not" */
     int retry;                /* not listening, but worth retrying */
+    int open_port;            /* what the listeners were opened with */
+    char *open_bind;
+    int open_vector;
     rdmaAe *ae;               /* drives the connections' channels from server.el */
 } rdmaServer = { .status = "off" };
 
@@ -97,6 +100,7 @@ static int rdmaEnsureInit(void) {
         return C_ERR;
     }
     rdmaSetPinnedLimit(rdmaConf.max_pinned);
+    rdmaSetUnauthLimit(rdmaConf.max_unauth);
     rdmaServer.initialized = 1;
     return C_OK;
 }
@@ -301,6 +305,9 @@ static int connRdmaAccept(connection *conn, ConnectionCallbackFunc accept_handle
     connIncrRefs(conn);
     if (!callHandler(conn, accept_handler)) ret = C_ERR;
     connDecrRefs(conn);
+    /* A client that needs no AUTH (the default user has no password) is
+     * granted at once: it no longer counts against rdma-max-unauthenticated. */
+    if (ret == C_OK) rdmaMaybeGrantRx((rdmaConnection *)conn);
     return ret;
 }
 
@@ -464,6 +471,15 @@ static void rdmaCloseListeners(void) {
         rdmaListenerClose(rdmaServer.listeners[i]);
     }
     rdmaServer.nlisteners = 0;
+    zfree(rdmaServer.open_bind);
+    rdmaServer.open_bind = NULL;
+}
+
+/* The listeners are up with the configuration they have now. */
+static int rdmaListenersCurrent(void) {
+    return rdmaServer.nlisteners > 0 && rdmaServer.open_port == rdmaConf.port &&
+           rdmaServer.open_vector == rdmaConf.completion_vector && rdmaServer.open_bind &&
+           !strcmp(rdmaServer.open_bind, rdmaConf.bind ? rdmaConf.bind : "");
 }
 
 /* (Re)open the listeners rdma-port and rdma-bind ask for. On failure,
@@ -513,6 +529,9 @@ static int rdmaOpenListeners(void) {
     }
     sdsfreesplitres(addrs, count);
     snprintf(rdmaServer.status, sizeof(rdmaServer.status), "on");
+    rdmaServer.open_port = rdmaConf.port;
+    rdmaServer.open_vector = rdmaConf.completion_vector;
+    rdmaServer.open_bind = zstrdup(rdmaConf.bind ? rdmaConf.bind : "");
     {
         sds where = sdsempty();
         for (int i = 0; i < rdmaServer.nlisteners; i++)
@@ -542,6 +561,8 @@ void rdmaServerInit(void) {
 int rdmaApplyListener(const char **err) {
     static char msg[400];
     if (!server.el) return 1;        /* startup: rdmaServerInit() opens them */
+    /* CONFIG SET rdma-port <its value>: nothing to do if listening. */
+    if (rdmaListenersCurrent()) return 1;
     if (rdmaOpenListeners() == C_ERR) {
         snprintf(msg, sizeof(msg), "Unable to listen on the RDMA port: %s",
                  rdmaServer.status + strlen("error: "));
@@ -557,6 +578,12 @@ int rdmaApplyPinnedLimit(const char **err) {
     return 1;
 }
 
+int rdmaApplyUnauthLimit(const char **err) {
+    UNUSED(err);
+    rdmaSetUnauthLimit(rdmaConf.max_unauth);
+    return 1;
+}
+
 int rdmaApplyRxSize(const char **err) {
     UNUSED(err);
     /* New connections get it; existing ones at their next grant. */
@@ -566,11 +593,9 @@ int rdmaApplyRxSize(const char **err) {
 }
 
 /* Once a second: keepalives, handshake timeouts, a listener whose device
- * went away. */
+ * went away, a listener that could not open (retried each time). */
 void rdmaServerCron(void) {
-    static long calls;
     int failed = 0;
-    calls++;
     if (!rdmaServer.initialized) return;
     rdmaCron();
     for (int i = 0; i < rdmaServer.nlisteners; i++) {
@@ -581,9 +606,10 @@ void rdmaServerCron(void) {
         serverLog(LL_WARNING, "RDMA: a listener lost its device; reopening");
         if (rdmaOpenListeners() == C_ERR)
             serverLog(LL_WARNING, "RDMA: cannot listen again: %s", rdmaServer.status);
-    } else if (rdmaConf.port && rdmaServer.nlisteners == 0 && rdmaServer.retry && calls % 60 == 0) {
-        /* Not listening though configured to: retry now and then (a
-         * device may have come up). Quietly: the first failure was logged. */
+    } else if (rdmaConf.port && rdmaServer.nlisteners == 0 && rdmaServer.retry) {
+        /* Not listening though configured to: retry once a second (a
+         * device came up, the memlock limit was raised with prlimit).
+         * Quietly: the first failure was logged, and INFO says why. */
         rdmaOpenListeners();
         if (rdmaServer.nlisteners) serverLog(LL_NOTICE, "RDMA: listener is up again");
     }

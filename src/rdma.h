@@ -21,6 +21,7 @@ typedef struct rdmaServerConfig {
     int completion_vector;    /* rdma-completion-vector: -1 = spread */
     int replication;          /* rdma-replication: replica connects over RDMA */
     unsigned long long max_pinned;  /* rdma-max-pinned-memory: 0 = memlock only */
+    int max_unauth;           /* rdma-max-unauthenticated: 0 = no cap */
 } rdmaServerConfig;
 
 extern rdmaServerConfig rdmaConf;
@@ -28,10 +29,13 @@ extern rdmaServerConfig rdmaConf;
 /* Start (or restart, after a CONFIG SET) the RDMA listeners. At startup a
  * failure is logged and the server goes on without RDMA; from CONFIG SET it
  * is returned in *err. Returns 1 on success, 0 on failure (config.c's apply
- * convention). */
+ * convention). rdma-port is a VOLATILE_CONFIG: setting it to the value it
+ * has calls this too, which retries a listener that is down and leaves one
+ * that is up alone. */
 int rdmaApplyListener(const char **err);
 int rdmaApplyPinnedLimit(const char **err);
 int rdmaApplyRxSize(const char **err);
+int rdmaApplyUnauthLimit(const char **err);
 
 /* Called from initServer(), serverCron() (once a second) and beforeSleep(). */
 void rdmaServerInit(void);

@@ -124,6 +124,10 @@
 /* Acknowledge completion events in batches of this many. */
 #define RDMA_CQ_ACK_BATCH     128
 #define RDMA_CQ_POLL_BATCH    32
+/* Receive work requests carry this bit in wr_id (with their slot), so that
+ * a failed completion, whose opcode is undefined, still says which queue
+ * it came from. Send wr_ids are sequence numbers, far below it. */
+#define RDMA_WRID_RECV        (1ULL << 63)
 
 typedef struct rdmaBuf {
     void *map;          /* mmap()ed area, guard pages included */
@@ -143,6 +147,8 @@ struct rdmaChan {
     int server;                    /* accepted by a listener */
     int established;               /* server: ESTABLISHED seen */
     int err_is_flush;              /* err only says "flushed": a real cause may follow */
+    unsigned long long *counted;   /* the counter this failure went to, if any */
+    int unauth;                    /* server: in R.unauth (not granted yet) */
     int lingering;                 /* closed by its owner, sends still draining */
     time_t linger_since;
     char err[192];
@@ -235,6 +241,11 @@ static struct {
     rdmaLogFn log;
     size_t pinned;                 /* atomic */
     size_t pinned_limit;
+    int unauth;                    /* atomic: server channels not granted */
+    int unauth_limit;              /* atomic */
+    time_t peer_log_window;        /* peer-caused log lines: rlogPeer() */
+    int peer_log_lines;
+    int peer_log_dropped;
     rdmaStats stats;
     int async_epfd;                /* device async fds + cm_ch below */
     struct rdma_event_channel *cm_ch;   /* orphaned server channels */
@@ -242,7 +253,8 @@ static struct {
     rdmaChan *chans;
     int nchans;
     unsigned rr_vector;
-} R = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .async_epfd = -1 };
+} R = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .async_epfd = -1,
+        .unauth_limit = RDMA_UNAUTH_LIMIT_DEFAULT };
 
 #define STAT_ADD(field, n) __atomic_fetch_add(&R.stats.field, (n), __ATOMIC_RELAXED)
 #define LOCK() pthread_mutex_lock(&R.lock)
@@ -264,6 +276,39 @@ static void rlog(int level, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     if (!R.log) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    R.log(level, msg);
+}
+
+static time_t monoSeconds(void);
+
+/* A line a peer can cause at will (refused, failed or timed-out
+ * connections): at most RDMA_PEER_LOG_BURST of them per
+ * RDMA_PEER_LOG_WINDOW seconds reach the log, then one line says how many
+ * were left out. The counters in INFO count every one. */
+static void rlogPeer(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rlogPeer(int level, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    time_t now = monoSeconds();
+    int dropped = 0, emit;
+    if (!R.log) return;
+    LOCK();
+    if (now - R.peer_log_window >= RDMA_PEER_LOG_WINDOW) {
+        dropped = R.peer_log_dropped;
+        R.peer_log_window = now;
+        R.peer_log_lines = R.peer_log_dropped = 0;
+    }
+    emit = R.peer_log_lines < RDMA_PEER_LOG_BURST;
+    if (emit) R.peer_log_lines++;
+    else R.peer_log_dropped++;
+    UNLOCK();
+    if (dropped)
+        rlog(RDMA_LOG_NOTICE, "RDMA: %d more lines about failed or refused connections were "
+             "left out in the last %d seconds (INFO rdma counts them all)", dropped, RDMA_PEER_LOG_WINDOW);
+    if (!emit) return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
@@ -378,13 +423,9 @@ static int pinnedReserve(size_t len) {
 
 static void pinnedRelease(size_t len) { __atomic_sub_fetch(&R.pinned, len, __ATOMIC_RELAXED); }
 
-/* Reserve len bytes, or say why not (0 = reserved, -1 = refused). */
-static int pinnedRefuse(size_t len, char *err, size_t errlen) {
-    size_t limit, set;
-    if (pinnedReserve(len)) return 0;
-    set = pinnedLimitSet();
-    limit = rdmaEffectivePinnedLimit();
-    STAT_ADD(err_pinned_limit, 1);
+/* Why len more bytes cannot be pinned. */
+static void pinnedRefusal(size_t len, char *err, size_t errlen) {
+    size_t set = pinnedLimitSet(), limit = rdmaEffectivePinnedLimit();
     if (set == 0 || limit < set)
         seterr(err, errlen, "registering %zu KiB would pass RLIMIT_MEMLOCK (%zu KiB, %zu KiB "
                "in use): raise it (ulimit -l, LimitMEMLOCK= in a systemd unit) or grant "
@@ -393,6 +434,14 @@ static int pinnedRefuse(size_t len, char *err, size_t errlen) {
         seterr(err, errlen, "registering %zu KiB would pass the pinned-memory limit "
                "(rdma-max-pinned-memory, %zu KiB, %zu KiB in use)", len / 1024,
                limit / 1024, pinnedNow() / 1024);
+}
+
+/* Reserve len bytes for a connection, or count the refusal and say why
+ * (0 = reserved, -1 = refused). */
+static int pinnedRefuse(size_t len, char *err, size_t errlen) {
+    if (pinnedReserve(len)) return 0;
+    STAT_ADD(err_pinned_limit, 1);
+    pinnedRefusal(len, err, errlen);
     return -1;
 }
 
@@ -406,19 +455,16 @@ static void memlockHint(char *buf, size_t buflen) {
         buf[0] = '\0';
 }
 
-/* Allocate and register len bytes with the given access. On failure returns
- * -1 with a message in err; *limited says the pinned cap refused it. */
-static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
-                    char *err, size_t errlen) {
+/* Map and register len bytes (a page multiple) with the given access; the
+ * pinned-memory budget is the caller's business. -1 with err on failure. */
+static int bufMap(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
+                  int count, char *err, size_t errlen) {
     size_t ps = pageSize();
     memset(b, 0, sizeof(*b));
-    len = roundPages(len);
-    if (pinnedRefuse(len, err, errlen)) return -1;
     b->maplen = len + 2 * ps;
     b->map = mmap(NULL, b->maplen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b->map == MAP_FAILED) {
         b->map = NULL;
-        pinnedRelease(len);
         seterr(err, errlen, "mmap of %zu KiB failed: %s", len / 1024, strerror(errno));
         return -1;
     }
@@ -432,7 +478,7 @@ static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
     if (!b->mr) {
         char hint[200];
         int e = errno;
-        STAT_ADD(err_register, 1);
+        if (count) STAT_ADD(err_register, 1);
         hint[0] = '\0';
         if (e == ENOMEM || e == EPERM || e == EAGAIN) memlockHint(hint, sizeof(hint));
         seterr(err, errlen, "ibv_reg_mr of %zu KiB failed: %s%s", len / 1024, strerror(e), hint);
@@ -441,19 +487,62 @@ static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
     return 0;
 
 err:
-    pinnedRelease(len);
     munmap(b->map, b->maplen);
     memset(b, 0, sizeof(*b));
     return -1;
 }
 
-static void bufFree(rdmaBuf *b) {
-    if (b->mr) {
-        ibv_dereg_mr(b->mr);
-        pinnedRelease(b->len);
-    }
+/* Deregister and unmap, leaving the pinned-memory budget alone. */
+static void bufUnmap(rdmaBuf *b) {
+    if (b->mr) ibv_dereg_mr(b->mr);
     if (b->map) munmap(b->map, b->maplen);
     memset(b, 0, sizeof(*b));
+}
+
+/* Allocate and register len bytes against the pinned-memory budget: a
+ * refusal is counted (rdma_errors_pinned_limit) and err says why. */
+static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
+                    char *err, size_t errlen) {
+    memset(b, 0, sizeof(*b));
+    len = roundPages(len);
+    if (pinnedRefuse(len, err, errlen)) return -1;
+    if (bufMap(b, pd, len, access, 1, err, errlen) == -1) {
+        pinnedRelease(len);
+        return -1;
+    }
+    return 0;
+}
+
+static void bufFree(rdmaBuf *b) {
+    if (b->mr) pinnedRelease(b->len);
+    bufUnmap(b);
+}
+
+/* Replace b, which is in use by nothing in flight, with a buffer of len
+ * bytes. Only growth is reserved, and a refusal is not an error of anyone's:
+ * the connection goes on with the buffer it has (b is left as it was, and
+ * -1 returned with err). Not counted in rdma_errors_pinned_limit, which
+ * counts connections refused. */
+static int bufReplace(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
+                      char *err, size_t errlen) {
+    rdmaBuf nb;
+    size_t grow;
+    len = roundPages(len);
+    grow = len > b->len ? len - b->len : 0;
+    if (grow && !pinnedReserve(grow)) {
+        seterr(err, errlen, "growing it to %zu KiB would pass the pinned-memory limit "
+               "(%zu KiB, %zu KiB in use)", len / 1024, rdmaEffectivePinnedLimit() / 1024,
+               pinnedNow() / 1024);
+        return -1;
+    }
+    if (bufMap(&nb, pd, len, access, 1, err, errlen) == -1) {
+        if (grow) pinnedRelease(grow);
+        return -1;
+    }
+    if (len < b->len) pinnedRelease(b->len - len);
+    bufUnmap(b);
+    *b = nb;
+    return 0;
 }
 
 /* ----------------------------------------------------------- Library --- */
@@ -513,6 +602,8 @@ static struct rdma_event_channel *libraryCmChannel(void) {
 }
 
 void rdmaSetPinnedLimit(size_t bytes) { __atomic_store_n(&R.pinned_limit, bytes, __ATOMIC_RELAXED); }
+void rdmaSetUnauthLimit(int n) { __atomic_store_n(&R.unauth_limit, n < 0 ? 0 : n, __ATOMIC_RELAXED); }
+int rdmaUnauthCount(void) { return __atomic_load_n(&R.unauth, __ATOMIC_RELAXED); }
 size_t rdmaPinnedBytes(void) { return pinnedNow(); }
 int rdmaAsyncFd(void) { return R.async_epfd; }
 int rdmaChanCount(void) { return __atomic_load_n(&R.nchans, __ATOMIC_RELAXED); }
@@ -536,6 +627,7 @@ const rdmaStatField rdmaStatFields[] = {
     STAT_FIELD("errors_async", err_async),
     STAT_FIELD("errors_register", err_register),
     STAT_FIELD("errors_pinned_limit", err_pinned_limit),
+    STAT_FIELD("errors_unauth_limit", err_unauth_limit),
     STAT_FIELD("errors_handshake", err_handshake),
     STAT_FIELD("errors_connect", err_connect),
     { NULL, 0 }
@@ -583,10 +675,18 @@ int rdmaProbeMemory(const char *addr, char *err, size_t errlen) {
         seterr(err, errlen, "ibv_alloc_pd: %s", strerror(errno));
         goto out;
     }
-    if (bufAlloc(&b, pd, need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, err, errlen) == 0) {
-        bufFree(&b);
+    /* A check, not a connection: nothing is counted (the listener's
+     * retries call it once a second while it fails). */
+    need = roundPages(need);
+    if (!pinnedReserve(need)) {
+        pinnedRefusal(need, err, errlen);
+        goto out;
+    }
+    if (bufMap(&b, pd, need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0, err, errlen) == 0) {
+        bufUnmap(&b);
         rv = 0;
     }
+    pinnedRelease(need);
 out:
     if (pd) ibv_dealloc_pd(pd);
     if (list) rdma_free_devices(list);
@@ -618,7 +718,7 @@ static int postRecv(rdmaChan *ch, uint32_t slot) {
     sge.length = RDMA_CTRL_MSG_SIZE;
     sge.lkey = ch->ctrl_rx.mr->lkey;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = slot;
+    wr.wr_id = RDMA_WRID_RECV | slot;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     return ibv_post_recv(ch->id->qp, &wr, &bad);
@@ -675,6 +775,10 @@ static int chanCreateQP(rdmaChan *ch, size_t rx_size, int comp_vector, char *err
     if (bufAlloc(&ch->rx, ch->pd, rx_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
                  err, errlen) == -1) return -1;
     if (!ch->rx_next_size) ch->rx_next_size = ch->rx.len;
+    /* A server's staging ring is reserved now, with the rest: a connection
+     * we accept can always answer (a client's is made on its first write,
+     * once the server's buffer size is known). */
+    if (ch->server && bufAlloc(&ch->tx, ch->pd, ch->tx_want, 0, err, errlen) == -1) return -1;
     for (i = 0; i < RDMA_MAX_WRS; i++) {
         if (postRecv(ch, i)) {
             seterr(err, errlen, "ibv_post_recv: %s", strerror(errno));
@@ -735,9 +839,31 @@ static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt,
     va_end(ap);
     ch->state = RDMA_CHAN_ERROR;
     ch->err_is_flush = 0;
-    if (counter) __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
-    rlog(RDMA_LOG_VERBOSE, "RDMA: connection %s failed: %s",
-         ch->peer_desc[0] ? ch->peer_desc : "(unconnected)", ch->err);
+    /* One failure, one count: a flush counted provisionally (see
+     * chanSettleFlush) moves to the real cause when that shows up. */
+    if (ch->counted && counter) __atomic_fetch_sub(ch->counted, 1, __ATOMIC_RELAXED);
+    if (counter) {
+        __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+        ch->counted = counter;
+    }
+    rlogPeer(RDMA_LOG_VERBOSE, "RDMA: connection %s failed: %s",
+             ch->peer_desc[0] ? ch->peer_desc : "(unconnected)", ch->err);
+}
+
+/* The queue pair went to the error state and only flushed work requests
+ * said so: nothing we did and no completion gave a cause. On RC that is the
+ * peer's doing (for example an RDMA READ or atomic on our buffer, which is
+ * registered for remote writes only: the NIC refuses it and fails the queue
+ * pair). Counted as a completion error, once, when the owner learns of it;
+ * a real cause found later takes the count over. */
+static void chanSettleFlush(rdmaChan *ch) {
+    if (ch->state != RDMA_CHAN_ERROR || !ch->err_is_flush || ch->counted) return;
+    snprintf(ch->err, sizeof(ch->err), "the queue pair failed with no completion saying why "
+             "(the peer used it in a way we do not allow: an RDMA READ or atomic?)");
+    __atomic_fetch_add(&R.stats.err_completion, 1, __ATOMIC_RELAXED);
+    ch->counted = &R.stats.err_completion;
+    rlogPeer(RDMA_LOG_VERBOSE, "RDMA: connection %s failed: %s",
+             ch->peer_desc[0] ? ch->peer_desc : "(unconnected)", ch->err);
 }
 
 /* -------------------------------------------------------- Send queue --- */
@@ -861,24 +987,14 @@ static void chanRxTurn(rdmaChan *ch) {
     ch->rx_written = ch->rx_read = 0;
     chanCheck(ch);
     if (ch->rx_next_size && roundPages(ch->rx_next_size) != ch->rx.len) {
-        rdmaBuf nb;
         char err[256];
-        size_t old = ch->rx.len;
-        /* The old buffer is released first so that growing within the cap
-         * counts only the difference. */
-        bufFree(&ch->rx);
-        if (bufAlloc(&nb, ch->pd, ch->rx_next_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-                     err, sizeof(err)) == 0) {
-            ch->rx = nb;
-        } else {
-            rlog(RDMA_LOG_NOTICE, "RDMA: connection %s keeps its %zu KiB receive buffer: %s",
-                 ch->peer_desc, old / 1024, err);
-            ch->rx_next_size = old;
-            if (bufAlloc(&ch->rx, ch->pd, old, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-                         err, sizeof(err)) == -1) {
-                chanFail(ch, &R.stats.err_register, "cannot re-register the receive buffer: %s", err);
-                return;
-            }
+        /* Nothing is in flight on it now: the peer wrote all of it and
+         * waits for our RegisterXferMemory. */
+        if (bufReplace(&ch->rx, ch->pd, ch->rx_next_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                       err, sizeof(err)) == -1) {
+            rlogPeer(RDMA_LOG_NOTICE, "RDMA: connection %s keeps its %zu KiB receive buffer: %s",
+                     ch->peer_desc, ch->rx.len / 1024, err);
+            ch->rx_next_size = ch->rx.len;
         }
     }
     chanSendBuffer(ch);
@@ -941,18 +1057,24 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
         if (wc->status == IBV_WC_WR_FLUSH_ERR) {
             /* A consequence: the completion that says why may come later
              * (send and receive completions share the queue, unordered). */
-            if (ch->state != RDMA_CHAN_ERROR) {
+            if (ch->state != RDMA_CHAN_ERROR && ch->state != RDMA_CHAN_CLOSED) {
                 chanFail(ch, NULL, "queue pair flushed (peer gone)");
                 ch->err_is_flush = 1;
             }
-        } else
+        } else if (wc->wr_id & RDMA_WRID_RECV)
+            /* A receive fails on what the peer sent: a SEND larger than our
+             * 32-byte slot (LOC_LEN_ERR; Soft-RoCE says REM_INV_REQ_ERR). */
+            chanFail(ch, &R.stats.err_protocol, "a message no control slot could take (%s): "
+                     "control messages are %d bytes", ibv_wc_status_str(wc->status),
+                     RDMA_CTRL_MSG_SIZE);
+        else
             chanFail(ch, &R.stats.err_completion, "work completion failed: %s",
                      ibv_wc_status_str(wc->status));
         return;
     }
     if (wc->opcode & IBV_WC_RECV) {
-        uint32_t slot = (uint32_t)wc->wr_id;
-        if (slot >= RDMA_MAX_WRS) return;       /* not ours: cannot happen */
+        uint64_t slot = wc->wr_id & ~RDMA_WRID_RECV;
+        if (!(wc->wr_id & RDMA_WRID_RECV) || slot >= RDMA_MAX_WRS) return;  /* not ours: cannot happen */
         if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
             uint32_t n = ntohl(wc->imm_data);
             if (!ch->rx.data || n > ch->rx.len - ch->rx_written) {
@@ -971,7 +1093,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
             }
             chanHandleCtrl(ch, ch->ctrl_rx.data + (size_t)slot * RDMA_CTRL_MSG_SIZE);
         }
-        if (ch->state != RDMA_CHAN_ERROR && postRecv(ch, slot))
+        if (ch->state != RDMA_CHAN_ERROR && postRecv(ch, (uint32_t)slot))
             chanFail(ch, &R.stats.err_completion, "ibv_post_recv: %s", strerror(errno));
         return;
     }
@@ -1088,7 +1210,13 @@ static void chanApplyAsyncSlow(rdmaChan *ch) {
     if (f & ASYNC_QP)
         chanFail(ch, &R.stats.err_async, "async event: %s",
                  ibv_event_type_str((enum ibv_event_type)ch->async_event));
-    if ((f & ASYNC_DISCONNECTED) && ch->state != RDMA_CHAN_ERROR) ch->state = RDMA_CHAN_CLOSED;
+    if ((f & ASYNC_DISCONNECTED) && ch->state != RDMA_CHAN_ERROR) {
+        /* What the peer did before it left (a bad message, a failed
+         * write) is on the completion queue already: see it first, so
+         * that it is counted whichever event is handled first. */
+        chanPollCQ(ch);
+        if (ch->state != RDMA_CHAN_ERROR) ch->state = RDMA_CHAN_CLOSED;
+    }
 }
 
 static inline void chanApplyAsync(rdmaChan *ch) {
@@ -1181,14 +1309,32 @@ static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
     struct epoll_event ev;
     char err[256];
     size_t preauth = l->rx_size < RDMA_RX_SIZE_PREAUTH ? l->rx_size : RDMA_RX_SIZE_PREAUTH;
-    rdmaChan *ch = chanNew();
+    int limit = __atomic_load_n(&R.unauth_limit, __ATOMIC_RELAXED);
+    rdmaChan *ch;
 
-    if (!ch) {
+    /* Before anything is allocated: what a connection costs until its
+     * client authenticates is bounded by this cap. */
+    if (limit > 0 && __atomic_load_n(&R.unauth, __ATOMIC_RELAXED) >= limit) {
+        char ip[INET6_ADDRSTRLEN];
+        int port;
+        STAT_ADD(err_unauth_limit, 1);
+        snprintf(err, sizeof(err), "%d RDMA connections are not authenticated yet "
+                 "(rdma-max-unauthenticated %d): try again later", limit, limit);
+        formatAddr(rdma_get_peer_addr(id), ip, sizeof(ip), &port);
+        rlogPeer(RDMA_LOG_WARNING, "RDMA: refusing connection from %s:%d on %s: %s",
+                 ip[0] ? ip : "?", port, l->addr, err);
+        listenerReject(id, err);
+        rdma_destroy_id(id);
+        return;
+    }
+    if (!(ch = chanNew())) {
         rdma_reject(id, NULL, 0);
         rdma_destroy_id(id);
         return;
     }
     ch->server = 1;
+    ch->unauth = 1;
+    __atomic_add_fetch(&R.unauth, 1, __ATOMIC_RELAXED);
     ch->id = id;
     id->context = ch;
     ch->state = RDMA_CHAN_HANDSHAKE;
@@ -1219,8 +1365,8 @@ static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
     return;
 
 refuse:
-    rlog(RDMA_LOG_WARNING, "RDMA: refusing connection from %s on %s: %s",
-         ch->peer_desc[0] ? ch->peer_desc : "?", l->addr, err);
+    rlogPeer(RDMA_LOG_WARNING, "RDMA: refusing connection from %s on %s: %s",
+             ch->peer_desc[0] ? ch->peer_desc : "?", l->addr, err);
     listenerReject(id, err);
     rdmaChanClose(ch);
 }
@@ -1230,9 +1376,15 @@ refuse:
 static void listenerMaybeReady(rdmaListener *l, rdmaChan *ch, rdmaAcceptFn accept, void *data) {
     chanApplyAsync(ch);
     if (ch->state == RDMA_CHAN_ERROR || ch->state == RDMA_CHAN_CLOSED) {
-        STAT_ADD(err_handshake, 1);
-        rlog(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s", ch->peer_desc,
-             ch->err[0] ? ch->err : "peer disconnected");
+        /* Counted once: under its own cause when it has one (a protocol
+         * error), else as a failed handshake (the peer left, or its queue
+         * pair failed, before the handshake was done). */
+        if (!ch->counted) {
+            STAT_ADD(err_handshake, 1);
+            ch->counted = &R.stats.err_handshake;
+        }
+        rlogPeer(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s", ch->peer_desc,
+                 ch->err[0] ? ch->err : "peer disconnected");
         rdmaChanClose(ch);
         return;
     }
@@ -1302,8 +1454,8 @@ void rdmaListenerCron(rdmaListener *l) {
         chanApplyAsync(ch);
         if (now - ch->created > RDMA_HANDSHAKE_TIMEOUT) {
             STAT_ADD(err_handshake, 1);
-            rlog(RDMA_LOG_NOTICE, "RDMA: closing connection from %s: no handshake within %d seconds",
-                 ch->peer_desc[0] ? ch->peer_desc : "?", RDMA_HANDSHAKE_TIMEOUT);
+            rlogPeer(RDMA_LOG_NOTICE, "RDMA: closing connection from %s: no handshake within %d seconds",
+                     ch->peer_desc[0] ? ch->peer_desc : "?", RDMA_HANDSHAKE_TIMEOUT);
             rdmaChanClose(ch);
         }
         ch = next;
@@ -1587,6 +1739,7 @@ ssize_t rdmaChanRead(rdmaChan *ch, void *buf, size_t len) {
 
     chanApplyAsync(ch);
     if (ch->state == RDMA_CHAN_ERROR) {
+        chanSettleFlush(ch);
         ch->eof_reported = 1;
         errno = ECONNRESET;
         return -1;
@@ -1615,19 +1768,18 @@ static int stagingResize(rdmaChan *ch) {
     char err[256];
     want = roundPages(want);
     if (ch->tx.data && (ch->tx.len >= want || ch->st_in != ch->st_out)) return 0;
-    if (ch->tx.data) {
-        bufFree(&ch->tx);
-        ch->st_in = ch->st_out = 0;
-    }
-    if (bufAlloc(&ch->tx, ch->pd, want, 0, err, sizeof(err)) == -1) {
-        /* Keep going on the smallest ring if the grant cannot be had. */
-        if (want > RDMA_TX_SIZE_PREAUTH &&
-            bufAlloc(&ch->tx, ch->pd, RDMA_TX_SIZE_PREAUTH, 0, err, sizeof(err)) == 0) {
-            ch->tx_want = RDMA_TX_SIZE_PREAUTH;
-            return 0;
+    if (!ch->tx.data) {
+        /* A client's first write (a server's ring exists from the accept). */
+        if (bufAlloc(&ch->tx, ch->pd, want, 0, err, sizeof(err)) == -1) {
+            chanFail(ch, NULL, "no staging buffer: %s", err);
+            return -1;
         }
-        chanFail(ch, NULL, "no staging buffer: %s", err);
-        return -1;
+    } else if (bufReplace(&ch->tx, ch->pd, want, 0, err, sizeof(err)) == -1) {
+        /* Growing after a grant: keep going on the ring we have. */
+        rlogPeer(RDMA_LOG_NOTICE, "RDMA: connection %s keeps its %zu KiB staging ring: %s",
+                 ch->peer_desc, ch->tx.len / 1024, err);
+        ch->tx_want = ch->tx.len;
+        return 0;
     }
     ch->st_in = ch->st_out = 0;
     return 0;
@@ -1881,7 +2033,14 @@ void rdmaChanCron(rdmaChan *ch) {
     if (chanSendCtrl(ch, &msg) == 0) STAT_ADD(keepalives_sent, 1);
 }
 
+static void chanUnauthDone(rdmaChan *ch) {
+    if (!ch->unauth) return;
+    ch->unauth = 0;
+    __atomic_sub_fetch(&R.unauth, 1, __ATOMIC_RELAXED);
+}
+
 void rdmaChanSetRxSize(rdmaChan *ch, size_t rx_size) {
+    chanUnauthDone(ch);
     if (rx_size < RDMA_RX_SIZE_MIN) rx_size = RDMA_RX_SIZE_MIN;
     if (rx_size > RDMA_RX_SIZE_MAX) rx_size = RDMA_RX_SIZE_MAX;
     ch->rx_next_size = rx_size;
@@ -1908,6 +2067,7 @@ rdmaChanState rdmaChanGetState(rdmaChan *ch) {
 
 const char *rdmaChanError(rdmaChan *ch) {
     chanApplyAsync(ch);
+    chanSettleFlush(ch);
     if (ch->err[0]) return ch->err;
     if (ch->state == RDMA_CHAN_CLOSED) return "connection closed by peer";
     return NULL;
@@ -1990,6 +2150,7 @@ int rdmaChanWaitWritable(rdmaChan *ch, long timeout_ms) {
  * their events name, only while they hold it. */
 static void chanFree(rdmaChan *ch) {
     LOCK();
+    chanUnauthDone(ch);
     if (ch->listener) listenerRemoveHandshake(ch->listener, ch);
     if (ch->id && (ch->state == RDMA_CHAN_CONNECTED || ch->state == RDMA_CHAN_HANDSHAKE ||
                    ch->state == RDMA_CHAN_CLOSED || ch->state == RDMA_CHAN_ERROR))
@@ -2015,6 +2176,7 @@ static void chanFree(rdmaChan *ch) {
 
 void rdmaChanClose(rdmaChan *ch) {
     if (!ch || ch->lingering) return;
+    chanSettleFlush(ch);
     /* Under the lock (see rdmaChanSetNotify): a lingering channel passes
      * from its owner's thread to rdmaCron's, and the lock's release and
      * acquire carry every field its owner wrote (the send queue's

@@ -116,6 +116,7 @@ typedef struct rdmaStats {
     unsigned long long err_async;         /* fatal async event (QP, CQ, device) */
     unsigned long long err_register;      /* ibv_reg_mr failed (memlock?) */
     unsigned long long err_pinned_limit;  /* refused: pinned-memory cap */
+    unsigned long long err_unauth_limit;  /* refused: too many unauthenticated */
     unsigned long long err_handshake;     /* handshake timed out or failed */
     unsigned long long err_connect;       /* outgoing connect failed */
 } rdmaStats;
@@ -125,6 +126,11 @@ typedef struct rdmaStats {
 #define RDMA_LOG_VERBOSE 1
 #define RDMA_LOG_NOTICE  2
 #define RDMA_LOG_WARNING 3
+/* Lines a peer can cause (a refused or failed connection) are rate limited:
+ * at most RDMA_PEER_LOG_BURST in RDMA_PEER_LOG_WINDOW seconds, then one line
+ * saying how many were left out. */
+#define RDMA_PEER_LOG_BURST  20
+#define RDMA_PEER_LOG_WINDOW 10
 typedef void (*rdmaLogFn)(int level, const char *msg);
 
 /* Called when a channel's state changed outside of its own fd events (the
@@ -153,6 +159,17 @@ int rdmaInit(rdmaLogFn log, char *err, size_t errlen);
 void rdmaSetPinnedLimit(size_t bytes);
 size_t rdmaPinnedBytes(void);
 size_t rdmaEffectivePinnedLimit(void);
+
+/* Cap on accepted connections that are not granted yet (rdmaChanSetRxSize()
+ * was not called: their client has not authenticated), handshaking ones
+ * included; 0 = no cap. A connection request past it is refused at connect
+ * time, with the reason in the reject. Each such connection costs its
+ * queue pair's rings (RDMA_MAX_WRS work requests each way, kernel or
+ * provider memory that the pinned-memory cap does not see) on top of its
+ * registered buffers: this is what bounds that. */
+#define RDMA_UNAUTH_LIMIT_DEFAULT 128
+void rdmaSetUnauthLimit(int n);
+int rdmaUnauthCount(void);
 
 /* Check that one connection's worth of memory can be registered on the
  * device behind addr (NULL = the first device). On failure returns -1 with

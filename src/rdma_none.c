@@ -49,6 +49,8 @@ int rdmaInit(rdmaLogFn log, char *err, size_t errlen) {
 void rdmaSetPinnedLimit(size_t bytes) { (void)bytes; }
 size_t rdmaPinnedBytes(void) { return 0; }
 size_t rdmaEffectivePinnedLimit(void) { return 0; }
+void rdmaSetUnauthLimit(int n) { (void)n; }
+int rdmaUnauthCount(void) { return 0; }
 int rdmaProbeMemory(const char *addr, char *err, size_t errlen) {
     (void)addr;
     return notBuilt(err, errlen);

@@ -17,6 +17,15 @@
  *   skv-rdma-tool hold <host> <port> <seconds> [auth-password]
  *       A well-behaved connection that does nothing for <seconds> (after an
  *       AUTH, when given), then PINGs: prints the reply or why it failed.
+ *   skv-rdma-tool conns <host> <port> <count> <seconds> [password]
+ *       Opens <count> connections one after another (64 KiB receive buffer
+ *       each), sends PING (after an AUTH, when a password is given) on
+ *       every one that was accepted and reads the reply, prints a summary
+ *       ("accepted A refused R replied P failed F": P got a reply, F none)
+ *       and each distinct refusal, failure or reply other than +PONG once
+ *       ("reason: ..." lines), then holds the
+ *       connections for <seconds> before exiting. For the server's limits:
+ *       what it accepts it must serve, what it cannot serve it must refuse.
  *
  * Everything here is test and operator tooling: the server does not need it.
  */
@@ -513,8 +522,26 @@ static size_t rawCommand(rawConn *rc, size_t off, const char *cmd) {
 }
 
 static const char *badCases =
-    "short-ctrl long-ctrl bad-opcode feature xfer-zero xfer-huge imm-overflow "
-    "imm-past-end no-handshake no-read kill-mid go-silent";
+    "short-ctrl long-ctrl bad-opcode hs-bad-opcode feature xfer-zero xfer-huge imm-overflow "
+    "imm-past-end rdma-read atomic no-handshake no-read kill-mid go-silent";
+
+/* An RDMA READ (atomic = 0) or fetch-and-add (atomic = 1) on the peer's
+ * receive buffer, which it registered for remote writes only. */
+static void rawReadOrAtomic(rawConn *rc, int atomic) {
+    struct ibv_sge sge = { (uintptr_t)rc->data, atomic ? 8 : 64, rc->data_mr->lkey };
+    struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .send_flags = IBV_SEND_SIGNALED }, *bad;
+    if (atomic) {
+        wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+        wr.wr.atomic.remote_addr = rc->peer_addr;
+        wr.wr.atomic.rkey = rc->peer_rkey;
+        wr.wr.atomic.compare_add = 1;
+    } else {
+        wr.opcode = IBV_WR_RDMA_READ;
+        wr.wr.rdma.remote_addr = rc->peer_addr;
+        wr.wr.rdma.rkey = rc->peer_rkey;
+    }
+    if (ibv_post_send(rc->id->qp, &wr, &bad)) die("ibv_post_send: %s", strerror(errno));
+}
 
 static int cmdBad(int argc, char **argv) {
     rawConn rc;
@@ -535,6 +562,15 @@ static int cmdBad(int argc, char **argv) {
     } else if (!strcmp(what, "bad-opcode")) {
         rawHandshake(&rc);
         rawCtrl(&rc, 77, 0, 0, 0, 0);
+    } else if (!strcmp(what, "hs-bad-opcode")) {
+        /* Before telling the server where to write: mid-handshake. */
+        rawCtrl(&rc, 77, 0, 0, 0, 0);
+    } else if (!strcmp(what, "rdma-read")) {
+        rawHandshake(&rc);
+        rawReadOrAtomic(&rc, 0);
+    } else if (!strcmp(what, "atomic")) {
+        rawHandshake(&rc);
+        rawReadOrAtomic(&rc, 1);
     } else if (!strcmp(what, "feature")) {
         rawHandshake(&rc);
         rawCtrl(&rc, RDMA_OP_SET_CLIENT_FEATURE, 0, 0, 0, 0x1);
@@ -598,6 +634,94 @@ static int cmdBad(int argc, char **argv) {
     return 2;
 }
 
+/* ------------------------------------------------------ Many clients --- */
+
+#define CONNS_REASONS 8
+
+/* Remember a message the first time it is seen (up to CONNS_REASONS). */
+static void connsNote(char reasons[][200], int *n, const char *msg) {
+    for (int i = 0; i < *n; i++) if (!strcmp(reasons[i], msg)) return;
+    if (*n < CONNS_REASONS) snprintf(reasons[(*n)++], 200, "%s", msg);
+}
+
+/* One PING (after an AUTH when pass is set) and its reply, within 5 s:
+ * 0 for +PONG, 1 for another reply, -1 for none; why says what it was. */
+static int connsPing(rdmaChan *ch, const char *pass, char *why, size_t whylen) {
+    char ping[256], reply[256];
+    size_t got = 0, len;
+    if (pass)
+        snprintf(ping, sizeof(ping), "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n*1\r\n$4\r\nPING\r\n",
+                 strlen(pass), pass);
+    else
+        snprintf(ping, sizeof(ping), "*1\r\n$4\r\nPING\r\n");
+    len = strlen(ping);
+    if (rdmaChanWaitWritable(ch, 5000) == -1 || rdmaChanWrite(ch, ping, len) != (ssize_t)len) {
+        snprintf(why, whylen, "write: %s", rdmaChanError(ch) ? rdmaChanError(ch) : "no room");
+        return -1;
+    }
+    /* "+PONG\r\n", after "+OK\r\n" for an AUTH: that many lines. */
+    for (int lines = 0; lines < (pass ? 2 : 1) && got < sizeof(reply) - 1;) {
+        ssize_t n;
+        if (rdmaChanWaitReadable(ch, 5000) == -1) {
+            snprintf(why, whylen, "no reply: %s", rdmaChanError(ch) ? rdmaChanError(ch) : "timeout");
+            return -1;
+        }
+        n = rdmaChanRead(ch, reply + got, sizeof(reply) - 1 - got);
+        if (n <= 0) {
+            snprintf(why, whylen, "read: %s", rdmaChanError(ch) ? rdmaChanError(ch) : "EOF");
+            return -1;
+        }
+        for (ssize_t k = 0; k < n; k++) if (reply[got + (size_t)k] == '\n') lines++;
+        got += (size_t)n;
+    }
+    reply[got] = '\0';
+    if (strncmp(reply, pass ? "+OK\r\n+PONG" : "+PONG", pass ? 11 : 5)) {
+        reply[strcspn(reply, "\r\n")] = '\0';
+        snprintf(why, whylen, "reply: %s", reply);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmdConns(int argc, char **argv) {
+    char err[256], why[300], reasons[CONNS_REASONS][200];
+    int count, accepted = 0, refused = 0, replied = 0, failed = 0, nreasons = 0;
+    rdmaChan **chans;
+
+    const char *pass = argc == 7 ? argv[6] : NULL;
+    if (argc != 6 && argc != 7) die("usage: skv-rdma-tool conns <host> <port> <count> <seconds> [password]");
+    count = atoi(argv[4]);
+    if (count <= 0 || !(chans = calloc((size_t)count, sizeof(*chans)))) die("conns: bad count");
+    if (rdmaInit(NULL, err, sizeof(err)) == -1) die("conns: %s", err);
+    for (int i = 0; i < count; i++) {
+        chans[i] = rdmaChanConnect(argv[2], atoi(argv[3]), NULL, RDMA_RX_SIZE_MIN, -1, 5000, err, sizeof(err));
+        if (chans[i] && rdmaChanWaitConnected(chans[i], 5000) == 0 &&
+            rdmaChanGetState(chans[i]) == RDMA_CHAN_CONNECTED) {
+            accepted++;
+            continue;
+        }
+        refused++;
+        connsNote(reasons, &nreasons, chans[i] ? (rdmaChanError(chans[i]) ? rdmaChanError(chans[i]) : "not connected") : err);
+        if (chans[i]) rdmaChanClose(chans[i]);
+        chans[i] = NULL;
+    }
+    for (int i = 0; i < count; i++) {
+        int rv;
+        if (!chans[i]) continue;
+        rv = connsPing(chans[i], pass, why, sizeof(why));
+        if (rv >= 0) replied++;
+        else failed++;
+        if (rv != 0) connsNote(reasons, &nreasons, why);
+    }
+    printf("accepted %d refused %d replied %d failed %d\n", accepted, refused, replied, failed);
+    for (int i = 0; i < nreasons; i++) printf("reason: %s\n", reasons[i]);
+    fflush(stdout);
+    sleep((unsigned)atoi(argv[5]));
+    for (int i = 0; i < count; i++) if (chans[i]) rdmaChanClose(chans[i]);
+    free(chans);
+    return 0;
+}
+
 /* -------------------------------------------------------------- Main --- */
 
 int main(int argc, char **argv) {
@@ -606,7 +730,8 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "async")) return cmdAsync(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "bad")) return cmdBad(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "hold")) return cmdHold(argc, argv);
-    fprintf(stderr, "usage: skv-rdma-tool proxy|async|bad|hold ... (see src/rdma_tool.c)\n"
+    if (argc >= 2 && !strcmp(argv[1], "conns")) return cmdConns(argc, argv);
+    fprintf(stderr, "usage: skv-rdma-tool proxy|async|bad|hold|conns ... (see src/rdma_tool.c)\n"
                     "bad cases: %s\n", badCases);
     return 1;
 }

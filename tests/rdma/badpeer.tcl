@@ -19,35 +19,56 @@ proc assert_others_unaffected {port} {
     assert_equal bar [rdma_cli $port get foo]
 }
 
+set ::rdma_error_counters {rdma_errors_protocol rdma_errors_bad_imm rdma_errors_bad_buffer
+    rdma_errors_completion rdma_errors_async rdma_errors_register rdma_errors_pinned_limit
+    rdma_errors_unauth_limit rdma_errors_handshake rdma_errors_connect}
+
 set port [rdma_port]
 start_server [list tags {"rdma"} overrides [rdma_overrides $port]] {
     r select 0   ;# redis-cli and redis-benchmark use db 0
     r set foo bar
 
+    # Each failure counts once, under its cause (RDMA.md, "INFO rdma"):
+    # a bad message during the handshake is a protocol error, not also a
+    # failed handshake.
     foreach {case counter logpat} {
-        short-ctrl   rdma_errors_protocol   "control message of 16 bytes (must be 32)"
-        long-ctrl    rdma_errors_completion "work completion failed: *"
-        bad-opcode   rdma_errors_protocol   "unknown control message opcode 77"
-        feature      rdma_errors_protocol   "peer asked for features 0x1; none are supported"
-        xfer-zero    rdma_errors_bad_buffer "peer announced a 0 byte buffer*"
-        xfer-huge    rdma_errors_bad_buffer "peer announced a 4294967295 byte buffer*"
-        imm-overflow rdma_errors_bad_imm    "peer wrote * bytes past our buffer*"
-        imm-past-end rdma_errors_bad_imm    "peer wrote * bytes past our buffer*"
+        short-ctrl    rdma_errors_protocol   "control message of 16 bytes (must be 32)"
+        long-ctrl     rdma_errors_protocol   "a message no control slot could take (*): control messages are 32 bytes"
+        bad-opcode    rdma_errors_protocol   "unknown control message opcode 77"
+        hs-bad-opcode rdma_errors_protocol   "unknown control message opcode 77"
+        feature       rdma_errors_protocol   "peer asked for features 0x1; none are supported"
+        xfer-zero     rdma_errors_bad_buffer "peer announced a 0 byte buffer*"
+        xfer-huge     rdma_errors_bad_buffer "peer announced a 4294967295 byte buffer*"
+        imm-overflow  rdma_errors_bad_imm    "peer wrote * bytes past our buffer*"
+        imm-past-end  rdma_errors_bad_imm    "peer wrote * bytes past our buffer*"
+        rdma-read     rdma_errors_completion "the queue pair failed with no completion saying why*"
+        atomic        rdma_errors_completion "the queue pair failed with no completion saying why*"
     } {
         test "RDMA bad peer: $case closes only that connection" {
             set from [log_lines]
             set before [rdma_info $counter]
+            set errors_before {}
+            foreach c $::rdma_error_counters { dict set errors_before $c [rdma_info $c] }
             # A good client is connected the whole time.
             set holder [exec src/skv-rdma-tool hold $::rdma_host $port 3 > [tmpfile hold] 2>@1 &]
             set out [rdma_tool bad $::rdma_host $port $case]
             assert_match "*closed by server*" $out
-            assert {[rdma_info $counter] > $before}
+            # The server may learn of it after the peer did.
+            wait_for_condition 50 100 {
+                [rdma_info $counter] == $before + 1
+            } else {
+                fail "$counter went from $before to [rdma_info $counter]"
+            }
             wait_for_log_messages 0 [list "*RDMA: * failed: $logpat*"] $from 50 100
             assert_others_unaffected $port
             wait_for_condition 100 100 {
                 [catch {exec kill -0 $holder}] == 1
             } else {
                 fail "the good client did not finish"
+            }
+            # No other error counter moved.
+            foreach c $::rdma_error_counters {
+                if {$c ne $counter} { assert_equal [dict get $errors_before $c] [rdma_info $c] "$c" }
             }
         }
     }

@@ -6,6 +6,7 @@
 #                                                   (SKV's RDMA tests only)
 #   utils/rdma-vm.sh env SKV_RDMA_UPSTREAM=0 SKV_RDMA_TESTS=nickv tests/rdma/run-in-vm.sh
 #                                                   (one file of them)
+#   ... SKV_RDMA_ONLY="/listener" ...                (tests matching a regex)
 #
 # 1. SKV's RDMA tests (tests/rdma/*.tcl) in upstream's harness: redis-cli,
 #    redis-benchmark and the async API over RDMA, replication over RDMA,
@@ -35,6 +36,8 @@ for f in "$top"/tests/rdma/*.tcl; do
     if [ -n "${SKV_RDMA_TESTS:-}" ] && [[ " $SKV_RDMA_TESTS " != *" $name "* ]]; then continue; fi
     args+=(--single "skv/rdma/$name")
 done
+# (SKV_RDMA_ONLY="/regex" runs only the tests whose names match.)
+[ -n "${SKV_RDMA_ONLY:-}" ] && args+=(--only "$SKV_RDMA_ONLY")
 echo "=== SKV RDMA tests"
 ./runtest --clients 1 --timeout 1800 "${args[@]}" || status=1
 

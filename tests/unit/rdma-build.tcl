@@ -20,6 +20,9 @@ start_server {tags {"skv rdma-build"}} {
         assert_equal [lindex [r config get rdma-rx-size] 1] [expr {2*1024*1024}]
         r config set rdma-bind "127.0.0.1"
         r config set rdma-max-pinned-memory 512mb
+        r config set rdma-max-unauthenticated 64
+        assert_equal {rdma-max-unauthenticated 64} [r config get rdma-max-unauthenticated]
+        r config set rdma-max-unauthenticated 128
         r config set rdma-rx-size 1mb
         r config set rdma-bind ""
     }

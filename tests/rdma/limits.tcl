@@ -1,0 +1,215 @@
+# RDMA transport: what a connection may cost, and what happens at each
+# limit. A connection the server accepts can be served; one it cannot
+# serve is refused at connect time, with the reason in the reject; the
+# memory of connections that never authenticate is bounded; a listener
+# that could not start comes back on its own, or on CONFIG SET.
+
+source tests/skv/helpers.tcl
+if {![rdma_available]} {
+    puts "skipping tests/rdma/limits: no RDMA devices (run through utils/rdma-vm.sh)"
+    return
+}
+
+# skv-rdma-tool conns: "accepted A refused R replied P failed F", then
+# "reason: ..." lines. Returns a dict of the four numbers and the reasons.
+proc conns_result {out} {
+    if {![regexp {accepted (\d+) refused (\d+) replied (\d+) failed (\d+)} $out -> a r p f]} {
+        fail "skv-rdma-tool conns said: $out"
+    }
+    set reasons {}
+    foreach line [split $out "\n"] {
+        if {[string match "reason: *" $line]} { lappend reasons [string range $line 8 end] }
+    }
+    dict create accepted $a refused $r replied $p failed $f reasons $reasons
+}
+
+proc server_rss_kb {} {
+    set fd [open /proc/[srv 0 pid]/status]
+    set status [read $fd]
+    close $fd
+    regexp {VmRSS:\s+(\d+) kB} $status -> kb
+    return $kb
+}
+
+proc count_log_lines {pattern from} {
+    set n 0
+    set fd [open [srv 0 stdout]]
+    set i 0
+    while {[gets $fd line] >= 0} {
+        if {[incr i] > $from && [string match $pattern $line]} { incr n }
+    }
+    close $fd
+    return $n
+}
+
+proc log_lines {} {
+    lindex [exec wc -l [srv 0 stdout]] 0
+}
+
+set port [rdma_port]
+start_server [list tags {"rdma"} overrides [rdma_overrides $port]] {
+    test {RDMA: at the pinned-memory cap, every accepted connection is served and the rest are refused at connect} {
+        set from [log_lines]
+        set refusals [rdma_info rdma_errors_pinned_limit]
+        # Room for about 25 connections' pre-auth buffers.
+        r config set rdma-max-pinned-memory [expr {[rdma_info rdma_pinned_bytes] + 3 * 1024 * 1024}]
+        set res [conns_result [exec src/skv-rdma-tool conns $::rdma_host $port 60 0]]
+        r config set rdma-max-pinned-memory 1gb
+        assert {[dict get $res accepted] >= 10}
+        assert {[dict get $res refused] >= 10}
+        # What was accepted answered: its staging ring was reserved with
+        # the rest at accept time, not refused at its first reply.
+        assert_equal 0 [dict get $res failed] "failures: [dict get $res reasons]"
+        assert_equal [dict get $res accepted] [dict get $res replied]
+        assert {![string match "*reply:*" [dict get $res reasons]]}
+        assert_match "*connection refused by *pinned-memory limit*" [dict get $res reasons]
+        # One count per refused connection; a grant the cap cannot give in
+        # full (the staging ring stays small) is no refusal.
+        assert_equal [dict get $res refused] [expr {[rdma_info rdma_errors_pinned_limit] - $refusals}]
+        # Refusals are a peer's doing: their log lines are rate limited.
+        wait_for_condition 50 100 {
+            [rdma_info rdma_connections] == 0
+        } else {
+            fail "the connections did not go away"
+        }
+        set lines [count_log_lines "*RDMA: refusing connection*" $from]
+        assert {$lines >= 1 && $lines <= 20}
+        assert_equal PONG [rdma_cli $port ping]
+    }
+}
+
+set port [rdma_port]
+start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rdma_host requirepass s3cret]] {
+    r auth s3cret
+    test {RDMA: connections that never authenticate are capped (rdma-max-unauthenticated), their memory bounded} {
+        assert_equal {rdma-max-unauthenticated 128} [r config get rdma-max-unauthenticated]
+        set from [log_lines]
+        set rss0 [server_rss_kb]
+        set out [tmpfile conns]
+        set pid [exec src/skv-rdma-tool conns $::rdma_host $port 300 30 > $out 2>@1 &]
+        wait_for_condition 600 100 {
+            [string match "*accepted*" [exec cat $out]]
+        } else {
+            catch {exec kill $pid}
+            fail "skv-rdma-tool conns did not finish connecting: [exec cat $out]"
+        }
+        set res [conns_result [exec cat $out]]
+        set rss1 [server_rss_kb]
+        set conns [rdma_info rdma_connections]
+        catch {exec kill $pid}
+        puts "    300 idle unauthenticated RDMA connections: [dict get $res accepted] accepted,\
+              [dict get $res refused] refused; server RSS +[expr {$rss1 - $rss0}] KiB\
+              ([expr {($rss1 - $rss0) / max(1, $conns)}] KiB per connection)"
+        assert_equal 128 [dict get $res accepted]
+        assert_equal 172 [dict get $res refused]
+        assert_equal 172 [rdma_info rdma_errors_unauth_limit]
+        assert_match "*connection refused by *not authenticated yet (rdma-max-unauthenticated 128)*" \
+            [dict get $res reasons]
+        # Each accepted one got its reply (NOAUTH), and is still held.
+        assert_equal 128 [dict get $res replied]
+        assert_match "*reply: -NOAUTH*" [dict get $res reasons]
+        assert_equal 128 $conns
+        # The documented bound (RDMA.md, "Memory"): 2 MiB per connection
+        # not authenticated yet, whatever the number that try.
+        assert {$rss1 - $rss0 < 128 * 2048}
+        assert {[count_log_lines "*RDMA: refusing connection*" $from] <= 20}
+        wait_for_condition 100 100 {
+            [rdma_info rdma_connections] == 0
+        } else {
+            fail "the connections did not go away"
+        }
+        # Once they are gone, new clients are accepted again.
+        assert_equal PONG [rdma_cli $port -a s3cret --no-auth-warning ping]
+    }
+
+    test {RDMA: an authenticated connection no longer counts against rdma-max-unauthenticated} {
+        r config set rdma-max-unauthenticated 20
+        set rss0 [server_rss_kb]
+        set out [tmpfile conns]
+        set pid [exec src/skv-rdma-tool conns $::rdma_host $port 60 30 s3cret > $out 2>@1 &]
+        wait_for_condition 600 100 {
+            [string match "*accepted*" [exec cat $out]]
+        } else {
+            catch {exec kill $pid}
+            fail "skv-rdma-tool conns did not finish connecting: [exec cat $out]"
+        }
+        set res [conns_result [exec cat $out]]
+        set rss1 [server_rss_kb]
+        set conns [rdma_info rdma_connections]
+        catch {exec kill $pid}
+        puts "    60 idle authenticated RDMA connections: server RSS +[expr {$rss1 - $rss0}] KiB\
+              ([expr {($rss1 - $rss0) / max(1, $conns)}] KiB per connection)"
+        # They are opened one after another, and only authenticate after
+        # all of them were opened: 20 get in, then the cap refuses. Those
+        # 20 authenticate; from then on they do not count.
+        assert_equal 20 [dict get $res accepted]
+        assert_equal 20 [dict get $res replied]
+        assert_equal PONG [rdma_cli $port -a s3cret --no-auth-warning ping]
+        set res2 [conns_result [exec src/skv-rdma-tool conns $::rdma_host $port 20 0 s3cret]]
+        assert_equal 20 [dict get $res2 accepted]
+        assert_equal 20 [dict get $res2 replied]
+        r config set rdma-max-unauthenticated 128
+    }
+}
+
+test {RDMA: a listener that could not start is retried every second, and by CONFIG SET rdma-port} {
+    set port [rdma_port]
+    set tport [find_available_port [expr {$::baseport + 420}] 100]
+    set dir [file normalize [tmpdir retry]]
+    exec chmod 777 $dir
+    set log $dir/server.log
+    # As an unprivileged user, with too little locked memory for RDMA.
+    set pid [exec sh -c "ulimit -l 64; exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+        src/redis-server --port $tport --bind 127.0.0.1 --dir $dir --logfile $log \
+        --rdma-port $port --rdma-bind $::rdma_host --protected-mode no --save ''" &]
+    wait_for_condition 100 100 {
+        [catch {exec src/redis-cli -p $tport ping} out] == 0 && $out eq "PONG"
+    } else {
+        catch {exec kill $pid}
+        fail "the server did not start"
+    }
+    assert_match "*rdma_listener:error: *RLIMIT_MEMLOCK*" [exec src/redis-cli -p $tport info rdma]
+    # CONFIG SET of the same port retries, and says why it still fails.
+    catch {exec src/redis-cli -p $tport config set rdma-port $port} out
+    assert_match "*Unable to listen on the RDMA port: *RLIMIT_MEMLOCK*" $out
+    # The retries do not count as refused connections.
+    after 2500
+    assert_match "*rdma_errors_pinned_limit:0*" [exec src/redis-cli -p $tport info rdma]
+    # Raised under the running server: within a few seconds it listens.
+    exec prlimit --pid $pid --memlock=unlimited:unlimited
+    wait_for_condition 50 100 {
+        [string match "*rdma_listener:on*" [exec src/redis-cli -p $tport info rdma]]
+    } else {
+        catch {exec kill $pid}
+        fail "the listener did not come back: [exec src/redis-cli -p $tport info rdma]"
+    }
+    assert_equal PONG [rdma_cli $port ping]
+    # Now up: the same CONFIG SET leaves it alone.
+    assert_equal OK [exec src/redis-cli -p $tport config set rdma-port $port]
+    assert_equal PONG [rdma_cli $port ping]
+    assert_equal 1 [llength [split [exec grep "RDMA: listening on" $log] "\n"]]
+    exec kill $pid
+} {} {rdma}
+
+test {RDMA: CONFIG SET rdma-port retries a listener that is down} {
+    set port [rdma_port]
+    set tport [find_available_port [expr {$::baseport + 520}] 100]
+    set dir [file normalize [tmpdir retry2]]
+    exec chmod 777 $dir
+    set log $dir/server.log
+    set pid [exec sh -c "ulimit -l 64; exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+        src/redis-server --port $tport --bind 127.0.0.1 --dir $dir --logfile $log \
+        --rdma-port $port --rdma-bind $::rdma_host --protected-mode no --save ''" &]
+    wait_for_condition 100 100 {
+        [catch {exec src/redis-cli -p $tport ping} out] == 0 && $out eq "PONG"
+    } else {
+        catch {exec kill $pid}
+        fail "the server did not start"
+    }
+    # Raised and set at once: CONFIG SET answers only once it listens.
+    exec prlimit --pid $pid --memlock=unlimited:unlimited
+    assert_equal OK [exec src/redis-cli -p $tport config set rdma-port $port]
+    assert_match "*rdma_listener:on*" [exec src/redis-cli -p $tport info rdma]
+    assert_equal PONG [rdma_cli $port ping]
+    exec kill $pid
+} {} {rdma}
