@@ -282,7 +282,7 @@ static void connRdmaClose(connection *conn) {
     rdmaConnUnwatch(rc);
     if (rc->ch) {
         const char *why = rdmaChanError(rc->ch);
-        if (rdmaChanGetState(rc->ch) == RDMA_CHAN_ERROR && why) {
+        if (rdmaChanGetState(rc->ch) == RDMA_CHAN_ERROR && why && rdmaPeerLogAllow(RDMA_LOG_NOTICE)) {
             char ip[NET_IP_STR_LEN];
             int port;
             rdmaChanPeerAddr(rc->ch, ip, sizeof(ip), &port);
@@ -634,10 +634,12 @@ sds rdmaInfoString(sds info) {
         "rdma_rx_size:%zu\r\n"
         "rdma_replication:%d\r\n"
         "rdma_connections:%d\r\n"
+        "rdma_connections_unauthenticated:%d\r\n"
         "rdma_pinned_bytes:%zu\r\n"
         "rdma_pinned_limit:%zu\r\n",
         rdmaSupported() ? "yes" : "no", rdmaServer.status, where, rdmaConf.port, rdmaConf.rx_size, rdmaConf.replication,
         rdmaServer.ae ? rdmaAeCount(rdmaServer.ae) : 0,
+        rdmaServer.initialized ? rdmaUnauthCount() : 0,
         rdmaServer.initialized ? rdmaPinnedBytes() : 0,
         rdmaServer.initialized ? rdmaEffectivePinnedLimit() : (size_t)rdmaConf.max_pinned);
     for (const rdmaStatField *f = rdmaStatFields; f->name; f++)

@@ -284,31 +284,43 @@ static void rlog(int level, const char *fmt, ...) {
 
 static time_t monoSeconds(void);
 
-/* A line a peer can cause at will (refused, failed or timed-out
- * connections): at most RDMA_PEER_LOG_BURST of them per
- * RDMA_PEER_LOG_WINDOW seconds reach the log, then one line says how many
- * were left out. The counters in INFO count every one. */
-static void rlogPeer(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void rlogPeer(int level, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    time_t now = monoSeconds();
-    int dropped = 0, emit;
-    if (!R.log) return;
+/* Lines a peer can cause at will (refused, failed or timed-out
+ * connections): at NOTICE and WARNING, at most RDMA_PEER_LOG_BURST of them
+ * per RDMA_PEER_LOG_WINDOW seconds reach the log, then one line says how
+ * many were left out (rdmaCron() says it once the window is over, if no
+ * other line did). VERBOSE and DEBUG lines, which an operator asks for,
+ * are not limited. The counters in INFO count every failure. */
+static void peerLogFlush(time_t now) {
+    int dropped = 0;
     LOCK();
     if (now - R.peer_log_window >= RDMA_PEER_LOG_WINDOW) {
         dropped = R.peer_log_dropped;
         R.peer_log_window = now;
         R.peer_log_lines = R.peer_log_dropped = 0;
     }
-    emit = R.peer_log_lines < RDMA_PEER_LOG_BURST;
-    if (emit) R.peer_log_lines++;
-    else R.peer_log_dropped++;
     UNLOCK();
     if (dropped)
         rlog(RDMA_LOG_NOTICE, "RDMA: %d more lines about failed or refused connections were "
              "left out in the last %d seconds (INFO rdma counts them all)", dropped, RDMA_PEER_LOG_WINDOW);
-    if (!emit) return;
+}
+
+int rdmaPeerLogAllow(int level) {
+    int emit;
+    if (level < RDMA_LOG_NOTICE) return 1;
+    peerLogFlush(monoSeconds());
+    LOCK();
+    emit = R.peer_log_lines < RDMA_PEER_LOG_BURST;
+    if (emit) R.peer_log_lines++;
+    else R.peer_log_dropped++;
+    UNLOCK();
+    return emit;
+}
+
+static void rlogPeer(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rlogPeer(int level, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    if (!R.log || !rdmaPeerLogAllow(level)) return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
@@ -436,11 +448,10 @@ static void pinnedRefusal(size_t len, char *err, size_t errlen) {
                limit / 1024, pinnedNow() / 1024);
 }
 
-/* Reserve len bytes for a connection, or count the refusal and say why
- * (0 = reserved, -1 = refused). */
+/* Reserve len bytes, or say why not (0 = reserved, -1 = refused). The
+ * caller counts what the refusal cost (a connection refused, or nothing). */
 static int pinnedRefuse(size_t len, char *err, size_t errlen) {
     if (pinnedReserve(len)) return 0;
-    STAT_ADD(err_pinned_limit, 1);
     pinnedRefusal(len, err, errlen);
     return -1;
 }
@@ -458,7 +469,7 @@ static void memlockHint(char *buf, size_t buflen) {
 /* Map and register len bytes (a page multiple) with the given access; the
  * pinned-memory budget is the caller's business. -1 with err on failure. */
 static int bufMap(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
-                  int count, char *err, size_t errlen) {
+                  char *err, size_t errlen) {
     size_t ps = pageSize();
     memset(b, 0, sizeof(*b));
     b->maplen = len + 2 * ps;
@@ -478,7 +489,6 @@ static int bufMap(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
     if (!b->mr) {
         char hint[200];
         int e = errno;
-        if (count) STAT_ADD(err_register, 1);
         hint[0] = '\0';
         if (e == ENOMEM || e == EPERM || e == EAGAIN) memlockHint(hint, sizeof(hint));
         seterr(err, errlen, "ibv_reg_mr of %zu KiB failed: %s%s", len / 1024, strerror(e), hint);
@@ -499,18 +509,29 @@ static void bufUnmap(rdmaBuf *b) {
     memset(b, 0, sizeof(*b));
 }
 
-/* Allocate and register len bytes against the pinned-memory budget: a
- * refusal is counted (rdma_errors_pinned_limit) and err says why. */
+/* What a failed allocation was: the pinned-memory cap refused it, or the
+ * system did (mmap, ibv_reg_mr: RLIMIT_MEMLOCK), or another resource of
+ * the NIC's could not be had. Callers count it (rdmaStats) as such. */
+#define RDMA_NO_PINNED   -2
+#define RDMA_NO_RESOURCE -1
+
+/* Allocate and register len bytes against the pinned-memory budget: 0, or
+ * RDMA_NO_PINNED / RDMA_NO_RESOURCE with err saying why. Counts nothing. */
 static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
                     char *err, size_t errlen) {
     memset(b, 0, sizeof(*b));
     len = roundPages(len);
-    if (pinnedRefuse(len, err, errlen)) return -1;
-    if (bufMap(b, pd, len, access, 1, err, errlen) == -1) {
+    if (pinnedRefuse(len, err, errlen)) return RDMA_NO_PINNED;
+    if (bufMap(b, pd, len, access, err, errlen) == -1) {
         pinnedRelease(len);
-        return -1;
+        return RDMA_NO_RESOURCE;
     }
     return 0;
+}
+
+/* The counter for a connection that failed with such a code. */
+static unsigned long long *noBufCounter(int code) {
+    return code == RDMA_NO_PINNED ? &R.stats.err_pinned_limit : &R.stats.err_register;
 }
 
 static void bufFree(rdmaBuf *b) {
@@ -521,8 +542,9 @@ static void bufFree(rdmaBuf *b) {
 /* Replace b, which is in use by nothing in flight, with a buffer of len
  * bytes. Only growth is reserved, and a refusal is not an error of anyone's:
  * the connection goes on with the buffer it has (b is left as it was, and
- * -1 returned with err). Not counted in rdma_errors_pinned_limit, which
- * counts connections refused. */
+ * -1 returned with err). Counted nowhere: the counters count connections
+ * that failed. For a moment both buffers are registered: under a tight
+ * RLIMIT_MEMLOCK a growth the cap allowed may still be refused here. */
 static int bufReplace(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
                       char *err, size_t errlen) {
     rdmaBuf nb;
@@ -535,7 +557,7 @@ static int bufReplace(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
                pinnedNow() / 1024);
         return -1;
     }
-    if (bufMap(&nb, pd, len, access, 1, err, errlen) == -1) {
+    if (bufMap(&nb, pd, len, access, err, errlen) == -1) {
         if (grow) pinnedRelease(grow);
         return -1;
     }
@@ -651,7 +673,10 @@ int rdmaProbeMemory(const char *addr, char *err, size_t errlen) {
     struct ibv_pd *pd = NULL;
     rdmaBuf b;
     int n, rv = -1;
-    size_t need = RDMA_RX_SIZE_PREAUTH + RDMA_MAX_WRS * RDMA_CTRL_MSG_SIZE;
+    /* What listenerAccept() registers: receive buffer, staging ring,
+     * control slots both ways (the send slots take a page). */
+    size_t need = RDMA_RX_SIZE_PREAUTH + RDMA_TX_SIZE_PREAUTH + RDMA_MAX_WRS * RDMA_CTRL_MSG_SIZE +
+                  roundPages(RDMA_CTRL_TX_SLOTS * RDMA_CTRL_MSG_SIZE);
 
     if (addr && *addr && strcmp(addr, "*") && strcmp(addr, "0.0.0.0")) {
         struct sockaddr_storage ss;
@@ -682,7 +707,7 @@ int rdmaProbeMemory(const char *addr, char *err, size_t errlen) {
         pinnedRefusal(need, err, errlen);
         goto out;
     }
-    if (bufMap(&b, pd, need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0, err, errlen) == 0) {
+    if (bufMap(&b, pd, need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, err, errlen) == 0) {
         bufUnmap(&b);
         rv = 0;
     }
@@ -726,11 +751,12 @@ static int postRecv(rdmaChan *ch, uint32_t slot) {
 
 /* Create the protection domain, completion channel and queue, queue pair
  * and buffers of a channel whose id has a device, and post the receives.
- * rx_size is the first receive buffer. */
+ * rx_size is the first receive buffer. 0, or RDMA_NO_PINNED /
+ * RDMA_NO_RESOURCE (see bufAlloc) with err saying why; counts nothing. */
 static int chanCreateQP(rdmaChan *ch, size_t rx_size, int comp_vector, char *err, size_t errlen) {
     struct ibv_context *ctx = ch->id->verbs;
     struct ibv_qp_init_attr qpa;
-    int vector;
+    int vector, rv;
     uint32_t i;
 
     trackDevice(ctx);
@@ -768,17 +794,17 @@ static int chanCreateQP(rdmaChan *ch, size_t rx_size, int comp_vector, char *err
         seterr(err, errlen, "rdma_create_qp: %s", strerror(errno));
         return -1;
     }
-    if (bufAlloc(&ch->ctrl_rx, ch->pd, RDMA_MAX_WRS * RDMA_CTRL_MSG_SIZE,
-                 IBV_ACCESS_LOCAL_WRITE, err, errlen) == -1) return -1;
-    if (bufAlloc(&ch->ctrl_tx, ch->pd, RDMA_CTRL_TX_SLOTS * RDMA_CTRL_MSG_SIZE, 0, err, errlen) == -1)
-        return -1;
-    if (bufAlloc(&ch->rx, ch->pd, rx_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-                 err, errlen) == -1) return -1;
+    if ((rv = bufAlloc(&ch->ctrl_rx, ch->pd, RDMA_MAX_WRS * RDMA_CTRL_MSG_SIZE,
+                       IBV_ACCESS_LOCAL_WRITE, err, errlen)) != 0) return rv;
+    if ((rv = bufAlloc(&ch->ctrl_tx, ch->pd, RDMA_CTRL_TX_SLOTS * RDMA_CTRL_MSG_SIZE, 0, err, errlen)) != 0)
+        return rv;
+    if ((rv = bufAlloc(&ch->rx, ch->pd, rx_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                       err, errlen)) != 0) return rv;
     if (!ch->rx_next_size) ch->rx_next_size = ch->rx.len;
     /* A server's staging ring is reserved now, with the rest: a connection
      * we accept can always answer (a client's is made on its first write,
      * once the server's buffer size is known). */
-    if (ch->server && bufAlloc(&ch->tx, ch->pd, ch->tx_want, 0, err, errlen) == -1) return -1;
+    if (ch->server && (rv = bufAlloc(&ch->tx, ch->pd, ch->tx_want, 0, err, errlen)) != 0) return rv;
     for (i = 0; i < RDMA_MAX_WRS; i++) {
         if (postRecv(ch, i)) {
             seterr(err, errlen, "ibv_post_recv: %s", strerror(errno));
@@ -841,7 +867,8 @@ static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt,
     ch->err_is_flush = 0;
     /* One failure, one count: a flush counted provisionally (see
      * chanSettleFlush) moves to the real cause when that shows up. */
-    if (ch->counted && counter) __atomic_fetch_sub(ch->counted, 1, __ATOMIC_RELAXED);
+    if (ch->counted && counter && __atomic_load_n(ch->counted, __ATOMIC_RELAXED) > 0)
+        __atomic_fetch_sub(ch->counted, 1, __ATOMIC_RELAXED);   /* unless RESETSTAT cleared it */
     if (counter) {
         __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
         ch->counted = counter;
@@ -851,15 +878,17 @@ static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt,
 }
 
 /* The queue pair went to the error state and only flushed work requests
- * said so: nothing we did and no completion gave a cause. On RC that is the
- * peer's doing (for example an RDMA READ or atomic on our buffer, which is
- * registered for remote writes only: the NIC refuses it and fails the queue
- * pair). Counted as a completion error, once, when the owner learns of it;
- * a real cause found later takes the count over. */
+ * said so: nothing we did and no completion gave a cause. Soft-RoCE does
+ * this on the peer's RDMA READ or atomic on our buffer (registered for
+ * remote writes only: the NIC refuses the request and fails the queue
+ * pair); a real NIC may raise IBV_EVENT_QP_ACCESS_ERR instead (counted as
+ * async). Counted as a completion error, once, when the owner learns of it
+ * (after the async events it was told of: a device removal takes the count
+ * over, as does any real cause found later). */
 static void chanSettleFlush(rdmaChan *ch) {
     if (ch->state != RDMA_CHAN_ERROR || !ch->err_is_flush || ch->counted) return;
     snprintf(ch->err, sizeof(ch->err), "the queue pair failed with no completion saying why "
-             "(the peer used it in a way we do not allow: an RDMA READ or atomic?)");
+             "(on Soft-RoCE: the peer's RDMA READ or atomic on our buffer, which we refuse)");
     __atomic_fetch_add(&R.stats.err_completion, 1, __ATOMIC_RELAXED);
     ch->counted = &R.stats.err_completion;
     rlogPeer(RDMA_LOG_VERBOSE, "RDMA: connection %s failed: %s",
@@ -1309,7 +1338,7 @@ static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
     struct epoll_event ev;
     char err[256];
     size_t preauth = l->rx_size < RDMA_RX_SIZE_PREAUTH ? l->rx_size : RDMA_RX_SIZE_PREAUTH;
-    int limit = __atomic_load_n(&R.unauth_limit, __ATOMIC_RELAXED);
+    int limit = __atomic_load_n(&R.unauth_limit, __ATOMIC_RELAXED), rv;
     rdmaChan *ch;
 
     /* Before anything is allocated: what a connection costs until its
@@ -1342,13 +1371,18 @@ static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
     ch->tx_want = RDMA_TX_SIZE_PREAUTH;
     chanSetPeerDesc(ch);
     chanSetAckTimeout(ch);
-    if (chanCreateQP(ch, preauth, l->comp_vector, err, sizeof(err)) == -1) goto refuse;
+    if ((rv = chanCreateQP(ch, preauth, l->comp_vector, err, sizeof(err))) != 0) {
+        __atomic_fetch_add(noBufCounter(rv), 1, __ATOMIC_RELAXED);
+        goto refuse;
+    }
     memset(&param, 0, sizeof(param));
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.rnr_retry_count = 7;
     if (rdma_accept(id, &param)) {
+        /* Typically a peer that gave up already: a failed handshake. */
         snprintf(err, sizeof(err), "rdma_accept: %s", strerror(errno));
+        STAT_ADD(err_handshake, 1);
         goto refuse;
     }
     memset(&ev, 0, sizeof(ev));
@@ -1356,6 +1390,7 @@ static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
     ev.data.ptr = ch;
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, ch->comp_ch->fd, &ev) == -1) {
         snprintf(err, sizeof(err), "epoll_ctl: %s", strerror(errno));
+        STAT_ADD(err_register, 1);
         goto refuse;
     }
     ch->listener = l;
@@ -1452,7 +1487,16 @@ void rdmaListenerCron(rdmaListener *l) {
     while (ch) {
         next = ch->hs_next;
         chanApplyAsync(ch);
-        if (now - ch->created > RDMA_HANDSHAKE_TIMEOUT) {
+        if (ch->state == RDMA_CHAN_ERROR || ch->state == RDMA_CHAN_CLOSED) {
+            /* An async event failed it: close it now, counted once. */
+            if (!ch->counted) {
+                STAT_ADD(err_handshake, 1);
+                ch->counted = &R.stats.err_handshake;
+            }
+            rlogPeer(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s", ch->peer_desc,
+                     ch->err[0] ? ch->err : "peer disconnected");
+            rdmaChanClose(ch);
+        } else if (now - ch->created > RDMA_HANDSHAKE_TIMEOUT) {
             STAT_ADD(err_handshake, 1);
             rlogPeer(RDMA_LOG_NOTICE, "RDMA: closing connection from %s: no handshake within %d seconds",
                      ch->peer_desc[0] ? ch->peer_desc : "?", RDMA_HANDSHAKE_TIMEOUT);
@@ -1642,9 +1686,11 @@ static int chanHandleClientCm(rdmaChan *ch) {
             struct rdma_conn_param param;
             struct epoll_event pev;
             char err[256];
+            int rv;
             chanSetAckTimeout(ch);
-            if (chanCreateQP(ch, ch->rx_size_wanted, ch->comp_vector, err, sizeof(err)) == -1) {
-                chanFail(ch, &R.stats.err_connect, "%s", err);
+            if ((rv = chanCreateQP(ch, ch->rx_size_wanted, ch->comp_vector, err, sizeof(err))) != 0) {
+                chanFail(ch, rv == RDMA_NO_PINNED ? &R.stats.err_pinned_limit : &R.stats.err_connect,
+                         "%s", err);
                 break;
             }
             memset(&pev, 0, sizeof(pev));
@@ -1770,8 +1816,9 @@ static int stagingResize(rdmaChan *ch) {
     if (ch->tx.data && (ch->tx.len >= want || ch->st_in != ch->st_out)) return 0;
     if (!ch->tx.data) {
         /* A client's first write (a server's ring exists from the accept). */
-        if (bufAlloc(&ch->tx, ch->pd, want, 0, err, sizeof(err)) == -1) {
-            chanFail(ch, NULL, "no staging buffer: %s", err);
+        int rv = bufAlloc(&ch->tx, ch->pd, want, 0, err, sizeof(err));
+        if (rv != 0) {
+            chanFail(ch, noBufCounter(rv), "no staging buffer: %s", err);
             return -1;
         }
     } else if (bufReplace(&ch->tx, ch->pd, want, 0, err, sizeof(err)) == -1) {
@@ -1779,9 +1826,10 @@ static int stagingResize(rdmaChan *ch) {
         rlogPeer(RDMA_LOG_NOTICE, "RDMA: connection %s keeps its %zu KiB staging ring: %s",
                  ch->peer_desc, ch->tx.len / 1024, err);
         ch->tx_want = ch->tx.len;
-        return 0;
     }
-    ch->st_in = ch->st_out = 0;
+    /* The ring is empty (st_in == st_out), so any position in it will do:
+     * st_in and st_out go on from where they are, as the st_end[] of sends
+     * still in flight (a control message) expect. */
     return 0;
 }
 
@@ -1901,7 +1949,10 @@ int rdmaChanAttachRegion(rdmaChan *ch, void *base, size_t len, char *err, size_t
         seterr(err, errlen, "the connection is not established");
         return -1;
     }
-    if (pinnedRefuse(len, err, errlen)) return -1;
+    if (pinnedRefuse(len, err, errlen)) {
+        STAT_ADD(err_pinned_limit, 1);
+        return -1;
+    }
     /* Local access only: no peer can touch it. LOCAL_WRITE although only
      * our own sends read it: a read-only registration of pages never
      * written may pin the shared zero page on some kernels, and the NIC
@@ -2176,6 +2227,7 @@ static void chanFree(rdmaChan *ch) {
 
 void rdmaChanClose(rdmaChan *ch) {
     if (!ch || ch->lingering) return;
+    chanApplyAsync(ch);
     chanSettleFlush(ch);
     /* Under the lock (see rdmaChanSetNotify): a lingering channel passes
      * from its owner's thread to rdmaCron's, and the lock's release and
@@ -2204,6 +2256,7 @@ void rdmaChanClose(rdmaChan *ch) {
 void rdmaCron(void) {
     rdmaChan *ch, *next;
     time_t now = monoSeconds();
+    peerLogFlush(now);
     LOCK();
     ch = R.chans;
     while (ch) {

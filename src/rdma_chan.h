@@ -126,12 +126,15 @@ typedef struct rdmaStats {
 #define RDMA_LOG_VERBOSE 1
 #define RDMA_LOG_NOTICE  2
 #define RDMA_LOG_WARNING 3
-/* Lines a peer can cause (a refused or failed connection) are rate limited:
- * at most RDMA_PEER_LOG_BURST in RDMA_PEER_LOG_WINDOW seconds, then one line
- * saying how many were left out. */
+/* Lines a peer can cause (a refused or failed connection) at NOTICE and
+ * above are rate limited: at most RDMA_PEER_LOG_BURST in
+ * RDMA_PEER_LOG_WINDOW seconds, then one line saying how many were left
+ * out. rdmaPeerLogAllow() says whether the owner may log such a line of
+ * its own at that level now (and counts it). */
 #define RDMA_PEER_LOG_BURST  20
 #define RDMA_PEER_LOG_WINDOW 10
 typedef void (*rdmaLogFn)(int level, const char *msg);
+int rdmaPeerLogAllow(int level);
 
 /* Called when a channel's state changed outside of its own fd events (the
  * peer disconnected, a fatal async event): the owner should look at it. */

@@ -675,7 +675,7 @@ static int connsPing(rdmaChan *ch, const char *pass, char *why, size_t whylen) {
         got += (size_t)n;
     }
     reply[got] = '\0';
-    if (strncmp(reply, pass ? "+OK\r\n+PONG" : "+PONG", pass ? 11 : 5)) {
+    if (strncmp(reply, pass ? "+OK\r\n+PONG" : "+PONG", pass ? 10 : 5)) {
         reply[strcspn(reply, "\r\n")] = '\0';
         snprintf(why, whylen, "reply: %s", reply);
         return 1;

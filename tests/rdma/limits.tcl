@@ -109,6 +109,7 @@ start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rd
         assert_equal 128 [dict get $res replied]
         assert_match "*reply: -NOAUTH*" [dict get $res reasons]
         assert_equal 128 $conns
+        assert_equal 128 [rdma_info rdma_connections_unauthenticated]
         # The documented bound (RDMA.md, "Memory"): 2 MiB per connection
         # not authenticated yet, whatever the number that try.
         assert {$rss1 - $rss0 < 128 * 2048}
@@ -126,7 +127,7 @@ start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rd
         r config set rdma-max-unauthenticated 20
         set rss0 [server_rss_kb]
         set out [tmpfile conns]
-        set pid [exec src/skv-rdma-tool conns $::rdma_host $port 60 30 s3cret > $out 2>@1 &]
+        set pid [exec src/skv-rdma-tool conns $::rdma_host $port 60 60 s3cret > $out 2>@1 &]
         wait_for_condition 600 100 {
             [string match "*accepted*" [exec cat $out]]
         } else {
@@ -136,18 +137,29 @@ start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rd
         set res [conns_result [exec cat $out]]
         set rss1 [server_rss_kb]
         set conns [rdma_info rdma_connections]
-        catch {exec kill $pid}
-        puts "    60 idle authenticated RDMA connections: server RSS +[expr {$rss1 - $rss0}] KiB\
+        puts "    20 idle authenticated RDMA connections: server RSS +[expr {$rss1 - $rss0}] KiB\
               ([expr {($rss1 - $rss0) / max(1, $conns)}] KiB per connection)"
-        # They are opened one after another, and only authenticate after
-        # all of them were opened: 20 get in, then the cap refuses. Those
-        # 20 authenticate; from then on they do not count.
+        # They are opened one after another, and authenticate only after
+        # all of them were opened: 20 get in, then the cap refuses.
         assert_equal 20 [dict get $res accepted]
+        assert_equal 40 [dict get $res refused]
         assert_equal 20 [dict get $res replied]
+        assert {![string match "*reply:*" [dict get $res reasons]]}
+        # Those 20 authenticated: held still, they no longer count.
+        assert_equal 20 $conns
+        assert_equal 0 [rdma_info rdma_connections_unauthenticated]
         assert_equal PONG [rdma_cli $port -a s3cret --no-auth-warning ping]
         set res2 [conns_result [exec src/skv-rdma-tool conns $::rdma_host $port 20 0 s3cret]]
         assert_equal 20 [dict get $res2 accepted]
         assert_equal 20 [dict get $res2 replied]
+        assert {![string match "*reply:*" [dict get $res2 reasons]]}
+        # The first 20 are still held.
+        wait_for_condition 50 100 {
+            [rdma_info rdma_connections] == 20
+        } else {
+            fail "[rdma_info rdma_connections] RDMA connections, not the 20 still held"
+        }
+        catch {exec kill $pid}
         r config set rdma-max-unauthenticated 128
     }
 }
