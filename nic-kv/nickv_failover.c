@@ -74,6 +74,7 @@
 
 #include "nickv.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -136,6 +137,7 @@ typedef struct foCandidate {
                                  * RDMA replicas that follow it if promoted */
     long long offset;
     int priority;
+    char runid[NK_RUNID_SIZE + 1];  /* its process (INFO server), "" if not known */
     char why[128];              /* why it cannot */
 } foCandidate;
 
@@ -145,6 +147,8 @@ typedef struct foRepoint {
     int pending;                /* commands in flight */
     int rdma;                   /* rdma-replication (its INFO rdma): -1 not known
                                  * yet; 1: REPLICAOF names the RDMA port */
+    int is_master;              /* its INFO server says it is the master's process,
+                                 * at another address: not repointed */
     long long retry_after_us;   /* after an error, not before then */
     char last_err[128];         /* ... which is logged once */
     long long since_ms;         /* on the list since */
@@ -166,6 +170,9 @@ static struct {
     foCandidate cand[NK_FO_CANDIDATES];
     int ncand;
     foNode winner;
+    char winner_runid[NK_RUNID_SIZE + 1];
+    char master_runid[NK_RUNID_SIZE + 1];   /* the master's process when we promoted
+                                             * it ("": ask the probes) */
     int winner_rdma_port;
     int master_rdma_port;       /* the master's RDMA port, as its INFO said when
                                  * we promoted it (0: none, or not known) */
@@ -448,6 +455,7 @@ void nkFailoverMasterIs(const char *ip, int port) {
     snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
     F.master.port = port;
     F.master_rdma_port = 0;     /* the probes read it from its INFO */
+    F.master_runid[0] = '\0';
     F.have_master = 1;
     F.epoch++;
     stateSave();
@@ -532,18 +540,45 @@ static void logReply(long long tag, const char *ip, int port, const char *reply,
     if (is_error) nkLog(LL_WARNING, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
 }
 
-/* A node to repoint said (INFO rdma) whether it replicates over RDMA: an
- * RDMA replica's REPLICAOF names the master's RDMA port. A node that is
- * not SKV has no such section: TCP. */
+/* The run_id an INFO reply carries (its "server" section), into out
+ * (NK_RUNID_SIZE + 1 bytes); "" if none. */
+static void infoRunid(const char *reply, size_t len, char *out) {
+    const char *p = memmem(reply, len, "\r\nrun_id:", 9);
+    out[0] = '\0';
+    if (!p || (size_t)(p - reply) + 9 + NK_RUNID_SIZE > len) return;
+    memcpy(out, p + 9, NK_RUNID_SIZE);
+    out[NK_RUNID_SIZE] = '\0';
+    for (int i = 0; i < NK_RUNID_SIZE; i++)
+        if (!isxdigit((unsigned char)out[i])) out[0] = '\0';
+}
+
+/* The master's process, as far as we know it. */
+static const char *masterRunid(void) {
+    return F.master_runid[0] ? F.master_runid : nkProbeMasterRunid();
+}
+
+/* A node to repoint said (INFO server rdma) which process it is and
+ * whether it replicates over RDMA: an RDMA replica's REPLICAOF names the
+ * master's RDMA port. A node that is not SKV has no rdma section: TCP. The
+ * same process can be known at two addresses (a replica that reaches the
+ * master by one and Nic-KV by another: the master lists one, Nic-KV's
+ * replicas the other): if it is the master's, the master was promoted
+ * under its other address, and it must not be made a replica of itself. */
 static void rdmaModeReply(long long tag, const char *ip, int port, const char *reply, size_t len,
                           int is_error) {
     (void)tag;                  /* the node's mode, whichever master it was asked for */
     for (int i = 0; i < F.nrepoint; i++) {
         foRepoint *r = &F.repoint[i];
+        char runid[NK_RUNID_SIZE + 1];
         if (r->node.port != port || strcmp(r->node.ip, ip)) continue;
         r->pending = 0;
-        if (is_error) r->retry_after_us = foNowUs() + 1000000LL;
-        else r->rdma = memmem(reply, len, "rdma_replication:1", 18) != NULL;
+        if (is_error) {
+            r->retry_after_us = foNowUs() + 1000000LL;
+            return;
+        }
+        r->rdma = memmem(reply, len, "rdma_replication:1", 18) != NULL;
+        infoRunid(reply, len, runid);
+        r->is_master = runid[0] && !strcmp(runid, masterRunid());
         return;
     }
 }
@@ -577,15 +612,22 @@ static void repointTick(void) {
             continue;
         }
         if (r->pending || !v.valid || !v.connected) continue;
-        if (r->node.port == F.master.port && !strcmp(r->node.reach, F.master.reach)) {
-            /* It is the master again (promoted since): nothing to do. */
+        if ((r->node.port == F.master.port && !strcmp(r->node.reach, F.master.reach)) || r->is_master) {
+            /* It is the master again (promoted since), or the master's
+             * process at another address: nothing to do. */
+            if (r->is_master)
+                nkLog(LL_NOTICE, "Failover: %s:%d is the master %s:%d itself (the same run_id), at "
+                      "another address: not repointed", r->node.reach, r->node.port, F.master.reach,
+                      F.master.port);
             nkProbeWatch(r->node.ip, r->node.port, 0);
             F.repoint[i--] = F.repoint[--F.nrepoint];
+            stateSave();
             continue;
         }
         if (foNowUs() < r->retry_after_us) continue;
         if (r->rdma < 0) {
-            if (nkProbeCommand(r->node.ip, r->node.port, rdmaModeReply, F.epoch, "INFO", "rdma", NULL) == 0)
+            if (nkProbeCommand(r->node.ip, r->node.port, rdmaModeReply, F.epoch, "INFO", "server", "rdma",
+                               NULL) == 0)
                 r->pending = 1;
             continue;
         }
@@ -768,6 +810,7 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         else if (!strcmp(l, "nickv_lease:off")) lease_off = 1;
     }
     sdsfreesplitres(lines, count);
+    infoRunid(reply, len, c->runid);
     /* The node's word: a port REPLICAOF could use, or none. */
     c->rdma_port = rdma_on && rdma_port > 0 && rdma_port <= 65535 ? rdma_port : 0;
     const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
@@ -805,8 +848,8 @@ static void foQuery(void) {
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
         /* A witness whose connection is down is asked again each tick. */
-        if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication", "rdma",
-                           "nickv", NULL) == -1 && !c->named) {
+        if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "server", "replication",
+                           "rdma", "nickv", NULL) == -1 && !c->named) {
             c->answered = 1;
             snprintf(c->why, sizeof(c->why), "its probe connection is down");
         }
@@ -946,6 +989,7 @@ static void foChoose(void) {
         return;
     }
     F.winner = best->node;
+    memcpy(F.winner_runid, best->runid, sizeof(F.winner_runid));
     F.winner_rdma_port = best->rdma_port;
     F.winner_offset = best->offset;
     F.winner_priority = best->priority;
@@ -960,10 +1004,12 @@ static void foPromote(void) {
      * old master back. */
     F.master = F.winner;
     F.master_rdma_port = F.winner_rdma_port;
+    memcpy(F.master_runid, F.winner_runid, sizeof(F.master_runid));
     F.epoch++;
     repointAdd(F.old.reach, F.old.port, 1);
     if (stateSave() == -1) {
         F.master = F.old;
+        F.master_runid[0] = '\0';
         F.master_rdma_port = 0;
         F.epoch--;
         repointRemove(F.old.reach, F.old.port);
@@ -973,6 +1019,7 @@ static void foPromote(void) {
     F.promote_reply = 0;
     if (nkProbeCommand(F.winner.ip, F.winner.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
         F.master = F.old;
+        F.master_runid[0] = '\0';
         F.master_rdma_port = 0;
         F.epoch--;
         repointRemove(F.old.reach, F.old.port);
@@ -1344,6 +1391,7 @@ void nkFailoverTick(void) {
             snprintf(reason, sizeof(reason), "REPLICAOF NO ONE on %.60s:%d: %.100s", F.winner.reach,
                      F.winner.port, F.promote_reply == -1 ? F.promote_err : "no answer");
             F.master = F.old;
+            F.master_runid[0] = '\0';
             F.master_rdma_port = 0;
             repointRemove(F.old.reach, F.old.port);
             /* It may still run REPLICAOF NO ONE (a late answer): as a master

@@ -1406,23 +1406,27 @@ refuse:
     rdmaChanClose(ch);
 }
 
+/* Close a handshaking channel that failed or whose peer left. Counted
+ * once: under its own cause when it has one (a protocol error), else as a
+ * failed handshake (the peer left, or its queue pair failed, before the
+ * handshake was done). Returns 1 if it was closed. */
+static int listenerDropFailed(rdmaChan *ch) {
+    if (ch->state != RDMA_CHAN_ERROR && ch->state != RDMA_CHAN_CLOSED) return 0;
+    if (!ch->counted) {
+        STAT_ADD(err_handshake, 1);
+        ch->counted = &R.stats.err_handshake;
+    }
+    rlogPeer(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s", ch->peer_desc,
+             ch->err[0] ? ch->err : "peer disconnected");
+    rdmaChanClose(ch);
+    return 1;
+}
+
 /* A handshaking channel is done when the connection is established and the
  * peer told us where to write. */
 static void listenerMaybeReady(rdmaListener *l, rdmaChan *ch, rdmaAcceptFn accept, void *data) {
     chanApplyAsync(ch);
-    if (ch->state == RDMA_CHAN_ERROR || ch->state == RDMA_CHAN_CLOSED) {
-        /* Counted once: under its own cause when it has one (a protocol
-         * error), else as a failed handshake (the peer left, or its queue
-         * pair failed, before the handshake was done). */
-        if (!ch->counted) {
-            STAT_ADD(err_handshake, 1);
-            ch->counted = &R.stats.err_handshake;
-        }
-        rlogPeer(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s", ch->peer_desc,
-                 ch->err[0] ? ch->err : "peer disconnected");
-        rdmaChanClose(ch);
-        return;
-    }
+    if (listenerDropFailed(ch)) return;
     if (!ch->established || !ch->peer_known) return;
     listenerRemoveHandshake(l, ch);
     ch->state = RDMA_CHAN_CONNECTED;
@@ -1487,15 +1491,8 @@ void rdmaListenerCron(rdmaListener *l) {
     while (ch) {
         next = ch->hs_next;
         chanApplyAsync(ch);
-        if (ch->state == RDMA_CHAN_ERROR || ch->state == RDMA_CHAN_CLOSED) {
-            /* An async event failed it: close it now, counted once. */
-            if (!ch->counted) {
-                STAT_ADD(err_handshake, 1);
-                ch->counted = &R.stats.err_handshake;
-            }
-            rlogPeer(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s", ch->peer_desc,
-                     ch->err[0] ? ch->err : "peer disconnected");
-            rdmaChanClose(ch);
+        if (listenerDropFailed(ch)) {
+            /* An async event failed it: closed now, not at the timeout. */
         } else if (now - ch->created > RDMA_HANDSHAKE_TIMEOUT) {
             STAT_ADD(err_handshake, 1);
             rlogPeer(RDMA_LOG_NOTICE, "RDMA: closing connection from %s: no handshake within %d seconds",

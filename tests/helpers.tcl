@@ -82,6 +82,27 @@ proc rdma_tool {args} {
     return $out
 }
 
+# Start redis-server as an unprivileged user (root's CAP_IPC_LOCK would
+# lift the limit) with RLIMIT_MEMLOCK at 64 KiB, too little for an RDMA
+# connection, TCP on 127.0.0.1:$tport and RDMA asked for on $port. Waits
+# until it answers on TCP; returns its pid. The log is $dir/server.log.
+proc rdma_start_low_memlock {tport port dir} {
+    exec chmod 777 $dir
+    set log $dir/server.log
+    set pid [exec sh -c "ulimit -l 64; exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+        src/redis-server --port $tport --bind 127.0.0.1 --dir $dir --logfile $log \
+        --rdma-port $port --rdma-bind $::rdma_host --protected-mode no --save ''" &]
+    wait_for_condition 100 100 {
+        [catch {exec src/redis-cli -p $tport ping} out] == 0 && $out eq "PONG"
+    } else {
+        catch {exec kill $pid}
+        set why {}
+        catch {set why [exec tail -n 20 $log]}
+        fail "the server did not start: $why"
+    }
+    return $pid
+}
+
 # A field of INFO rdma of server level $level (0 = the innermost).
 proc rdma_info {field {level 0}} {
     set info [[srv $level client] info rdma]

@@ -156,20 +156,8 @@ test {RDMA: a low RLIMIT_MEMLOCK gives one clear error at start, and TCP keeps s
     set port [rdma_port]
     set tport [find_available_port [expr {$::baseport + 400}] 100]
     set dir [file normalize [tmpdir memlock]]
-    exec chmod 777 $dir
     set log $dir/server.log
-    # As an unprivileged user (root's CAP_IPC_LOCK would lift the limit).
-    set pid [exec sh -c "ulimit -l 64; exec setpriv --reuid=65534 --regid=65534 --clear-groups \
-        src/redis-server --port $tport --bind 127.0.0.1 --dir $dir --logfile $log \
-        --rdma-port $port --rdma-bind $::rdma_host --protected-mode no --save ''" &]
-    wait_for_condition 100 100 {
-        [catch {exec src/redis-cli -p $tport ping} out] == 0 && $out eq "PONG"
-    } else {
-        catch {exec kill $pid}
-        set why {}
-        catch {set why [exec tail -n 20 $log]}
-        fail "the server did not start: $why"
-    }
+    set pid [rdma_start_low_memlock $tport $port $dir]
     set lines [exec grep "RDMA" $log]
     assert_equal 1 [llength [split $lines "\n"]]
     assert_match "*RDMA: not listening on port $port: registering * KiB would pass RLIMIT_MEMLOCK (64 KiB,*raise it*TCP keeps serving*" $lines

@@ -23,6 +23,21 @@ proc conns_result {out} {
     dict create accepted $a refused $r replied $p failed $f reasons $reasons
 }
 
+# Start skv-rdma-tool conns in the background, holding what it opened for
+# $secs seconds; once it has opened them and sent its PINGs, returns its
+# pid and conns_result.
+proc conns_hold {port count secs args} {
+    set out [tmpfile conns]
+    set pid [exec src/skv-rdma-tool conns $::rdma_host $port $count $secs {*}$args > $out 2>@1 &]
+    wait_for_condition 600 100 {
+        [string match "*accepted*" [exec cat $out]]
+    } else {
+        catch {exec kill $pid}
+        fail "skv-rdma-tool conns did not finish connecting: [exec cat $out]"
+    }
+    list $pid [conns_result [exec cat $out]]
+}
+
 proc server_rss_kb {} {
     set fd [open /proc/[srv 0 pid]/status]
     set status [read $fd]
@@ -85,15 +100,7 @@ start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rd
         assert_equal {rdma-max-unauthenticated 128} [r config get rdma-max-unauthenticated]
         set from [log_lines]
         set rss0 [server_rss_kb]
-        set out [tmpfile conns]
-        set pid [exec src/skv-rdma-tool conns $::rdma_host $port 300 30 > $out 2>@1 &]
-        wait_for_condition 600 100 {
-            [string match "*accepted*" [exec cat $out]]
-        } else {
-            catch {exec kill $pid}
-            fail "skv-rdma-tool conns did not finish connecting: [exec cat $out]"
-        }
-        set res [conns_result [exec cat $out]]
+        lassign [conns_hold $port 300 30] pid res
         set rss1 [server_rss_kb]
         set conns [rdma_info rdma_connections]
         catch {exec kill $pid}
@@ -126,15 +133,7 @@ start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rd
     test {RDMA: an authenticated connection no longer counts against rdma-max-unauthenticated} {
         r config set rdma-max-unauthenticated 20
         set rss0 [server_rss_kb]
-        set out [tmpfile conns]
-        set pid [exec src/skv-rdma-tool conns $::rdma_host $port 60 60 s3cret > $out 2>@1 &]
-        wait_for_condition 600 100 {
-            [string match "*accepted*" [exec cat $out]]
-        } else {
-            catch {exec kill $pid}
-            fail "skv-rdma-tool conns did not finish connecting: [exec cat $out]"
-        }
-        set res [conns_result [exec cat $out]]
+        lassign [conns_hold $port 60 60 s3cret] pid res
         set rss1 [server_rss_kb]
         set conns [rdma_info rdma_connections]
         puts "    20 idle authenticated RDMA connections: server RSS +[expr {$rss1 - $rss0}] KiB\
@@ -168,18 +167,8 @@ test {RDMA: a listener that could not start is retried every second, and by CONF
     set port [rdma_port]
     set tport [find_available_port [expr {$::baseport + 420}] 100]
     set dir [file normalize [tmpdir retry]]
-    exec chmod 777 $dir
     set log $dir/server.log
-    # As an unprivileged user, with too little locked memory for RDMA.
-    set pid [exec sh -c "ulimit -l 64; exec setpriv --reuid=65534 --regid=65534 --clear-groups \
-        src/redis-server --port $tport --bind 127.0.0.1 --dir $dir --logfile $log \
-        --rdma-port $port --rdma-bind $::rdma_host --protected-mode no --save ''" &]
-    wait_for_condition 100 100 {
-        [catch {exec src/redis-cli -p $tport ping} out] == 0 && $out eq "PONG"
-    } else {
-        catch {exec kill $pid}
-        fail "the server did not start"
-    }
+    set pid [rdma_start_low_memlock $tport $port $dir]
     assert_match "*rdma_listener:error: *RLIMIT_MEMLOCK*" [exec src/redis-cli -p $tport info rdma]
     # CONFIG SET of the same port retries, and says why it still fails.
     catch {exec src/redis-cli -p $tport config set rdma-port $port} out
@@ -207,17 +196,8 @@ test {RDMA: CONFIG SET rdma-port retries a listener that is down} {
     set port [rdma_port]
     set tport [find_available_port [expr {$::baseport + 520}] 100]
     set dir [file normalize [tmpdir retry2]]
-    exec chmod 777 $dir
     set log $dir/server.log
-    set pid [exec sh -c "ulimit -l 64; exec setpriv --reuid=65534 --regid=65534 --clear-groups \
-        src/redis-server --port $tport --bind 127.0.0.1 --dir $dir --logfile $log \
-        --rdma-port $port --rdma-bind $::rdma_host --protected-mode no --save ''" &]
-    wait_for_condition 100 100 {
-        [catch {exec src/redis-cli -p $tport ping} out] == 0 && $out eq "PONG"
-    } else {
-        catch {exec kill $pid}
-        fail "the server did not start"
-    }
+    set pid [rdma_start_low_memlock $tport $port $dir]
     # Raised and set at once: CONFIG SET answers only once it listens.
     exec prlimit --pid $pid --memlock=unlimited:unlimited
     assert_equal OK [exec src/redis-cli -p $tport config set rdma-port $port]
