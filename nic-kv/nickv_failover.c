@@ -1048,13 +1048,17 @@ static void foPromoted(void) {
             continue;
         repointAdd(v[i].reach, v[i].port, 0);
     }
-    /* Those whose INFO rdma we just read need not be asked again. */
+    /* Those whose INFO server and rdma we just read need not be asked
+     * again: their mode, and whether they are the winner's process known
+     * at another address (rdmaModeReply). */
     for (int i = 0; i < F.ncand; i++) {
         if (!F.cand[i].usable) continue;
         for (int j = 0; j < F.nrepoint; j++)
             if (F.repoint[j].node.port == F.cand[i].node.port &&
-                !strcmp(F.repoint[j].node.reach, F.cand[i].node.reach) && F.repoint[j].rdma < 0)
+                !strcmp(F.repoint[j].node.reach, F.cand[i].node.reach) && F.repoint[j].rdma < 0) {
                 F.repoint[j].rdma = F.cand[i].rdma;
+                F.repoint[j].is_master = F.cand[i].runid[0] && !strcmp(F.cand[i].runid, F.master_runid);
+            }
     }
     /* The link follows once the probes granted it a lease (it serves no
      * PSYNC before): probeReadView. */

@@ -11,14 +11,13 @@ if {![rdma_available]} {
 }
 
 set mrport [rdma_port]
-start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $mrport] save {""} nickv-lease yes]] {
+# nickv-lease no until the replicas synced directly: a master with it on
+# serves no PSYNC before a Nic-KV grants it a lease.
+start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $mrport] save {""} nickv-lease no]] {
     set m [srv 0 client]
     set mport [srv 0 port]
     set mpid [srv 0 pid]
     set nkrport [rdma_port]
-    set nk [nickv_start $mport --master-host $::rdma_host --master-rdma-port $mrport \
-                --rdma-port $nkrport --rdma-bind $::rdma_host2 --announce-ip $::rdma_host2 \
-                --protected-mode no --failover yes --min-slaves 1]
     set rports {}
     foreach _ {1 2 3} { lappend rports [rdma_port] }
     # Nic-KV repoints an RDMA replica to the new master's RDMA port at the
@@ -32,10 +31,28 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
         set ports [list [srv -2 port] [srv -1 port] [srv 0 port]]
         # Nic-KV probes each node at its RDMA address, over TCP.
         foreach r [concat $m $replicas] { nickv_listen_everywhere $r }
+        # The replicas first replicate directly, from 10.77.0.1 (the
+        # master's address); behind Nic-KV they connect from 10.77.0.2
+        # (Nic-KV's). Nic-KV, started now, reads the master's list before
+        # the hand-over: it knows each replica at both addresses, as on a
+        # DPU whose replicas reach the master and Nic-KV by different
+        # networks.
         foreach r $replicas { $r replicaof $::rdma_host $mrport }
         foreach r $replicas { wait_for_sync $r }
+        $m config set nickv-lease yes
+        set nk [nickv_start $mport --master-host $::rdma_host --master-rdma-port $mrport \
+                    --rdma-port $nkrport --rdma-bind $::rdma_host2 --announce-ip $::rdma_host2 \
+                    --protected-mode no --failover yes --min-slaves 1]
         nickv_wait_replicas $nk 3
         nickv_wait_failover_view $nk 3
+        set twice 0
+        set fo [nickv_cmd $nk info failover]
+        foreach p $ports {
+            if {[regexp -all "addr=$::rdma_host:$p," $fo] && [regexp -all "addr=$::rdma_host2:$p," $fo]} {
+                incr twice
+            }
+        }
+        assert_equal 3 $twice
 
         test {Nic-KV over RDMA: master kill -9 under a WAIT writer; the replicas follow the new master over RDMA} {
             assert_equal rdma [nickv_info $nk master_link_transport]
