@@ -552,9 +552,11 @@ static void infoRunid(const char *reply, size_t len, char *out) {
         if (!isxdigit((unsigned char)out[i])) out[0] = '\0';
 }
 
-/* The master's process, as far as we know it. */
-static const char *masterRunid(void) {
-    return F.master_runid[0] ? F.master_runid : nkProbeMasterRunid();
+/* runid is the master's process (as far as we know it): the master known
+ * at another address. */
+static int isMasterProcess(const char *runid) {
+    const char *m = F.master_runid[0] ? F.master_runid : nkProbeMasterRunid();
+    return runid[0] && !strcmp(runid, m);
 }
 
 /* A node to repoint said (INFO server rdma) which process it is and
@@ -578,7 +580,7 @@ static void rdmaModeReply(long long tag, const char *ip, int port, const char *r
         }
         r->rdma = memmem(reply, len, "rdma_replication:1", 18) != NULL;
         infoRunid(reply, len, runid);
-        r->is_master = runid[0] && !strcmp(runid, masterRunid());
+        r->is_master = isMasterProcess(runid);
         return;
     }
 }
@@ -1057,7 +1059,7 @@ static void foPromoted(void) {
             if (F.repoint[j].node.port == F.cand[i].node.port &&
                 !strcmp(F.repoint[j].node.reach, F.cand[i].node.reach) && F.repoint[j].rdma < 0) {
                 F.repoint[j].rdma = F.cand[i].rdma;
-                F.repoint[j].is_master = F.cand[i].runid[0] && !strcmp(F.cand[i].runid, F.master_runid);
+                F.repoint[j].is_master = isMasterProcess(F.cand[i].runid);
             }
     }
     /* The link follows once the probes granted it a lease (it serves no

@@ -147,7 +147,7 @@ struct rdmaChan {
     int server;                    /* accepted by a listener */
     int established;               /* server: ESTABLISHED seen */
     int err_is_flush;              /* err only says "flushed": a real cause may follow */
-    unsigned long long *counted;   /* the counter this failure went to, if any */
+    int counted;                   /* its failure went to a counter already */
     int unauth;                    /* server: in R.unauth (not granted yet) */
     int lingering;                 /* closed by its owner, sends still draining */
     time_t linger_since;
@@ -865,13 +865,11 @@ static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt,
     va_end(ap);
     ch->state = RDMA_CHAN_ERROR;
     ch->err_is_flush = 0;
-    /* One failure, one count: a flush counted provisionally (see
-     * chanSettleFlush) moves to the real cause when that shows up. */
-    if (ch->counted && counter && __atomic_load_n(ch->counted, __ATOMIC_RELAXED) > 0)
-        __atomic_fetch_sub(ch->counted, 1, __ATOMIC_RELAXED);   /* unless RESETSTAT cleared it */
-    if (counter) {
+    /* One failure, one count: under the first cause found (a flush the
+     * owner already learned of, chanSettleFlush, keeps its count). */
+    if (counter && !ch->counted) {
         __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
-        ch->counted = counter;
+        ch->counted = 1;
     }
     rlogPeer(RDMA_LOG_VERBOSE, "RDMA: connection %s failed: %s",
              ch->peer_desc[0] ? ch->peer_desc : "(unconnected)", ch->err);
@@ -883,14 +881,15 @@ static void chanFail(rdmaChan *ch, unsigned long long *counter, const char *fmt,
  * remote writes only: the NIC refuses the request and fails the queue
  * pair); a real NIC may raise IBV_EVENT_QP_ACCESS_ERR instead (counted as
  * async). Counted as a completion error, once, when the owner learns of it
- * (after the async events it was told of: a device removal takes the count
- * over, as does any real cause found later). */
+ * (after the async events it was told of: a device removal found by then is
+ * the cause instead). */
 static void chanSettleFlush(rdmaChan *ch) {
     if (ch->state != RDMA_CHAN_ERROR || !ch->err_is_flush || ch->counted) return;
     snprintf(ch->err, sizeof(ch->err), "the queue pair failed with no completion saying why "
              "(on Soft-RoCE: the peer's RDMA READ or atomic on our buffer, which we refuse)");
-    __atomic_fetch_add(&R.stats.err_completion, 1, __ATOMIC_RELAXED);
-    ch->counted = &R.stats.err_completion;
+    STAT_ADD(err_completion, 1);
+    ch->counted = 1;
+    ch->err_is_flush = 0;       /* the cause, now: final */
     rlogPeer(RDMA_LOG_VERBOSE, "RDMA: connection %s failed: %s",
              ch->peer_desc[0] ? ch->peer_desc : "(unconnected)", ch->err);
 }
@@ -1414,7 +1413,7 @@ static int listenerDropFailed(rdmaChan *ch) {
     if (ch->state != RDMA_CHAN_ERROR && ch->state != RDMA_CHAN_CLOSED) return 0;
     if (!ch->counted) {
         STAT_ADD(err_handshake, 1);
-        ch->counted = &R.stats.err_handshake;
+        ch->counted = 1;
     }
     rlogPeer(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s", ch->peer_desc,
              ch->err[0] ? ch->err : "peer disconnected");

@@ -46,25 +46,10 @@ proc server_rss_kb {} {
     return $kb
 }
 
-proc count_log_lines {pattern from} {
-    set n 0
-    set fd [open [srv 0 stdout]]
-    set i 0
-    while {[gets $fd line] >= 0} {
-        if {[incr i] > $from && [string match $pattern $line]} { incr n }
-    }
-    close $fd
-    return $n
-}
-
-proc log_lines {} {
-    lindex [exec wc -l [srv 0 stdout]] 0
-}
-
 set port [rdma_port]
 start_server [list tags {"rdma"} overrides [rdma_overrides $port]] {
+    # (Each server's log is its own: the refusals counted are this test's.)
     test {RDMA: at the pinned-memory cap, every accepted connection is served and the rest are refused at connect} {
-        set from [log_lines]
         set refusals [rdma_info rdma_errors_pinned_limit]
         # Room for about 25 connections' pre-auth buffers.
         r config set rdma-max-pinned-memory [expr {[rdma_info rdma_pinned_bytes] + 3 * 1024 * 1024}]
@@ -87,7 +72,7 @@ start_server [list tags {"rdma"} overrides [rdma_overrides $port]] {
         } else {
             fail "the connections did not go away"
         }
-        set lines [count_log_lines "*RDMA: refusing connection*" $from]
+        set lines [count_log_message 0 "RDMA: refusing connection"]
         assert {$lines >= 1 && $lines <= 20}
         assert_equal PONG [rdma_cli $port ping]
     }
@@ -98,7 +83,6 @@ start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rd
     r auth s3cret
     test {RDMA: connections that never authenticate are capped (rdma-max-unauthenticated), their memory bounded} {
         assert_equal {rdma-max-unauthenticated 128} [r config get rdma-max-unauthenticated]
-        set from [log_lines]
         set rss0 [server_rss_kb]
         lassign [conns_hold $port 300 30] pid res
         set rss1 [server_rss_kb]
@@ -120,7 +104,7 @@ start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rd
         # The documented bound (RDMA.md, "Memory"): 2 MiB per connection
         # not authenticated yet, whatever the number that try.
         assert {$rss1 - $rss0 < 128 * 2048}
-        assert {[count_log_lines "*RDMA: refusing connection*" $from] <= 20}
+        assert {[count_log_message 0 "RDMA: refusing connection"] <= 20}
         wait_for_condition 100 100 {
             [rdma_info rdma_connections] == 0
         } else {
