@@ -635,11 +635,13 @@ sds rdmaInfoString(sds info) {
         "rdma_replication:%d\r\n"
         "rdma_connections:%d\r\n"
         "rdma_connections_unauthenticated:%d\r\n"
+        "rdma_connections_watchdog:%d\r\n"
         "rdma_pinned_bytes:%zu\r\n"
         "rdma_pinned_limit:%zu\r\n",
         rdmaSupported() ? "yes" : "no", rdmaServer.status, where, rdmaConf.port, rdmaConf.rx_size, rdmaConf.replication,
         rdmaServer.ae ? rdmaAeCount(rdmaServer.ae) : 0,
         rdmaServer.initialized ? rdmaUnauthCount() : 0,
+        rdmaServer.initialized ? rdmaWatchdogCount() : 0,
         rdmaServer.initialized ? rdmaPinnedBytes() : 0,
         rdmaServer.initialized ? rdmaEffectivePinnedLimit() : (size_t)rdmaConf.max_pinned);
     for (const rdmaStatField *f = rdmaStatFields; f->name; f++)

@@ -111,12 +111,31 @@
 /* Signal one send in this many, so that the send queue gets reaped. */
 #define RDMA_SIGNAL_EVERY     64
 /* ACK timeout of our queue pairs: 4.096 us * 2^16 = 268 ms per try, with
- * 7 retries. Set explicitly because rdma_cm leaves it at 0 (wait forever)
- * on some devices (Soft-RoCE), where a silent peer would never be found. */
+ * RDMA_RETRY_COUNT retries: a send to a peer whose NIC answers nothing
+ * (power loss, a cut link) fails in about 2 s, and keepalives give an idle
+ * channel a send. Set explicitly because rdma_cm leaves it at 0 (wait for
+ * ever) on some devices (Soft-RoCE), where a silent peer would never be
+ * found. Both queue pairs take the retry count the
+ * connecting side asks: we ask 7, as other RDMA clients do.
+ *
+ * A peer whose NIC answers "receiver not ready" (RNR: its process posts no
+ * receives because it is busy, stopped or slow) is alive, and its NIC
+ * retries for ever (rnr_retry 7): that is TCP's full window, and like a TCP
+ * connection the channel waits; Redis's own limits decide (repl-timeout,
+ * client-output-buffer-limit, timeout). tests/rdma/replication.tcl keeps a
+ * replica busy 12 s under a write stream. */
 #define RDMA_ACK_TIMEOUT      16
-/* A peer that completes none of our sends for this long is dead, whatever
- * the transport's timers say (Soft-RoCE never times out). Keepalives make
- * sure a live peer always has something to complete. */
+#define RDMA_RETRY_COUNT      7
+/* Soft-RoCE (rdma_rxe, this vendor id) reads a retry count of 7 as "for
+ * ever" (the spec gives 7 that meaning for RNR retries only), so there a
+ * dead peer is never timed out. A smaller count does not help on it: rxe
+ * also spends retries while a busy peer answers RNR, and failed a replica
+ * busy for 2 s. So on Soft-RoCE the watchdog stays, and closes a peer busy
+ * for 10 s under a stream; real NICs keep it, as TCP does. */
+#define RDMA_RXE_VENDOR_ID    0xffffff
+/* The watchdog, only where the transport may never time out: a peer that
+ * completes none of our sends for this long is taken for dead, as nothing
+ * else would notice. It cannot tell a busy peer from a dead one. */
 #define RDMA_PEER_DEAD_SECONDS (3 * RDMA_KEEPALIVE_INTERVAL + 1)
 /* Most work requests one rdmaChanWriteRegion() call links into a single
  * ibv_post_send (one doorbell). */
@@ -203,6 +222,8 @@ struct rdmaChan {
     time_t created;                /* monotonic seconds */
     time_t last_send;
     time_t sq_progress;            /* last time the send queue moved (or was empty) */
+    int watchdog;                  /* the transport may never time out a silent peer
+                                    * (in R.watched) */
 
     rdmaNotifyFn notify;
     void *notify_data;
@@ -242,6 +263,7 @@ static struct {
     size_t pinned;                 /* atomic */
     size_t pinned_limit;
     int unauth;                    /* atomic: server channels not granted */
+    int watched;                   /* atomic: channels with the watchdog on */
     int unauth_limit;              /* atomic */
     time_t peer_log_window;        /* peer-caused log lines: rlogPeer() */
     int peer_log_lines;
@@ -626,6 +648,7 @@ static struct rdma_event_channel *libraryCmChannel(void) {
 void rdmaSetPinnedLimit(size_t bytes) { __atomic_store_n(&R.pinned_limit, bytes, __ATOMIC_RELAXED); }
 void rdmaSetUnauthLimit(int n) { __atomic_store_n(&R.unauth_limit, n < 0 ? 0 : n, __ATOMIC_RELAXED); }
 int rdmaUnauthCount(void) { return __atomic_load_n(&R.unauth, __ATOMIC_RELAXED); }
+int rdmaWatchdogCount(void) { return __atomic_load_n(&R.watched, __ATOMIC_RELAXED); }
 size_t rdmaPinnedBytes(void) { return pinnedNow(); }
 int rdmaAsyncFd(void) { return R.async_epfd; }
 int rdmaChanCount(void) { return __atomic_load_n(&R.nchans, __ATOMIC_RELAXED); }
@@ -845,6 +868,22 @@ static void chanSetAckTimeout(rdmaChan *ch) {
     uint8_t timeout = RDMA_ACK_TIMEOUT;
     if (rdma_set_option(ch->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, sizeof(timeout)))
         rlog(RDMA_LOG_VERBOSE, "RDMA: cannot set the ACK timeout: %s", strerror(errno));
+}
+
+/* Once connected: does the transport time out a silent peer by itself? If
+ * the queue pair cannot say, the watchdog stays on. */
+static void chanCheckTimers(rdmaChan *ch) {
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+    struct ibv_device_attr dev;
+    int on = 1;
+    if (ch->id->qp && ibv_query_qp(ch->id->qp, &attr, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init) == 0 &&
+        attr.timeout != 0)
+        on = attr.retry_cnt >= 7 &&
+             (ibv_query_device(ch->id->verbs, &dev) || dev.vendor_id == RDMA_RXE_VENDOR_ID);
+    if (on && !ch->watchdog) __atomic_add_fetch(&R.watched, 1, __ATOMIC_RELAXED);
+    if (!on && ch->watchdog) __atomic_sub_fetch(&R.watched, 1, __ATOMIC_RELAXED);
+    ch->watchdog = on;
 }
 
 static void chanSetPeerDesc(rdmaChan *ch) {
@@ -1429,6 +1468,7 @@ static void listenerMaybeReady(rdmaListener *l, rdmaChan *ch, rdmaAcceptFn accep
     if (!ch->established || !ch->peer_known) return;
     listenerRemoveHandshake(l, ch);
     ch->state = RDMA_CHAN_CONNECTED;
+    chanCheckTimers(ch);
     STAT_ADD(accepted, 1);
     accept(ch, data);
 }
@@ -1696,14 +1736,15 @@ static int chanHandleClientCm(rdmaChan *ch) {
             memset(&param, 0, sizeof(param));
             param.responder_resources = 1;
             param.initiator_depth = 1;
-            param.retry_count = 7;
-            param.rnr_retry_count = 7;
+            param.retry_count = RDMA_RETRY_COUNT;
+            param.rnr_retry_count = 7;          /* for ever: a busy peer is alive */
             if (rdma_connect(ch->id, &param))
                 chanFail(ch, &R.stats.err_connect, "rdma_connect: %s", strerror(errno));
             break;
         }
         case RDMA_CM_EVENT_ESTABLISHED:
             ch->state = RDMA_CHAN_CONNECTED;
+            chanCheckTimers(ch);
             if (chanSendBuffer(ch) == -1 && errno != EAGAIN) {
                 chanFail(ch, &R.stats.err_connect, "cannot send our buffer");
             } else {
@@ -2053,27 +2094,44 @@ ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, s
     return (ssize_t)total;
 }
 
+/* The watchdog's verdict (chanCheckTimers), with what an
+ * operator needs to tell a stalled peer (our queue pair still ready to
+ * send: the peer's NIC refuses our writes for want of posted receives, or
+ * never answers) from a local stall (our queue pair already failed, its
+ * completion not yet seen). */
+static void chanFailSilentPeer(rdmaChan *ch) {
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+    const char *qps = "unknown";
+    static const char *const names[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+    if (ibv_query_qp(ch->id->qp, &attr, IBV_QP_STATE, &init) == 0 &&
+        (unsigned)attr.qp_state < sizeof(names) / sizeof(names[0]))
+        qps = names[attr.qp_state];
+    chanFail(ch, &R.stats.err_completion, "the peer acknowledged nothing for %d seconds "
+             "(%llu sends outstanding, last completion %llds ago, queue pair %s)",
+             RDMA_PEER_DEAD_SECONDS, (unsigned long long)sqOutstanding(ch),
+             (long long)(monoSeconds() - ch->sq_progress), qps);
+}
+
 void rdmaChanCron(rdmaChan *ch) {
     rdmaCtrlMsg msg;
     chanApplyAsync(ch);
     if (ch->state != RDMA_CHAN_CONNECTED) return;
     if (ch->rx_turn_pending) chanSendBuffer(ch);
+    rdmaCtrlInit(&msg, RDMA_OP_KEEPALIVE);
+    if (sqOutstanding(ch) > 0) chanPollCQ(ch);
+    if (ch->state != RDMA_CHAN_CONNECTED) return;
     if (sqOutstanding(ch) > 0) {
-        chanPollCQ(ch);
-        if (sqOutstanding(ch) > 0 && monoSeconds() - ch->sq_progress > RDMA_PEER_DEAD_SECONDS) {
-            chanFail(ch, &R.stats.err_completion, "the peer acknowledged nothing for %d seconds",
-                     RDMA_PEER_DEAD_SECONDS);
+        if (ch->watchdog && monoSeconds() - ch->sq_progress > RDMA_PEER_DEAD_SECONDS) {
+            chanFailSilentPeer(ch);
             return;
         }
-    }
-    rdmaCtrlInit(&msg, RDMA_OP_KEEPALIVE);
-    /* Sends still outstanding, the last of them unsignaled: nothing would
-     * ever report their completion (a peer that gets a small write every
-     * second, an ACK, and no keepalive because we are never idle, would
-     * look dead to the check above). A signaled keepalive completes them
-     * all: RC sends complete in order. */
-    if (sqOutstanding(ch) > 0 && ch->unsignaled > 0) {
-        if (chanSendCtrl(ch, &msg) == 0) STAT_ADD(keepalives_sent, 1);
+        /* The last sends unsignaled: nothing would ever report their
+         * completion, nor free the staging they hold. A signaled keepalive
+         * completes them all (RC sends complete in order). Otherwise the
+         * sends in flight are the transport's to time out: a keepalive
+         * queued behind them would tell nothing more. */
+        if (ch->unsignaled > 0 && chanSendCtrl(ch, &msg) == 0) STAT_ADD(keepalives_sent, 1);
         return;
     }
     if (monoSeconds() - ch->last_send < RDMA_KEEPALIVE_INTERVAL) return;
@@ -2198,6 +2256,7 @@ int rdmaChanWaitWritable(rdmaChan *ch, long timeout_ms) {
 static void chanFree(rdmaChan *ch) {
     LOCK();
     chanUnauthDone(ch);
+    if (ch->watchdog) __atomic_sub_fetch(&R.watched, 1, __ATOMIC_RELAXED);
     if (ch->listener) listenerRemoveHandshake(ch->listener, ch);
     if (ch->id && (ch->state == RDMA_CHAN_CONNECTED || ch->state == RDMA_CHAN_HANDSHAKE ||
                    ch->state == RDMA_CHAN_CLOSED || ch->state == RDMA_CHAN_ERROR))

@@ -173,6 +173,10 @@ size_t rdmaEffectivePinnedLimit(void);
 #define RDMA_UNAUTH_LIMIT_DEFAULT 128
 void rdmaSetUnauthLimit(int n);
 int rdmaUnauthCount(void);
+/* Connected channels whose transport may never time out a silent peer
+ * (Soft-RoCE with retry count 7; a device without an ACK timeout): those
+ * fall back to the 10 s watchdog. */
+int rdmaWatchdogCount(void);
 
 /* Check that one connection's worth of memory can be registered on the
  * device behind addr (NULL = the first device). On failure returns -1 with

@@ -51,6 +51,7 @@ size_t rdmaPinnedBytes(void) { return 0; }
 size_t rdmaEffectivePinnedLimit(void) { return 0; }
 void rdmaSetUnauthLimit(int n) { (void)n; }
 int rdmaUnauthCount(void) { return 0; }
+int rdmaWatchdogCount(void) { return 0; }
 int rdmaPeerLogAllow(int level) { (void)level; return 1; }
 int rdmaProbeMemory(const char *addr, char *err, size_t errlen) {
     (void)addr;

@@ -425,7 +425,10 @@ static void rawConnect(rawConn *rc, const char *host, int port) {
     for (int i = 0; i < RAW_SLOTS; i++) rawPostRecv(rc, i);
     memset(&param, 0, sizeof(param));
     param.responder_resources = param.initiator_depth = 1;
-    param.retry_count = 7;
+    /* 7, as RDMA clients ask (SKV's too): Soft-RoCE then retries for ever
+     * and the server falls back to its watchdog. SKV_TOOL_RETRY_COUNT=6
+     * gives queue pairs that Soft-RoCE times out, as a real NIC does. */
+    param.retry_count = getenv("SKV_TOOL_RETRY_COUNT") ? (uint8_t)atoi(getenv("SKV_TOOL_RETRY_COUNT")) : 7;
     param.rnr_retry_count = 7;
     if (rdma_connect(rc->id, &param)) die("rdma_connect: %s", strerror(errno));
     rawWaitCm(rc, RDMA_CM_EVENT_ESTABLISHED);

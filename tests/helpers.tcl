@@ -110,6 +110,18 @@ proc rdma_info {field {level 0}} {
     return ""
 }
 
+# A hardware counter of the RDMA devices (Soft-RoCE's rcvd_rnr_err, ...),
+# summed over every device and port; 0 when no device has it.
+proc rdma_hw_counter {name} {
+    set sum 0
+    foreach f [glob -nocomplain /sys/class/infiniband/*/ports/*/hw_counters/$name] {
+        set fd [open $f]
+        incr sum [string trim [read $fd]]
+        close $fd
+    }
+    return $sum
+}
+
 # ----------------------------------------------------------------- Nic-KV ---
 # The daemon's binary: src/nic-kv, or $SKV_NICKV (src/nic-kv-debug: the
 # build whose invariants abort, "make nic-kv-debug").

@@ -3,7 +3,10 @@
 # RDMA replica streams a write load: does the replica's link survive?
 #
 #   utils/rdma-vm.sh utils/rdma-idle-stress.sh          (in the Soft-RoCE VM)
-#   utils/rdma-vm.sh env N=1000 ROUNDS=5 utils/rdma-idle-stress.sh
+#   SKV_VM_MEMORY=8G utils/rdma-vm.sh env N=1000 ROUNDS=5 utils/rdma-idle-stress.sh
+#
+# Each idle connection costs about 1.3 MiB on each side: with N=1000 in the
+# default 3 GiB VM the master is OOM-killed in the first round (mem_low 0).
 #
 # For issue 11's last item: once in five runs with 1000 idle RDMA
 # connections, the master's 10 s watchdog ("the peer acknowledged nothing
@@ -11,8 +14,11 @@
 # followed). Each round holds N idle connections (skv-rdma-tool conns, no
 # password) for 60 s while redis-benchmark writes to the master over TCP;
 # it prints one line per round: the master's partial/full syncs, watchdog
-# drops in its log, and whether the digests match at the end. Needs the
-# built tree (make) and the VM's two Soft-RoCE devices (10.77.0.1/.2).
+# drops in its log, the Soft-RoCE devices' retry counters that moved in
+# the round (RNR NAKs sent and received, retransmissions: what would
+# explain a peer that acknowledges nothing), and whether the digests match
+# at the end. Needs the built tree (make) and the VM's two Soft-RoCE
+# devices (10.77.0.1/.2).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top/build/redis" || exit 1
@@ -29,8 +35,33 @@ for _ in $(seq 50); do
     src/redis-cli -p 30002 info replication | grep -q "master_link_status:up" && break
     sleep 0.2
 done
-printf '%-6s %-8s %-12s %-10s %-10s\n' round idle partial_ok sync_full watchdog
+# Sum of the rxe devices' hardware counters, one "name value" per line.
+rxe_counters() {
+    for f in /sys/class/infiniband/rxe*/ports/1/hw_counters/*; do
+        [ -f "$f" ] && echo "${f##*/} $(cat "$f")"
+    done | awk '{s[$1] += $2} END {for (k in s) print k, s[k]}' | sort
+}
+# What moved between two snapshots, among the counters that say a peer
+# was slow to take or acknowledge: "name+delta ..." or "-".
+rxe_moved() {
+    join "$1" "$2" | awk '$1 ~ /rnr|retry|seq|duplicate/ && $3 > $2 {printf "%s+%d ", $1, $3 - $2; m = 1}
+                          END {if (!m) printf "-"}'
+}
+# The least MemAvailable (MiB) seen while the round runs: each idle
+# connection costs about 1.3 MiB on each side (RDMA.md), and a VM short of
+# memory stalls every process in reclaim.
+mem_low() {
+    local low=999999 a
+    while :; do
+        a=$(awk '/^MemAvailable/{print int($2 / 1024)}' /proc/meminfo)
+        [ "$a" -lt "$low" ] && low=$a && echo "$low" > "$d/memlow"
+        sleep 1
+    done
+}
+printf '%-6s %-8s %-12s %-10s %-10s %-8s %s\n' round idle partial_ok sync_full watchdog mem_low rxe_retries
 for r in $(seq "$rounds"); do
+    rxe_counters > "$d/rxe-before"
+    mem_low & sampler=$!
     src/skv-rdma-tool conns 10.77.0.1 31001 "$n" 60 > "$d/conns$r.log" 2>&1 &
     conns=$!
     sleep 10
@@ -39,11 +70,14 @@ for r in $(seq "$rounds"); do
     wait "$conns"
     kill "$bench" 2>/dev/null
     wait "$bench" 2>/dev/null
-    printf '%-6s %-8s %-12s %-10s %-10s\n' "$r" "$(head -1 "$d/conns$r.log" | awk '{print $2}')" \
+    rxe_counters > "$d/rxe-after"
+    kill "$sampler"; wait "$sampler" 2>/dev/null
+    printf '%-6s %-8s %-12s %-10s %-10s %-8s %s\n' "$r" "$(head -1 "$d/conns$r.log" | awk '{print $2}')" \
         "$(src/redis-cli -p 30001 info stats | tr -d '\r' | awk -F: '/^sync_partial_ok/{print $2}')" \
         "$(src/redis-cli -p 30001 info stats | tr -d '\r' | awk -F: '/^sync_full/{print $2}')" \
-        "$(grep -c 'acknowledged nothing' "$d/master.log")"
+        "$(grep -c 'acknowledged nothing' "$d/master.log")" "$(cat "$d/memlow")" "$(rxe_moved "$d/rxe-before" "$d/rxe-after")"
 done
+grep -h 'acknowledged nothing' "$d/master.log" | head -3
 sleep 2
 m=$(src/redis-cli -p 30001 debug digest) s=$(src/redis-cli -p 30002 debug digest)
 echo "digests: master $m replica $s $([ "$m" = "$s" ] && echo equal || echo DIFFER)"

@@ -82,8 +82,10 @@ start_server [list tags {"rdma repl"} overrides [rdma_overrides $mport]] {
         test {RDMA replication: a link that is never idle stays up (its small sends complete)} {
             # The replica sends REPLCONF ACK every second, so its channel is
             # never idle long enough for a keepalive; those small sends are
-            # unsignaled. Their completions must still show, or the link
-            # looks dead after 10 s and is dropped (this happened).
+            # unsignaled. Their completions must still show: they free the
+            # staging the sends hold, and without an ACK timeout the
+            # watchdog takes a channel with nothing completed for 10 s for
+            # dead (once it did, every 10 s).
             set partial [status $master sync_partial_ok]
             set errors [rdma_info rdma_errors_completion]
             for {set i 0} {$i < 28} {incr i} {
@@ -95,6 +97,38 @@ start_server [list tags {"rdma repl"} overrides [rdma_overrides $mport]] {
             assert_equal up [status $replica master_link_status]
             assert_digests_equal $master $replica
         }
+
+        test {RDMA replication: a busy replica keeps its link (RNR is not death)} {
+            # While the replica is busy it re-posts no receives, so after
+            # 1024 writes its NIC answers the master's "receiver not ready"
+            # (RNR), and the master's NIC retries: nothing completes,
+            # although the replica is alive. Over TCP that is a full window
+            # and the link waits for repl-timeout (60 s); over RDMA it must
+            # too. On a real NIC SKV leaves it to the transport, which
+            # retries RNR for ever, and it waits any time. Soft-RoCE would
+            # retry a dead peer for ever as well, so there SKV's 10 s
+            # watchdog stays (rdma_connections_watchdog): busy for less.
+            set watched [rdma_info rdma_connections_watchdog -1]
+            set busy [expr {$watched > 0 ? 6 : 15}]
+            set partial [status $master sync_partial_ok]
+            set errors [list [rdma_info rdma_errors_completion -1] [rdma_info rdma_errors_completion]]
+            set dropped [count_log_message -1 "acknowledged nothing"]
+            set rnr [rdma_hw_counter rcvd_rnr_err]
+            set load [start_write_load $master_host $master_port 30]
+            after 500
+            $replica debug sleep $busy
+            after 2000
+            stop_write_load $load
+            # The case this test is about happened: the replica's NIC
+            # answered "receiver not ready".
+            assert {[rdma_hw_counter rcvd_rnr_err] > $rnr}
+            assert_equal $dropped [count_log_message -1 "acknowledged nothing"]
+            assert_equal $partial [status $master sync_partial_ok]
+            assert_equal $errors [list [rdma_info rdma_errors_completion -1] [rdma_info rdma_errors_completion]]
+            assert_equal up [status $replica master_link_status]
+            wait_load_handlers_disconnected -1
+            assert_digests_equal $master $replica
+        } {} {needs:debug}
 
         test {RDMA replication: BGSAVE under load with live RDMA clients} {
             set bench [exec src/redis-benchmark --rdma -h $::rdma_host -p $mport -n 20000 -c 8 -r 1000 -t set,lpush -q > /dev/null 2>@1 &]
