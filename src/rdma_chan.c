@@ -115,15 +115,16 @@
  * (power loss, a cut link) fails in about 2 s, and keepalives give an idle
  * channel a send. Set explicitly because rdma_cm leaves it at 0 (wait for
  * ever) on some devices (Soft-RoCE), where a silent peer would never be
- * found. Both queue pairs take the retry count the
- * connecting side asks: we ask 7, as other RDMA clients do.
+ * found. Both queue pairs take the retry count the connecting side asks:
+ * we ask 7, as other RDMA clients do.
  *
- * A peer whose NIC answers "receiver not ready" (RNR: its process posts no
- * receives because it is busy, stopped or slow) is alive, and its NIC
- * retries for ever (rnr_retry 7): that is TCP's full window, and like a TCP
- * connection the channel waits; Redis's own limits decide (repl-timeout,
+ * When a peer's NIC answers "receiver not ready" (RNR: its process posts no
+ * receives, because it is busy, stopped or slow), ours retries for ever
+ * (rnr_retry 7): that is TCP's full window, and like a TCP connection the
+ * channel waits; Redis's own limits decide (repl-timeout,
  * client-output-buffer-limit, timeout). tests/rdma/replication.tcl keeps a
- * replica busy 12 s under a write stream. */
+ * replica busy 15 s under a write stream. Only after RDMA_PEER_STUCK_SECONDS
+ * is such a peer closed: a hung host's NIC may go on answering RNR. */
 #define RDMA_ACK_TIMEOUT      16
 #define RDMA_RETRY_COUNT      7
 /* Soft-RoCE (rdma_rxe, this vendor id) reads a retry count of 7 as "for
@@ -135,8 +136,16 @@
 #define RDMA_RXE_VENDOR_ID    0xffffff
 /* The watchdog, only where the transport may never time out: a peer that
  * completes none of our sends for this long is taken for dead, as nothing
- * else would notice. It cannot tell a busy peer from a dead one. */
+ * else would notice. It cannot tell a busy peer from a dead one.
+ * SKV_RDMA_WATCHDOG=no turns it off, for tests on Soft-RoCE that show what
+ * a real NIC does. */
 #define RDMA_PEER_DEAD_SECONDS (3 * RDMA_KEEPALIVE_INTERVAL + 1)
+/* On every channel: a peer that took nothing we sent for 5 minutes is
+ * closed, busy or not. It bounds what a hung host holds here (its NIC may
+ * answer RNR for ever; TCP gives up on a hung host after about 15 minutes),
+ * and is longer than any Redis timeout that would close a busy peer first
+ * (repl-timeout is 60 s). */
+#define RDMA_PEER_STUCK_SECONDS 300
 /* Most work requests one rdmaChanWriteRegion() call links into a single
  * ibv_post_send (one doorbell). */
 #define RDMA_REGION_BATCH     32
@@ -873,14 +882,22 @@ static void chanSetAckTimeout(rdmaChan *ch) {
 /* Once connected: does the transport time out a silent peer by itself? If
  * the queue pair cannot say, the watchdog stays on. */
 static void chanCheckTimers(rdmaChan *ch) {
+    static int watchdog_off = -1;
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
     struct ibv_device_attr dev;
     int on = 1;
+    int off = __atomic_load_n(&watchdog_off, __ATOMIC_RELAXED);
+    if (off == -1) {                /* owners' threads may race: same value */
+        const char *env = getenv("SKV_RDMA_WATCHDOG");
+        off = env && !strcmp(env, "no");
+        __atomic_store_n(&watchdog_off, off, __ATOMIC_RELAXED);
+    }
     if (ch->id->qp && ibv_query_qp(ch->id->qp, &attr, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init) == 0 &&
         attr.timeout != 0)
         on = attr.retry_cnt >= 7 &&
              (ibv_query_device(ch->id->verbs, &dev) || dev.vendor_id == RDMA_RXE_VENDOR_ID);
+    if (off) on = 0;
     if (on && !ch->watchdog) __atomic_add_fetch(&R.watched, 1, __ATOMIC_RELAXED);
     if (!on && ch->watchdog) __atomic_sub_fetch(&R.watched, 1, __ATOMIC_RELAXED);
     ch->watchdog = on;
@@ -1293,6 +1310,7 @@ static inline void chanApplyAsync(rdmaChan *ch) {
 /* --------------------------------------------------------- Listener --- */
 
 static void listenerRemoveHandshake(rdmaListener *l, rdmaChan *ch) {
+    if (ch->listener != l) return;          /* not on its list (any more) */
     if (ch->comp_ch) epoll_ctl(l->epfd, EPOLL_CTL_DEL, ch->comp_ch->fd, NULL);
     if (ch->hs_prev) ch->hs_prev->hs_next = ch->hs_next;
     else l->hs = ch->hs_next;
@@ -1515,7 +1533,12 @@ void rdmaListenerHandleEvents(rdmaListener *l, rdmaAcceptFn accept, void *data) 
                 }
             }
         } else {
-            rdmaChan *ch = evs[i].data.ptr;
+            rdmaChan *ch = evs[i].data.ptr, *h;
+            /* An earlier event of this batch (its ESTABLISHED, its peer's
+             * DISCONNECTED) may have handed it over or closed it: then it
+             * is no longer ours, or no longer at all. */
+            for (h = l->hs; h && h != ch; h = h->hs_next);
+            if (!h) continue;
             chanHandleCompChannel(ch);
             if (ch->rx_turn_pending) chanSendBuffer(ch);
             listenerMaybeReady(l, ch, accept, data);
@@ -2094,12 +2117,12 @@ ssize_t rdmaChanWriteRegion(rdmaChan *ch, const struct iovec *iov, int iovcnt, s
     return (ssize_t)total;
 }
 
-/* The watchdog's verdict (chanCheckTimers), with what an
- * operator needs to tell a stalled peer (our queue pair still ready to
- * send: the peer's NIC refuses our writes for want of posted receives, or
- * never answers) from a local stall (our queue pair already failed, its
- * completion not yet seen). */
-static void chanFailSilentPeer(rdmaChan *ch) {
+/* The watchdog's verdict (chanCheckTimers), or the stuck-peer limit's,
+ * with what an operator needs to tell a stalled peer (our queue pair still
+ * ready to send: the peer's NIC refuses our writes for want of posted
+ * receives, or never answers) from a local stall (our queue pair already
+ * failed, its completion not yet seen). */
+static void chanFailSilentPeer(rdmaChan *ch, int limit) {
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
     const char *qps = "unknown";
@@ -2109,7 +2132,7 @@ static void chanFailSilentPeer(rdmaChan *ch) {
         qps = names[attr.qp_state];
     chanFail(ch, &R.stats.err_completion, "the peer acknowledged nothing for %d seconds "
              "(%llu sends outstanding, last completion %llds ago, queue pair %s)",
-             RDMA_PEER_DEAD_SECONDS, (unsigned long long)sqOutstanding(ch),
+             limit, (unsigned long long)sqOutstanding(ch),
              (long long)(monoSeconds() - ch->sq_progress), qps);
 }
 
@@ -2122,8 +2145,9 @@ void rdmaChanCron(rdmaChan *ch) {
     if (sqOutstanding(ch) > 0) chanPollCQ(ch);
     if (ch->state != RDMA_CHAN_CONNECTED) return;
     if (sqOutstanding(ch) > 0) {
-        if (ch->watchdog && monoSeconds() - ch->sq_progress > RDMA_PEER_DEAD_SECONDS) {
-            chanFailSilentPeer(ch);
+        int limit = ch->watchdog ? RDMA_PEER_DEAD_SECONDS : RDMA_PEER_STUCK_SECONDS;
+        if (monoSeconds() - ch->sq_progress > limit) {
+            chanFailSilentPeer(ch, limit);
             return;
         }
         /* The last sends unsignaled: nothing would ever report their

@@ -526,7 +526,7 @@ static size_t rawCommand(rawConn *rc, size_t off, const char *cmd) {
 
 static const char *badCases =
     "short-ctrl long-ctrl bad-opcode hs-bad-opcode feature xfer-zero xfer-huge imm-overflow "
-    "imm-past-end rdma-read atomic no-handshake no-read kill-mid go-silent";
+    "imm-past-end rdma-read atomic no-handshake no-read kill-mid go-silent early-burst";
 
 /* An RDMA READ (atomic = 0) or fetch-and-add (atomic = 1) on the peer's
  * receive buffer, which it registered for remote writes only. */
@@ -612,6 +612,25 @@ static int cmdBad(int argc, char **argv) {
         printf("killed mid-transfer\n");
         fflush(stdout);
         _exit(0);
+    } else if (!strcmp(what, "early-burst")) {
+        /* Where to write, and at once a burst of keepalives: legal, and
+         * they may reach the server before its own ESTABLISHED event, in
+         * one batch of events with it. It must accept us once, and work. */
+        rawRegisterOurs(&rc);
+        for (int i = 0; i < 200; i++) {         /* one every ~0.5 ms: some land mid-batch */
+            rawCtrl(&rc, RDMA_OP_KEEPALIVE, 0, 0, 0, 0);
+            if (rawPoll(&rc, 0) == -1) die("bad: closed during the handshake");
+            usleep(500);
+        }
+        for (int i = 0; i < 50 && !rc.peer_known; i++)
+            if (rawPoll(&rc, 100) == -1) die("bad: closed during the handshake");
+        if (!rc.peer_known) die("bad: the server never sent its buffer");
+        rawCommand(&rc, 0, "*1\r\n$4\r\nPING\r\n");
+        for (int i = 0; i < 50 && rc.rx_used < 7; i++)
+            if (rawPoll(&rc, 100) == -1) die("bad: closed after PING");
+        if (rc.rx_used < 7 || memcmp(rc.rx, "+PONG\r\n", 7)) die("bad: no PONG");
+        printf("pong\n");
+        return 0;
     } else if (!strcmp(what, "go-silent")) {
         /* Like a host that lost power: the queue pair vanishes, no
          * disconnect is ever sent, packets to it are dropped unanswered.

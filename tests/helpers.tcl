@@ -111,15 +111,23 @@ proc rdma_info {field {level 0}} {
 }
 
 # A hardware counter of the RDMA devices (Soft-RoCE's rcvd_rnr_err, ...),
-# summed over every device and port; 0 when no device has it.
+# summed over every device and port; "" when no device has it.
 proc rdma_hw_counter {name} {
+    set files [glob -nocomplain /sys/class/infiniband/*/ports/*/hw_counters/$name]
+    if {![llength $files]} { return "" }
     set sum 0
-    foreach f [glob -nocomplain /sys/class/infiniband/*/ports/*/hw_counters/$name] {
+    foreach f $files {
         set fd [open $f]
         incr sum [string trim [read $fd]]
         close $fd
     }
     return $sum
+}
+
+# Is the RDMA device Soft-RoCE (rdma_rxe)? It reads a retry count of 7 as
+# "for ever" (RDMA.md, "Robustness").
+proc rdma_soft_roce {} {
+    expr {[llength [glob -nocomplain /sys/class/infiniband/rxe*]] > 0}
 }
 
 # ----------------------------------------------------------------- Nic-KV ---

@@ -125,16 +125,51 @@ start_server [list tags {"rdma"} overrides [rdma_overrides $port]] {
         assert_others_unaffected $port
     }
 
+    test {RDMA bad peer: clients that send at once after connecting are each accepted once} {
+        # Their keepalives can reach the server before its ESTABLISHED
+        # event, in one batch of events with it. A completion event of that
+        # batch for a channel the batch had already accepted was handled as
+        # if still handshaking: a second accept (two clients on one
+        # connection) and the listener's list of handshakes lost.
+        set accepted [rdma_info rdma_connections_accepted]
+        set clients [s connected_clients]
+        set pids {}
+        set files {}
+        for {set i 0} {$i < 30} {incr i} {
+            lappend files [tmpfile burst]
+            lappend pids [exec src/skv-rdma-tool bad $::rdma_host $port early-burst > [lindex $files end] 2>@1 &]
+        }
+        foreach pid $pids {
+            wait_for_condition 200 100 {
+                [catch {exec kill -0 $pid}] == 1
+            } else {
+                fail "an early-burst client hangs"
+            }
+        }
+        set pongs 0
+        foreach f $files {
+            set fd [open $f]; set out [read $fd]; close $fd
+            if {[string match "*pong*" $out]} { incr pongs }
+        }
+        assert_equal 30 $pongs
+        assert_equal [expr {$accepted + 30}] [rdma_info rdma_connections_accepted]
+        wait_for_condition 100 100 {
+            [s connected_clients] == $clients && [rdma_info rdma_connections] == 0
+        } else {
+            fail "the early-burst clients were not cleaned up"
+        }
+        assert_others_unaffected $port
+    }
+
     # The server's queue pair takes its retry count from the client's
     # connect: 7 (what RDMA clients ask, SKV's included) is "for ever" on
     # Soft-RoCE, which leaves it to SKV's watchdog; with 6 the transport
     # times the peer out by itself, as it does on a real NIC with 7, and the
     # watchdog stays off (so that a busy peer is not taken for a dead one:
     # tests/rdma/replication.tcl).
-    foreach {retry how watched pattern} {
-        7 "SKV's watchdog" 1 "*RDMA: closing connection with *acknowledged nothing for 10 seconds*"
-        6 "the transport's retries" 0 "*RDMA: closing connection with *transport retry counter exceeded*"
-    } {
+    set watchdog {"SKV's watchdog" 1 "*RDMA: closing connection with *acknowledged nothing for 10 seconds*"}
+    set transport {"the transport's retries" 0 "*RDMA: closing connection with *transport retry counter exceeded*"}
+    foreach {retry how watched pattern} [concat 7 [expr {[rdma_soft_roce] ? $watchdog : $transport}] 6 $transport] {
         test "RDMA bad peer: a peer that went silent is noticed by $how (retry count $retry)" {
             set from [log_lines]
             set before [rdma_info rdma_errors_completion]
