@@ -877,9 +877,10 @@ static sds genInfo(int nsec, sds *secs) {
             "rdma_listener:%s\r\n"
             "rdma_connections:%d\r\n"
             "rdma_connections_unauthenticated:%d\r\n"
+            "rdma_connections_watchdog:%d\r\n"
             "rdma_pinned_bytes:%zu\r\n"
             "rdma_pinned_limit:%zu\r\n",
-            nk.rdma_status, rdmaChanCount(), rdmaUnauthCount(), rdmaPinnedBytes(),
+            nk.rdma_status, rdmaChanCount(), rdmaUnauthCount(), rdmaWatchdogCount(), rdmaPinnedBytes(),
             strcmp(nk.rdma_status, "off") ? rdmaEffectivePinnedLimit() : (size_t)nk.cfg.rdma_max_pinned);
         for (const rdmaStatField *f = rdmaStatFields; f->name; f++)
             s = sdscatprintf(s, "rdma_%s:%llu\r\n", f->name, rdmaStatValue(&st, f));

@@ -178,6 +178,10 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             $nm close
             assert_equal 1 [nickv_info $nk epoch]
             assert_equal 0 [nickv_info $nk failovers]
+            # Its probes have heard every replica again before the next
+            # test names one (CI once ran FAILOVER TO before they had, on a
+            # loaded machine: "last answer -1 ms ago").
+            nickv_wait_failover_view $nk [llength $ports]
         }
 
         test {Nic-KV FAILOVER TO: a planned handover under a WAIT writer, nothing acknowledged lost, no full sync} {

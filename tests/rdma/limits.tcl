@@ -189,3 +189,45 @@ test {RDMA: CONFIG SET rdma-port retries a listener that is down} {
     assert_equal PONG [rdma_cli $port ping]
     exec kill $pid
 } {} {rdma}
+
+# Nic-KV shares the library's cap; with a password, its RDMA clients count
+# against it until they authenticate (without one, each is granted at once).
+start_server [list tags {"rdma nickv"}] {
+    test {Nic-KV: RDMA connections that never authenticate are capped (rdma-max-unauthenticated)} {
+        set nkrport [rdma_port]
+        set nk [nickv_start [srv 0 port] --rdma-port $nkrport --rdma-bind $::rdma_host2 \
+                    --requirepass s3cret --rdma-max-unauthenticated 10 --protected-mode no]
+        set out [tmpfile nkconns]
+        set pid [exec src/skv-rdma-tool conns $::rdma_host2 $nkrport 30 20 > $out 2>@1 &]
+        wait_for_condition 600 100 {
+            [string match "*accepted*" [exec cat $out]]
+        } else {
+            catch {exec kill $pid}
+            fail "skv-rdma-tool conns did not finish connecting: [exec cat $out]"
+        }
+        set res [conns_result [exec cat $out]]
+        set held [nickv_info $nk rdma_connections_unauthenticated]
+        catch {exec kill $pid}
+        assert_equal 10 [dict get $res accepted]
+        assert_equal 20 [dict get $res refused]
+        assert_equal 10 $held
+        assert_equal 20 [nickv_info $nk rdma_errors_unauth_limit]
+        assert_match "*connection refused by *not authenticated yet (rdma-max-unauthenticated 10)*" \
+            [dict get $res reasons]
+        # The accepted ones are served: a NOAUTH to their PING.
+        assert_equal 10 [dict get $res replied]
+        assert_match "*reply: -NOAUTH*" [dict get $res reasons]
+        wait_for_condition 100 100 {
+            [nickv_info $nk rdma_connections] == 0
+        } else {
+            fail "the connections did not go away"
+        }
+        # Room again: an authenticated client is served.
+        set out [tmpfile nkconns]
+        exec src/skv-rdma-tool conns $::rdma_host2 $nkrport 1 0 s3cret > $out 2>@1
+        set res [conns_result [exec cat $out]]
+        assert_equal 1 [dict get $res accepted]
+        assert_equal 1 [dict get $res replied]
+        nickv_stop $nk
+    }
+}
