@@ -122,6 +122,13 @@ static ssize_t redisRdmaWrite(redisContext *c) {
         ssize_t n = rdmaChanWrite(ch, c->obuf, len);
         if (n >= 0) return n;
         if (errno != EAGAIN) {
+            /* The server may have closed right after its last words (a
+             * client over maxclients gets its error, then the close, before
+             * its first command goes out). As over TCP, where that write
+             * succeeds, the command is dropped and the reply is read:
+             * those words, then "Server closed the connection". */
+            rdmaChanHandleEvents(ch);
+            if (rdmaChanReadPending(ch)) return (ssize_t)len;
             setError(c, REDIS_ERR_IO, "RDMA write failed", ch);
             return -1;
         }
