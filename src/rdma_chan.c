@@ -142,9 +142,9 @@
 #define RDMA_PEER_DEAD_SECONDS (3 * RDMA_KEEPALIVE_INTERVAL + 1)
 /* On every channel: a peer that took nothing we sent for 5 minutes is
  * closed, busy or not. It bounds what a hung host holds here (its NIC may
- * answer RNR for ever; TCP gives up on a hung host after about 15 minutes),
- * and is longer than any Redis timeout that would close a busy peer first
- * (repl-timeout is 60 s). */
+ * answer RNR for ever; TCP gives up on a hung host after about 15
+ * minutes). A replica is closed before that by the default repl-timeout
+ * (60 s); one set above 300 s does not hold over RDMA. */
 #define RDMA_PEER_STUCK_SECONDS 300
 /* Most work requests one rdmaChanWriteRegion() call links into a single
  * ibv_post_send (one doorbell). */
@@ -1481,6 +1481,8 @@ static int listenerDropFailed(rdmaChan *ch) {
 /* A handshaking channel is done when the connection is established and the
  * peer told us where to write. */
 static void listenerMaybeReady(rdmaListener *l, rdmaChan *ch, rdmaAcceptFn accept, void *data) {
+    rdmaInvariant(ch->listener == l);
+    if (ch->listener != l) return;      /* accepted (or dropped) already */
     chanApplyAsync(ch);
     if (listenerDropFailed(ch)) return;
     if (!ch->established || !ch->peer_known) return;
