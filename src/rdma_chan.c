@@ -879,8 +879,9 @@ static void chanSetAckTimeout(rdmaChan *ch) {
         rlog(RDMA_LOG_VERBOSE, "RDMA: cannot set the ACK timeout: %s", strerror(errno));
 }
 
-/* Once connected: does the transport time out a silent peer by itself? If
- * the queue pair cannot say, the watchdog stays on. */
+/* Once connected (called once per channel): does the transport time out a
+ * silent peer by itself? If the queue pair cannot say, the watchdog stays
+ * on. */
 static void chanCheckTimers(rdmaChan *ch) {
     static int watchdog_off = -1;
     struct ibv_qp_attr attr;
@@ -897,10 +898,8 @@ static void chanCheckTimers(rdmaChan *ch) {
         attr.timeout != 0)
         on = attr.retry_cnt >= 7 &&
              (ibv_query_device(ch->id->verbs, &dev) || dev.vendor_id == RDMA_RXE_VENDOR_ID);
-    if (off) on = 0;
-    if (on && !ch->watchdog) __atomic_add_fetch(&R.watched, 1, __ATOMIC_RELAXED);
-    if (!on && ch->watchdog) __atomic_sub_fetch(&R.watched, 1, __ATOMIC_RELAXED);
-    ch->watchdog = on;
+    ch->watchdog = on && !off;
+    if (ch->watchdog) __atomic_add_fetch(&R.watched, 1, __ATOMIC_RELAXED);
 }
 
 static void chanSetPeerDesc(rdmaChan *ch) {
@@ -1310,7 +1309,6 @@ static inline void chanApplyAsync(rdmaChan *ch) {
 /* --------------------------------------------------------- Listener --- */
 
 static void listenerRemoveHandshake(rdmaListener *l, rdmaChan *ch) {
-    if (ch->listener != l) return;          /* not on its list (any more) */
     if (ch->comp_ch) epoll_ctl(l->epfd, EPOLL_CTL_DEL, ch->comp_ch->fd, NULL);
     if (ch->hs_prev) ch->hs_prev->hs_next = ch->hs_next;
     else l->hs = ch->hs_next;
