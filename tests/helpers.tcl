@@ -43,7 +43,11 @@ proc skv_pin {name} {
 # veth pair: the server side listens on 10.77.0.1, the other end is 10.77.0.2.
 set ::rdma_host 10.77.0.1
 set ::rdma_host2 10.77.0.2
-if {![info exists ::rdma_next_port]} { set ::rdma_next_port 27000 }
+# (run-in-vm.sh gives each test file its own range: SKV_RDMA_PORT_BASE.)
+if {![info exists ::rdma_next_port]} {
+    set ::rdma_next_port 27000
+    if {[info exists ::env(SKV_RDMA_PORT_BASE)]} { set ::rdma_next_port $::env(SKV_RDMA_PORT_BASE) }
+}
 
 proc rdma_available {} {
     expr {[file exists /sys/class/infiniband/rxe0] && [file exists /sys/class/infiniband/rxe1]}

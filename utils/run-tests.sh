@@ -222,6 +222,17 @@ if [ ${#failed_suites[@]} != 0 ]; then
         sed 's/\x1b\[[0-9;]*m//g' "$logs/$name.log" | tail -n 8 | sed "s|^|$name: |"
     done
 fi
+if [ ${#failed_suites[@]} != 0 ]; then
+    # The names alone, last, so that even a short tail of the output says
+    # which tests failed (an [exception] also gives its message's first line).
+    echo "=================== failed tests"
+    for name in "${failed_suites[@]}"; do
+        sed 's/\x1b\[[0-9;]*m//g' "$logs/$name.log" |
+            grep -E -A1 '^\[(err|exception)\]: |^\[TIMEOUT\]|FAILED: ' |
+            grep -v -E '^--$|^\*\*\* ' | awk '!seen[$0]++' | head -n 12 | cut -c1-200 |
+            sed "s|^|$name: |"
+    done
+fi
 if [ ${#flaky[@]} != 0 ]; then
     echo "=================== flaky (counted as passed; see utils/run-tests.sh)"
     printf '%s\n' "${flaky[@]}"

@@ -53,7 +53,7 @@ start_server [list tags {"rdma"} overrides [rdma_overrides $port]] {
         set refusals [rdma_info rdma_errors_pinned_limit]
         # Room for about 25 connections' pre-auth buffers.
         r config set rdma-max-pinned-memory [expr {[rdma_info rdma_pinned_bytes] + 3 * 1024 * 1024}]
-        set res [conns_result [exec src/skv-rdma-tool conns $::rdma_host $port 60 0]]
+        set res [conns_result [rdma_tool conns $::rdma_host $port 60 0]]
         r config set rdma-max-pinned-memory 1gb
         assert {[dict get $res accepted] >= 10}
         assert {[dict get $res refused] >= 10}
@@ -132,7 +132,7 @@ start_server [list tags {"rdma"} overrides [list rdma-port $port rdma-bind $::rd
         assert_equal 20 $conns
         assert_equal 0 [rdma_info rdma_connections_unauthenticated]
         assert_equal PONG [rdma_cli $port -a s3cret --no-auth-warning ping]
-        set res2 [conns_result [exec src/skv-rdma-tool conns $::rdma_host $port 20 0 s3cret]]
+        set res2 [conns_result [rdma_tool conns $::rdma_host $port 20 0 s3cret]]
         assert_equal 20 [dict get $res2 accepted]
         assert_equal 20 [dict get $res2 replied]
         assert {![string match "*reply:*" [dict get $res2 reasons]]}
