@@ -859,6 +859,7 @@ static sds genInfo(int nsec, sds *secs) {
             "auth_failures:%lld\r\n"
             "protocol_errors:%lld\r\n", stats.auth_failures, stats.protocol_errors);
         s = nkLinkStatsInfo(s);
+        s = nkResolveInfo(s);
         s = sdscatprintf(s,
             "rejected_connections:%lld\r\n"
             "client_output_buffer_limit_disconnections:%lld\r\n"
@@ -1017,6 +1018,7 @@ static void configCommand(nkClient *c, int argc, sds *argv) {
         memset(&stats, 0, sizeof(stats));
         nkReplicaResetStats();
         nkLinkResetStats();
+        nkResolveResetStats();
         nkProbeResetStats();
         nkFailoverResetStats();
         rdmaResetStats();

@@ -91,7 +91,10 @@ void nkLoopCollect(nkLoop *l);
 nkConn *nkConnFromFd(nkLoop *l, int fd);
 nkConn *nkConnFromChan(nkLoop *l, rdmaChan *ch);
 /* Start connecting; the write handler is called once it is done, and
- * nkConnError() then says whether it failed. */
+ * nkConnError() then says whether it failed. A host name is resolved off
+ * the loop (nkResolve): until it is, NULL with errno EAGAIN and
+ * "resolving ..." in err, and the caller tries again later (a name that
+ * cannot be resolved: ENOENT). Main thread. */
 nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const char *src,
                       size_t rx_size, char *err, size_t errlen);
 /* -1 when the loop cannot watch its RDMA channel: it is closed then. */
@@ -411,6 +414,15 @@ typedef struct nkProbeView {
 int nkProbeNodes(nkProbeView *v, int max);
 /* A numeric IPv4 or IPv6 address (a name would need DNS to probe). */
 int nkAddrNumeric(const char *a);
+/* nickv_resolve.c: name (or a numeric address) -> up to NK_RESOLVE_ADDRS
+ * numeric addresses in ip, to try in turn; returns how many. 0 while it is
+ * being looked up (by a thread of its own: ask again later), -1 if it
+ * cannot be; err says why. Main thread. */
+#define NK_RESOLVE_ADDRS 4
+#define NK_RESOLVE_IP 64                /* an IPv6 address, with a zone */
+int nkResolve(const char *name, char ip[][NK_RESOLVE_IP], char *err, size_t errlen);
+sds nkResolveInfo(sds s);
+void nkResolveResetStats(void);
 /* The node at ip:port (a replica's, else the master's): 0 if none. */
 int nkProbeFind(const char *ip, int port, nkProbeView *v);
 /* Send a command (first, then arguments up to a NULL) on the node's probe

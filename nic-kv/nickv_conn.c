@@ -172,11 +172,12 @@ nkConn *nkConnFromChan(nkLoop *l, rdmaChan *ch) {
     return c;
 }
 
-nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const char *src,
-                      size_t rx_size, char *err, size_t errlen) {
+/* One address, numeric. */
+static nkConn *connectTo(nkLoop *l, const char *ip, int port, int rdma, const char *src,
+                         size_t rx_size, char *err, size_t errlen) {
     nkConn *c;
     if (rdma) {
-        rdmaChan *ch = rdmaChanConnect(host, port, src, rx_size, -1, 5000, err, errlen);
+        rdmaChan *ch = rdmaChanConnect(ip, port, src, rx_size, -1, 5000, err, errlen);
         if (!ch) return NULL;
         if (!(c = nkConnFromChan(l, ch))) {
             snprintf(err, errlen, "cannot watch the RDMA channel");
@@ -184,8 +185,8 @@ nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const cha
         }
     } else {
         char aerr[ANET_ERR_LEN];
-        int fd = (src && *src) ? anetTcpNonBlockBestEffortBindConnect(aerr, host, port, src) :
-                                 anetTcpNonBlockConnect(aerr, host, port);
+        int fd = (src && *src) ? anetTcpNonBlockBestEffortBindConnect(aerr, ip, port, src) :
+                                 anetTcpNonBlockConnect(aerr, ip, port);
         if (fd == ANET_ERR) {
             snprintf(err, errlen, "%s", aerr);
             return NULL;
@@ -196,6 +197,21 @@ nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const cha
     c->connecting = 1;
     if (c->fd != -1) tcpUpdate(c);
     else rdmaUpdate(c);
+    return c;
+}
+
+nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const char *src,
+                      size_t rx_size, char *err, size_t errlen) {
+    char ip[NK_RESOLVE_ADDRS][NK_RESOLVE_IP];
+    nkConn *c = NULL;
+    int n = nkResolve(host, ip, err, errlen);
+    if (n <= 0) {
+        errno = n == 0 ? EAGAIN : ENOENT;
+        return NULL;
+    }
+    /* The addresses in turn, until one can be started (as anet does with
+     * what getaddrinfo gives): the last one's error stands. */
+    for (int i = 0; i < n && !c; i++) c = connectTo(l, ip[i], port, rdma, src, rx_size, err, errlen);
     return c;
 }
 

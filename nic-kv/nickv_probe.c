@@ -160,8 +160,9 @@ static int addrSendable(const char *a) {
     return 1;
 }
 
-/* A replica is probed at a numeric address only: resolving a name would
- * block the event loop (and the master would then drop us as silent). */
+/* A replica is probed at a numeric address only: its address is what it
+ * announced, and Nic-KV looks up no name a peer gives it (the master's
+ * name is looked up off the loop: nickv_resolve.c). */
 int nkAddrNumeric(const char *a) {
     struct in_addr v4;
     struct in6_addr v6;
@@ -576,9 +577,12 @@ static void probeConnect(probeNode *n) {
     }
     n->conn = nkConnConnect(nk.loop, n->reach, n->port, 0, NULL, 0, err, sizeof(err));
     if (!n->conn) {
-        /* Out of descriptors, no route...: it stays unanswered. */
+        /* Out of descriptors, no route, the master's name not resolved
+         * (yet): it stays unanswered. (The name is in the message of a
+         * lookup: it says nothing about the port.) */
+        int lookup = errno == EAGAIN || errno == ENOENT;
         snprintf(n->conn_err, sizeof(n->conn_err), "%s", err);
-        if (strstr(err, "refused")) probeInvalid(n, "connection refused");
+        if (!lookup && strstr(err, "refused")) probeInvalid(n, "connection refused");
         return;
     }
     nkConnSetData(n->conn, n);

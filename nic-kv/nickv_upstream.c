@@ -573,12 +573,24 @@ static void linkConnected(nkConn *conn, void *data) {
 }
 
 static void linkConnect(void) {
+    static char said[256];      /* the lookup we last said we wait for */
     char err[256];
     int rdma = M.rdma_port > 0;
     int port = rdma ? M.rdma_port : M.port;
-    L.link_connects++;
     L.link = nkConnConnect(nk.loop, M.host, port, rdma, NULL,
                             (size_t)nk.cfg.rdma_rx_size, err, sizeof(err));
+    if (!L.link && errno == EAGAIN) {
+        /* The master's name is being looked up (nickv_resolve.c): not an
+         * attempt yet. Said once per lookup. */
+        if (strcmp(said, err)) {
+            nkLog(LL_WARNING, "Cannot connect to the master %s:%d%s: %s", M.host,
+                  port, rdma ? " (RDMA)" : "", err);
+            snprintf(said, sizeof(said), "%s", err);
+        }
+        return;
+    }
+    said[0] = '\0';
+    L.link_connects++;
     if (!L.link) {
         if (L.link_connects <= 1 || L.link_connects % 60 == 0)
             nkLog(LL_WARNING, "Cannot connect to the master %s:%d%s: %s", M.host,

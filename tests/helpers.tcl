@@ -625,6 +625,19 @@ proc fo_wait_failovers {nk n} {
 # Wait until the node behind client c serves data: a master Nic-KV just
 # promoted does once the probe has granted it a lease, a round trip later
 # (PING needs the lease too, SELECT does not).
+# Run a write on $c, a master with min-replicas-to-write through Nic-KV
+# $nk: retried while it answers NOREPLICAS (right after a failover, until
+# the replicas that followed it count as good), then must succeed.
+proc nickv_write_when_good {nk c args} {
+    wait_for_condition 100 100 {
+        [set status [catch {$c {*}$args} e]] == 0 || ![string match "NOREPLICAS*" $e]
+    } else {
+        fail "the master takes no write: $e\n[nickv_cmd $nk info failover]"
+    }
+    if {$status != 0} { fail "the write failed: $e" }
+    return $e
+}
+
 proc nickv_wait_served {c} {
     wait_for_condition 100 20 {
         [catch {$c ping} e] == 0

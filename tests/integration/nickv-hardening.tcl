@@ -324,3 +324,83 @@ start_server {tags {"nickv external:skip"}} {
         nickv_stop $nk
     }
 }
+
+# A master given by name: Nic-KV resolves it in a thread of its own
+# (nic-kv/nickv_resolve.c). tests/gated-dns.c, preloaded, is a DNS that
+# answers "*.gate.test" only once its gate file exists.
+start_server {tags {"nickv external:skip"}} {
+    set mport [srv 0 port]
+
+    test {Nic-KV: a master given by name is resolved off the event loop: a DNS that does not answer stops nothing} {
+        set dir [file normalize [tmpdir gated-dns]]
+        exec cc -shared -fPIC -o $dir/gated-dns.so tests/skv/gated-dns.c -ldl
+        set gate $dir/gate
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        set log $dir/nickv.log
+        set pid [exec env LD_PRELOAD=$dir/gated-dns.so SKV_TEST_DNS_GATE=$gate SKV_TEST_DNS_MAX=300 \
+                     [nickv_binary] --port $port --master-host master.gate.test --master-port $mport \
+                     --logfile $log --state-file $dir/nickv.state >>& $dir/nickv.out &]
+        lappend ::nickv_pids $pid
+        set nk [dict create port $port pid $pid log $log args {} master $mport]
+        wait_for_condition 100 50 {
+            [file exists $gate.log] && [string match "*ask master.gate.test*" [exec cat $gate.log]]
+        } else {
+            catch {exec tail -n 20 $log} tail
+            fail "nic-kv did not ask for the master's name: $tail"
+        }
+        # The DNS does not answer: Nic-KV still serves its clients (before,
+        # its loop waited in getaddrinfo and answered nothing) ...
+        foreach _ {1 2 3 4 5} {
+            set fd [nickv_raw_connect $nk]
+            puts -nonewline $fd "PING\r\n"
+            assert_equal {+PONG} [nickv_raw_line $fd 10000]
+            close $fd
+            after 100
+        }
+        # ... and says why it has no link.
+        assert_equal down [nickv_info $nk master_link_status]
+        assert_equal 1 [nickv_info $nk resolve_pending]
+        assert_equal 0 [nickv_info $nk resolutions]
+        wait_for_condition 50 100 {
+            ![catch {exec grep -q "Cannot connect to the master master.gate.test:$mport: resolving 'master.gate.test'" $log}]
+        } else {
+            fail "no line says why the link is not up: [exec tail -n 20 $log]"
+        }
+        # The DNS answers: the link comes up, to the address found.
+        close [open $gate w]
+        wait_for_condition 100 100 {
+            [nickv_info $nk master_link_status] eq {up}
+        } else {
+            fail "the link did not come up: [exec tail -n 20 $log]"
+        }
+        assert_equal 0 [nickv_info $nk resolve_pending]
+        assert_equal 0 [nickv_info $nk resolve_failures]
+        assert {[nickv_info $nk resolutions] >= 1}
+
+        # The DNS stops answering again. Once the address is stale (10 s),
+        # a link that drops is made again at once, to the address it had,
+        # while the name is looked up anew.
+        file delete $gate
+        after 10500
+        set connects [nickv_info $nk master_link_connects]
+        r client kill type replica
+        wait_for_condition 100 100 {
+            [nickv_info $nk master_link_connects] > $connects &&
+            [nickv_info $nk master_link_status] eq {up}
+        } else {
+            fail "the link did not come back: [exec tail -n 20 $log]"
+        }
+        assert_equal 1 [nickv_info $nk resolve_pending]
+        set fd [nickv_raw_connect $nk]
+        puts -nonewline $fd "PING\r\n"
+        assert_equal {+PONG} [nickv_raw_line $fd 10000]
+        close $fd
+        close [open $gate w]
+        wait_for_condition 100 100 {
+            [nickv_info $nk resolve_pending] == 0
+        } else {
+            fail "the second resolution did not end"
+        }
+        nickv_stop $nk
+    }
+}

@@ -101,7 +101,9 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
             fo_assert_acked $acked [$nm lrange lst 0 -1] $n
             puts "    ($n appends, [llength $acked] acknowledged, 0 lost over RDMA; last failover [nickv_info $nk last_failover_ms] ms)"
             assert {[llength $acked] > 200}
-            $nm incr after
+            # A write: once the replicas that followed count as good for
+            # min-slaves 1 (they reconnect to it, and Nic-KV names them).
+            nickv_write_when_good $nk $nm incr after
             nickv_assert_digests $nm $others
             # Partial resyncs only: the promoted replica kept the history.
             assert_equal [lindex $full $w] [status $nm sync_full]
@@ -125,7 +127,7 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
             }
             # It runs rdma-replication no: it follows on the TCP port.
             assert_equal $nport [lindex [$om role] 2]
-            $nm incr after
+            nickv_write_when_good $nk $nm incr after
             nickv_assert_digests $nm [concat $others [list $om]]
         }
         nickv_stop $nk
