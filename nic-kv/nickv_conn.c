@@ -212,6 +212,8 @@ nkConn *nkConnConnect(nkLoop *l, const char *host, int port, int rdma, const cha
     /* The addresses in turn, until one can be started (as anet does with
      * what getaddrinfo gives): the last one's error stands. */
     for (int i = 0; i < n && !c; i++) c = connectTo(l, ip[i], port, rdma, src, rx_size, err, errlen);
+    /* (EAGAIN and ENOENT say "the name": not what a connect says.) */
+    if (!c && (errno == EAGAIN || errno == ENOENT)) errno = EIO;
     return c;
 }
 

@@ -221,7 +221,8 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         set stats [nickv_section_fields $nk stats]
         assert_equal [concat total_connections_received sync_partial_ok sync_partial_err \
             sync_full_proxied sync_redirected_to_master sync_waited_for_stream auth_failures \
-            protocol_errors link_pin_waits link_pin_drops rejected_connections \
+            protocol_errors link_pin_waits link_pin_drops resolutions resolve_failures \
+            resolve_pending rejected_connections \
             client_output_buffer_limit_disconnections auth_timeouts] [dict keys $stats]
         assert_equal 1 [dict get $stats sync_partial_ok]
         assert_equal 1 [dict get $stats sync_partial_err]
