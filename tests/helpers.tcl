@@ -622,9 +622,6 @@ proc fo_wait_failovers {nk n} {
     }
 }
 
-# Wait until the node behind client c serves data: a master Nic-KV just
-# promoted does once the probe has granted it a lease, a round trip later
-# (PING needs the lease too, SELECT does not).
 # Run a write on $c, a master with min-replicas-to-write through Nic-KV
 # $nk: retried while it answers NOREPLICAS (right after a failover, until
 # the replicas that followed it count as good), then must succeed.
@@ -638,6 +635,9 @@ proc nickv_write_when_good {nk c args} {
     return $e
 }
 
+# Wait until the node behind client c serves data: a master Nic-KV just
+# promoted does once the probe has granted it a lease, a round trip later
+# (PING needs the lease too, SELECT does not).
 proc nickv_wait_served {c} {
     wait_for_condition 100 20 {
         [catch {$c ping} e] == 0
