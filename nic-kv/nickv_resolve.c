@@ -130,8 +130,9 @@ static resolveSlot *slotFor(const char *name) {
     return pick;
 }
 
-/* Start a lookup of s's name (under the lock). -1 if no thread. */
-static int lookupStart(resolveSlot *s) {
+/* Start a lookup of s's name (under the lock). With no thread for it, it
+ * ends at once as a failed lookup (tried again after NK_RESOLVE_RETRY_MS). */
+static void lookupStart(resolveSlot *s) {
     pthread_t tid;
     pthread_attr_t attr;
     int rv;
@@ -144,7 +145,6 @@ static int lookupStart(resolveSlot *s) {
         snprintf(s->err, sizeof(s->err), "no thread to look it up: %s", strerror(rv));
     }
     pthread_attr_destroy(&attr);
-    return rv ? -1 : 0;
 }
 
 int nkResolve(const char *name, char ip[][NK_RESOLVE_IP], char *err, size_t errlen) {
