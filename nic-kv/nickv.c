@@ -151,6 +151,8 @@
 #include "zmalloc.h"
 #include "skv_version.h"
 
+void getRandomHexChars(char *p, size_t len);   /* util.c (declared in server.h) */
+
 nkServer nk;
 
 /* The stats this file counts (the replicas', the link's and the RDMA
@@ -1567,6 +1569,8 @@ int main(int argc, char **argv) {
     signal(SIGINT, sigShutdown);
 
     nk.start_time = time(NULL);
+    getRandomHexChars(nk.instance, NICKV_INSTANCE_LEN);
+    nk.instance[NICKV_INSTANCE_LEN] = '\0';
     nk.clients = listCreate();
     nkReplicaInit();
     nkLinkInit();

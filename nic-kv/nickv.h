@@ -254,6 +254,9 @@ typedef struct nkServer {
     long long next_client_id;
     time_t start_time;
     int shutdown_asap;
+    /* This process's random id (NICKV_INSTANCE_LEN hex digits), in our
+     * hello and lease messages: the master takes them from one Nic-KV. */
+    char instance[NICKV_INSTANCE_LEN + 1];
 
     /* The link to the master (nickv_upstream.c), the backlog
      * (nickv_backlog.c), the fan-out (nickv_fanout.c) and the replicas
@@ -390,6 +393,33 @@ void nkLinkMessage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct nkClient;
 int nkProxyFullSync(struct nkClient *c);
 
+/* nickv_info.c: the INFO replies of probed nodes, read strictly (a number
+ * is the whole value, in range; an id is 40 hex digits). What is absent,
+ * or malformed, keeps its "absent" value: "" or -1 (priority, offsets,
+ * lease, cluster), 0 (ports, flags); bad names the first malformed field. */
+typedef struct nkInfo {
+    char role[8];                       /* "master", "slave" */
+    char runid[NK_RUNID_SIZE + 1];
+    char replid[NK_RUNID_SIZE + 1], replid2[NK_RUNID_SIZE + 1];
+    long long master_repl_offset, slave_repl_offset;
+    char master_host[256];
+    int master_port;
+    int priority;                       /* replica_priority (or slave_) */
+    int rdma_port, rdma_listener, rdma_replication;
+    int lease;                          /* nickv_lease: 1 any but off, 0 off */
+    int cluster;                        /* cluster_enabled */
+    char bad[64];
+} nkInfo;
+void nkInfoParse(const char *reply, size_t len, nkInfo *in);
+/* A master's "slaveN:ip=,port=,state=[,via=nickv]" line: 1 with them. */
+typedef struct nkInfoReplica {
+    char ip[256];
+    char state[32];
+    int port;
+    int via_nickv;
+} nkInfoReplica;
+int nkInfoReplicaLine(const char *line, nkInfoReplica *r);
+
 /* nickv_probe.c: failure detection (probes of every node), min-slaves. */
 void nkProbeStart(void);
 /* A verdict changed in an event handler: tell the master before sleeping. */
@@ -446,6 +476,12 @@ void nkProbeRemember(int lease, const char *ip, int port);
  * another process answering at start is vetted against them. */
 void nkProbeRememberMaster(const char *runid, const char *replid, long long offset);
 const char *nkProbeMasterRunid(void);
+/* The most any replica can hold of the master's stream (its INFO and lease
+ * answers, our own stream's end); 0 if nothing was seen since we started. */
+long long nkProbeStreamBound(void);
+/* A replica's process as the probes learnt it while it was listed ("" if
+ * not known: it requires a password, or never answered). */
+const char *nkProbeRunid(const char *ip, int port);
 /* The master runs in cluster mode (its INFO cluster). */
 int nkProbeMasterCluster(void);
 /* The master's RDMA port, as its last INFO rdma said (0: no listener). */

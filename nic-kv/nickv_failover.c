@@ -210,6 +210,7 @@ static struct {
     char excluded[300];         /* the replicas that are no candidates, and why */
     char state_err[200];        /* why the state file could not be written */
     long long failovers, aborted, last_ms, planned_done;
+    long long distrusted;       /* candidates whose word could not be true */
     char last_why[512];         /* why the last attempt ended */
 } F;
 
@@ -540,18 +541,6 @@ static void logReply(long long tag, const char *ip, int port, const char *reply,
     if (is_error) nkLog(LL_WARNING, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
 }
 
-/* The run_id an INFO reply carries (its "server" section), into out
- * (NK_RUNID_SIZE + 1 bytes); "" if none. */
-static void infoRunid(const char *reply, size_t len, char *out) {
-    const char *p = memmem(reply, len, "\r\nrun_id:", 9);
-    out[0] = '\0';
-    if (!p || (size_t)(p - reply) + 9 + NK_RUNID_SIZE > len) return;
-    memcpy(out, p + 9, NK_RUNID_SIZE);
-    out[NK_RUNID_SIZE] = '\0';
-    for (int i = 0; i < NK_RUNID_SIZE; i++)
-        if (!isxdigit((unsigned char)out[i])) out[0] = '\0';
-}
-
 /* runid is the master's process (as far as we know it): the master known
  * at another address. */
 static int isMasterProcess(const char *runid) {
@@ -571,16 +560,16 @@ static void rdmaModeReply(long long tag, const char *ip, int port, const char *r
     (void)tag;                  /* the node's mode, whichever master it was asked for */
     for (int i = 0; i < F.nrepoint; i++) {
         foRepoint *r = &F.repoint[i];
-        char runid[NK_RUNID_SIZE + 1];
         if (r->node.port != port || strcmp(r->node.ip, ip)) continue;
         r->pending = 0;
         if (is_error) {
             r->retry_after_us = foNowUs() + 1000000LL;
             return;
         }
-        r->rdma = memmem(reply, len, "rdma_replication:1", 18) != NULL;
-        infoRunid(reply, len, runid);
-        r->is_master = isMasterProcess(runid);
+        nkInfo in;
+        nkInfoParse(reply, len, &in);
+        r->rdma = in.rdma_replication;
+        r->is_master = isMasterProcess(in.runid);
         return;
     }
 }
@@ -773,15 +762,37 @@ static void foStart(nkProbeView *m) {
     else aeCreateTimeEvent(nk.el, left + 1, fenceTimer, NULL, NULL);
 }
 
+/* What c says cannot be true (an offset beyond the master's stream, a
+ * field that does not parse, another process than the one listed): it is
+ * neither a candidate nor a witness whose offset could call the failover
+ * off. Said once per node and reason, not at every attempt. */
+static void foDistrust(foCandidate *c) {
+    static struct { char ip[NK_ADDR_LEN]; int port; char why[sizeof(c->why)]; } said[8];
+    static int next;
+    c->usable = c->eligible = 0;
+    for (int i = 0; i < 8; i++)
+        if (said[i].port == c->node.port && !strcmp(said[i].ip, c->node.ip) && !strcmp(said[i].why, c->why))
+            return;
+    nkLog(LL_WARNING, "Failover: %s:%d is not trusted: %s", c->node.reach, c->node.port, c->why);
+    snprintf(said[next].ip, sizeof(said[next].ip), "%s", c->node.ip);
+    said[next].port = c->node.port;
+    memcpy(said[next].why, c->why, sizeof(said[next].why));
+    next = (next + 1) % 8;
+    F.distrusted++;
+}
+
 /* A candidate's INFO replication. */
 static void queryReply(long long tag, const char *ip, int port, const char *reply, size_t len,
                        int is_error) {
     foCandidate *c = NULL;
     if (tag != F.tag || F.state != FO_QUERYING) return;
     if (F.planned && port == F.old.port && !strcmp(ip, F.old.ip) && !F.master_answered) {
-        const char *p = is_error ? NULL : strstr(reply, "master_repl_offset:");
         F.master_answered = 1;
-        if (p && (size_t)(p - reply) < len) F.master_offset = strtoll(p + 19, NULL, 10);
+        if (!is_error) {
+            nkInfo in;
+            nkInfoParse(reply, len, &in);
+            F.master_offset = in.master_repl_offset;
+        }
         return;
     }
     for (int i = 0; i < F.ncand; i++)
@@ -793,29 +804,31 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         snprintf(c->why, sizeof(c->why), "INFO: %.*s", (int)(len > 100 ? 100 : len), reply);
         return;
     }
-    char role[16] = "", replid[NK_RUNID_SIZE + 1] = "", replid2[NK_RUNID_SIZE + 1] = "";
-    long long offset = -1, moffset = -1;
-    int priority = 100, count, lease_off = 0, rdma_port = 0, rdma_on = 0;
-    sds *lines = sdssplitlen(reply, (ssize_t)len, "\r\n", 2, &count);
-    for (int i = 0; i < count; i++) {
-        const char *l = lines[i];
-        if (!strncmp(l, "role:", 5)) snprintf(role, sizeof(role), "%s", l + 5);
-        else if (!strncmp(l, "master_replid:", 14)) snprintf(replid, sizeof(replid), "%s", l + 14);
-        else if (!strncmp(l, "master_replid2:", 15)) snprintf(replid2, sizeof(replid2), "%s", l + 15);
-        else if (!strncmp(l, "slave_repl_offset:", 18)) offset = strtoll(l + 18, NULL, 10);
-        else if (!strncmp(l, "master_repl_offset:", 19)) moffset = strtoll(l + 19, NULL, 10);
-        else if (!strncmp(l, "slave_priority:", 15)) priority = atoi(l + 15);
-        else if (!strncmp(l, "replica_priority:", 17)) priority = atoi(l + 17);
-        else if (!strcmp(l, "rdma_replication:1")) c->rdma = 1;
-        else if (!strncmp(l, "rdma_port:", 10)) rdma_port = atoi(l + 10);
-        else if (!strcmp(l, "rdma_listener:on")) rdma_on = 1;
-        else if (!strcmp(l, "nickv_lease:off")) lease_off = 1;
-    }
-    sdsfreesplitres(lines, count);
-    infoRunid(reply, len, c->runid);
+    nkInfo in;
+    nkInfoParse(reply, len, &in);
+    memcpy(c->runid, in.runid, sizeof(c->runid));
+    c->rdma = in.rdma_replication;
     /* The node's word: a port REPLICAOF could use, or none. */
-    c->rdma_port = rdma_on && rdma_port > 0 && rdma_port <= 65535 ? rdma_port : 0;
+    c->rdma_port = in.rdma_listener && in.rdma_port > 0 ? in.rdma_port : 0;
+    if (in.bad[0]) {
+        snprintf(c->why, sizeof(c->why), "its INFO field %s does not parse", in.bad);
+        foDistrust(c);
+        return;
+    }
+    /* The process the probes knew at that address before the master died,
+     * if they learnt it: another one there now is not the replica the
+     * master listed (its data may be anything). */
+    const char *known = nkProbeRunid(c->node.ip, c->node.port);
+    if (known[0] && strcmp(known, in.runid)) {
+        snprintf(c->why, sizeof(c->why), "another process (run id %s) than the replica listed there",
+                 in.runid[0] ? in.runid : "none");
+        foDistrust(c);
+        return;
+    }
     const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
+    const char *role = in.role, *replid = in.replid, *replid2 = in.replid2;
+    long long offset = in.slave_repl_offset, moffset = in.master_repl_offset;
+    int priority = in.priority >= 0 ? in.priority : 100, lease_off = in.lease == 0;
     /* A replica of our history; or one our earlier attempt promoted whose
      * reply we never saw (a master now, our history as its replid2). */
     /* (A replica's replid2 is ours after it was promoted and made a
@@ -827,6 +840,16 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         c->offset = moffset;
     } else {
         snprintf(c->why, sizeof(c->why), "not a replica of our history (role %s, replid %s)", role, replid);
+        return;
+    }
+    /* No replica can hold more than the master's stream: one that says it
+     * does is lying, and neither a candidate nor a reason to call the
+     * failover off (its offset would outrank every honest replica). */
+    long long bound = nkProbeStreamBound();
+    if (bound > 0 && c->offset > bound) {
+        snprintf(c->why, sizeof(c->why), "it claims offset %lld, beyond the %lld bytes the master's "
+                 "stream is known to hold", c->offset, bound);
+        foDistrust(c);
         return;
     }
     c->priority = priority;
@@ -1436,7 +1459,9 @@ sds nkFailoverInfo(sds s) {
         "last_failover:%s\r\n"
         "state_file:%s\r\n"
         "state_file_error:%s\r\n"
-        "repoint_pending:%d\r\n",
+        "repoint_pending:%d\r\n"
+        "candidates_distrusted:%lld\r\n"
+        "stream_bound:%lld\r\n",
         nk.cfg.failover ? "yes" : "no", foStateNames[F.state], F.epoch,
         F.master.reach, F.master.port,
         nkProbeMasterLease() == 1 ? (nkProbeLeaseError()[0] ? "refused" : "on") :
@@ -1444,7 +1469,7 @@ sds nkFailoverInfo(sds s) {
         nk.cfg.lease_time, left > 0 ? left : 0, F.blocked, F.failovers, F.aborted, F.planned_done,
         nk.cfg.failback ? "yes" : "no", nk.cfg.failback ? F.failback : "",
         F.last_ms, F.last_why, nk.cfg.state_file ? nk.cfg.state_file : "",
-        F.state_err, F.nrepoint);
+        F.state_err, F.nrepoint, F.distrusted, nkProbeStreamBound());
     for (int i = 0; i < F.nrepoint; i++)
         s = sdscatprintf(s, "repoint%d:addr=%s:%d,old_master=%d,since_ms=%lld,transport=%s,error=%s\r\n", i,
                          F.repoint[i].node.reach, F.repoint[i].node.port, F.repoint[i].old_master,
@@ -1455,5 +1480,5 @@ sds nkFailoverInfo(sds s) {
 }
 
 void nkFailoverResetStats(void) {
-    F.failovers = F.aborted = F.planned_done = 0;
+    F.failovers = F.aborted = F.planned_done = F.distrusted = 0;
 }

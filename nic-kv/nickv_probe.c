@@ -90,6 +90,7 @@ typedef struct probeNode {
     int remembered;             /* from the state file: listed until the
                                  * master's own list is read */
     int authed;                 /* a replica's connection: AUTH sent */
+    char runid[NK_RUNID_SIZE + 1];  /* a replica's process, "" if not known */
     int seen;                   /* listed in this pass (nodesRefresh) */
     long long unlisted_ms;      /* ... when it stopped being listed */
     nkConn *conn;
@@ -138,6 +139,10 @@ static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unk
 static int master_granted;              /* a grant went on this connection */
 static int master_cluster;              /* its INFO says cluster_enabled:1 */
 static int master_rdma_port;            /* its RDMA listener's port (INFO rdma), 0: none */
+/* The highest offset the master said its stream reached (its INFO, its
+ * answers to leases), in any history: no replica can hold more than this
+ * or our own stream's end (nkProbeStreamBound). 0: none seen yet. */
+static long long master_offset_seen;
 static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
 static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
 static int master_restarted;            /* ... and is not vetted yet (probeVet) */
@@ -289,23 +294,23 @@ static void probeVet(probeNode *m, const char *replid, const char *replid2, long
 static void probeReadView(probeNode *m, const char *info, size_t len, int granted) {
     sds *lines;
     int count;
-    char role[16] = "", mhost[256] = "", replid[64] = "", replid2[64] = "";
-    int mport = 0, rdma_port = 0, rdma_on = 0;
-    long long offset = -1;
-    lines = sdssplitlen(info, (ssize_t)len, "\r\n", 2, &count);
-    for (int i = 0; i < count; i++) {
-        const char *l = lines[i];
-        if (!strncmp(l, "role:", 5)) snprintf(role, sizeof(role), "%s", l + 5);
-        else if (!strncmp(l, "master_host:", 12)) snprintf(mhost, sizeof(mhost), "%s", l + 12);
-        else if (!strncmp(l, "master_port:", 12)) mport = atoi(l + 12);
-        else if (!strncmp(l, "rdma_port:", 10)) rdma_port = atoi(l + 10);
-        else if (!strcmp(l, "rdma_listener:on")) rdma_on = 1;
-        else if (!strncmp(l, "nickv_lease:", 12)) master_lease = strcmp(l + 12, "off") != 0;
-        else if (!strncmp(l, "cluster_enabled:", 16)) master_cluster = atoi(l + 16) == 1;
-        else if (!strncmp(l, "master_replid:", 14)) snprintf(replid, sizeof(replid), "%s", l + 14);
-        else if (!strncmp(l, "master_replid2:", 15)) snprintf(replid2, sizeof(replid2), "%s", l + 15);
-        else if (!strncmp(l, "master_repl_offset:", 19)) offset = strtoll(l + 19, NULL, 10);
+    nkInfo in;
+    nkInfoParse(info, len, &in);
+    if (in.bad[0]) {
+        /* Half a view is worse than the last whole one. */
+        char why[128];
+        snprintf(why, sizeof(why), "its INFO field %s does not parse", in.bad);
+        if (strcmp(why, view_err)) nkLog(LL_WARNING, "Probe: the master %s:%d: %s", m->ip, m->port, why);
+        snprintf(view_err, sizeof(view_err), "%s", why);
+        return;
     }
+    const char *role = in.role, *mhost = in.master_host, *replid = in.replid, *replid2 = in.replid2;
+    int mport = in.master_port, rdma_port = in.rdma_port, rdma_on = in.rdma_listener;
+    long long offset = in.master_repl_offset;
+    if (in.lease >= 0) master_lease = in.lease;
+    if (in.cluster >= 0) master_cluster = in.cluster == 1;
+    if (!strcmp(role, "master") && offset > master_offset_seen) master_offset_seen = offset;
+    lines = sdssplitlen(info, (ssize_t)len, "\r\n", 2, &count);
     if (!strcmp(role, "slave")) {
         sdsfreesplitres(lines, count);
         if (!mhost[0] || mport <= 0 || mport > 65535 || (!strcmp(mhost, m->ip) && mport == m->port))
@@ -344,20 +349,10 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
     nkFailoverMasterIs(m->ip, m->port);
     ndirect = 0;
     for (int i = 0; i < count; i++) {
-        char ip[NK_IP_LEN] = "", state[32] = "";
-        int port = 0, via = 0;
-        const char *p = lines[i];
-        if (strncmp(p, "slave", 5) || !isdigit((unsigned char)p[5]) || !strchr(p, ':')) continue;
-        p = strchr(p, ':') + 1;
-        int nf = 0;
-        sds *f = sdssplitlen(p, (ssize_t)strlen(p), ",", 1, &nf);
-        for (int j = 0; j < nf; j++) {
-            if (!strncmp(f[j], "ip=", 3)) snprintf(ip, sizeof(ip), "%s", f[j] + 3);
-            else if (!strncmp(f[j], "port=", 5)) port = atoi(f[j] + 5);
-            else if (!strncmp(f[j], "state=", 6)) snprintf(state, sizeof(state), "%s", f[j] + 6);
-            else if (!strcmp(f[j], "via=nickv")) via = 1;
-        }
-        sdsfreesplitres(f, nf);
+        nkInfoReplica rl;
+        if (!nkInfoReplicaLine(lines[i], &rl)) continue;
+        const char *ip = rl.ip, *state = rl.state;
+        int port = rl.port, via = rl.via_nickv;
         if (via || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
         if (port == nk.cfg.port && addrOurs(ip))
             continue;   /* our own link, to a master that does not offload to us */
@@ -372,14 +367,25 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
     view_err[0] = '\0';
 }
 
-/* "+LEASE <clock> <run-id>": 1, with them, or 0. */
-static int leaseParse(const char *payload, size_t len, int is_error, long long *clock, char *runid) {
-    char buf[128];
-    if (is_error || len < 8 || len >= sizeof(buf) || memcmp(payload, "LEASE ", 6)) return 0;
-    memcpy(buf, payload, len);
-    buf[len] = '\0';
-    return sscanf(buf + 6, "%lld %40s", clock, runid) == 2 && *clock > 0 &&
-           strlen(runid) == NK_RUNID_SIZE;
+/* "+LEASE <clock> <run-id> [<offset>]": 1, with them (offset -1 when a
+ * master older than this Nic-KV leaves it out), or 0. Strict, as INFO is
+ * read (nickv_info.c). */
+static int leaseParse(const char *payload, size_t len, int is_error, long long *clock, char *runid,
+                      long long *offset) {
+    const char *p = payload + 6, *end = payload + len, *sp;
+    if (is_error || len < 8 || memcmp(payload, "LEASE ", 6)) return 0;
+    if (!(sp = memchr(p, ' ', (size_t)(end - p))) || !string2ll(p, (size_t)(sp - p), clock) || *clock <= 0)
+        return 0;
+    p = sp + 1;
+    sp = memchr(p, ' ', (size_t)(end - p));
+    if ((sp ? sp : end) - p != NK_RUNID_SIZE) return 0;
+    for (int i = 0; i < NK_RUNID_SIZE; i++)
+        if (!isxdigit((unsigned char)p[i])) return 0;
+    memcpy(runid, p, NK_RUNID_SIZE);
+    runid[NK_RUNID_SIZE] = '\0';
+    *offset = -1;
+    if (sp && (!string2ll(sp + 1, (size_t)(end - sp - 1), offset) || *offset < 0)) return 0;
+    return 1;
 }
 
 /* The master's answer to a lease. Its run id is the process we grant to:
@@ -388,9 +394,9 @@ static int leaseParse(const char *payload, size_t len, int is_error, long long *
  * it gets no grant, and stays invalid (so the failover goes on), until its
  * INFO shows that it holds our stream's history, all of it (probeVet). */
 static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_error, long long now) {
-    long long clock;
+    long long clock, offset;
     char runid[NK_RUNID_SIZE + 1];
-    if (!leaseParse(payload, len, is_error, &clock, runid)) {
+    if (!leaseParse(payload, len, is_error, &clock, runid, &offset)) {
         char err[sizeof(lease_err)];
         snprintf(err, sizeof(err), "%.*s", (int)len, payload);
         if (strcmp(err, lease_err))
@@ -418,6 +424,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
         return;
     }
     probeValid(n);
+    if (offset > master_offset_seen) master_offset_seen = offset;
     int first = !master_clock;
     master_clock = clock;
     /* The first clock of a master: grant at once (a new master serves
@@ -547,6 +554,28 @@ static void probeReadable(nkConn *conn, void *data) {
     }
 }
 
+static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeReplyFn fn, long long tag);
+static probeNode *nodeFind(const char *ip, int port, int is_master);
+
+/* A replica's INFO server: its run id, kept while it is the one there. */
+static void runidReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+                       int is_error) {
+    probeNode *n = nodeFind(ip, port, 0);
+    nkInfo in;
+    (void)tag;
+    if (!n || is_error) return;
+    /* Learnt only while the master is alive and lists it: a process that
+     * takes the address once the master is gone is not its replica. */
+    probeNode *m = listNodeValue(listFirst(nodes));
+    if (!m->valid || !n->listed) return;
+    nkInfoParse(reply, len, &in);
+    if (!in.runid[0]) return;
+    if (n->runid[0] && strcmp(n->runid, in.runid))
+        nkLog(LL_NOTICE, "Probe: replica %s:%d is another process now (run id %s, was %s)",
+              ip, port, in.runid, n->runid);
+    memcpy(n->runid, in.runid, sizeof(n->runid));
+}
+
 static void probeConnected(nkConn *conn, void *data) {
     probeNode *n = data;
     if (nkConnError(conn)) {
@@ -562,6 +591,15 @@ static void probeConnected(nkConn *conn, void *data) {
      * answer as +PONG: no password goes to an address a replica announced. */
     if (n->is_master && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
     probeSend(n, n->is_master ? PROBE_LEASE : PROBE_PING);
+    /* Which process a replica is, while it is one the master lists: a
+     * failover promotes only that process (nickv_failover.c). Asked
+     * without a password (see above): a replica that requires one says
+     * -NOAUTH, and its process is not known. */
+    if (!n->is_master) {
+        sds cmd = nkCatCommand(sdsempty(), "INFO", "server", NULL);
+        probeSendCmd(n, PROBE_CMD, cmd, runidReply, 0);
+        sdsfree(cmd);
+    }
 }
 
 static void probeConnect(probeNode *n) {
@@ -615,7 +653,7 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
         long long lease_ms = grant ? nkFailoverLeaseTime() : 0;
         snprintf(t, sizeof(t), "%lld", grant ? master_clock : 0);
         snprintf(ms, sizeof(ms), "%lld", lease_ms);
-        sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s", t, ms);
+        sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s %s", t, ms, nk.instance);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
         if (grant) {
@@ -1042,6 +1080,21 @@ void nkProbeRememberMaster(const char *runid, const char *replid, long long offs
         memcpy(known_replid, replid, sizeof(known_replid));
         known_offset = offset;
     }
+}
+
+/* The process the probes last found at ip:port, a replica ("" if none
+ * known: it requires a password, or never answered). */
+const char *nkProbeRunid(const char *ip, int port) {
+    probeNode *n = nodeFind(ip, port, 0);
+    return n ? n->runid : "";
+}
+
+/* The most any replica of our master can hold: the end of the stream we
+ * received, or more if the master said its stream went further (a direct
+ * replica may be ahead of our link). 0: neither seen since we started. */
+long long nkProbeStreamBound(void) {
+    long long last = nkBacklogLastPub();
+    return master_offset_seen > last ? master_offset_seen : last;
 }
 
 const char *nkProbeMasterRunid(void) {

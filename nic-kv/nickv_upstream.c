@@ -562,8 +562,9 @@ static void linkConnected(nkConn *conn, void *data) {
      * which waits for the stream). */
     if (!L.hello) L.hello = sdsempty();
     sdsclear(L.hello);
-    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d",
-                           nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, R ? R->rdma_port() : 0);
+    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d %s",
+                           nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, R ? R->rdma_port() : 0,
+                           nk.instance);
     L.hs.port = nk.cfg.port;
     L.hs.capa_eof = 1;
     L.hs.hello = L.hello;

@@ -15,12 +15,14 @@
  * nickv-user, not the daemon's replication link):
  *
  *   Nic-KV:  REPLCONF nickv "lease <t> <ms>"
- *   master:  +LEASE <now> <run-id>
+ *   master:  +LEASE <now> <run-id> <offset>
  *
  * <now> is the master's CLOCK_BOOTTIME, in milliseconds, when it ran the
  * command; <run-id> its run id, which tells Nic-KV a restarted process
  * (another run id) from the one it granted to: a master that restarted
- * is vetted before it gets a grant (nic-kv/nickv_probe.c). <t> is a <now> the master sent earlier (0: none yet, a query).
+ * is vetted before it gets a grant (nic-kv/nickv_probe.c); <offset> its
+ * master_repl_offset, the most any replica can hold of its stream, which
+ * bounds what a failover candidate may claim to hold. <t> is a <now> the master sent earlier (0: none yet, a query).
  * The master then holds the lease until t + ms on its own clock. Since t
  * was read before Nic-KV received it, and so before Nic-KV sent the grant,
  * the lease ends no later, in real time, than ms after Nic-KV sent it (up
@@ -90,6 +92,11 @@ int nickvLeaseActive(void) {
     return nickvLease && !server.masterhost && leaseNow() < LE.until_ms;
 }
 
+long long nickvLeaseLeftMs(void) {
+    long long left = LE.until_ms - leaseNow();
+    return nickvLeaseActive() && left > 0 ? left : 0;
+}
+
 static int isScript(struct redisCommand *cmd) {
     void (*p)(client *) = cmd ? cmd->proc : NULL;
     return p == evalCommand || p == evalRoCommand || p == evalShaCommand ||
@@ -148,7 +155,7 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
         LE.until_ms = t + ms;
         LE.grants++;
     }
-    addReplyStatusFormat(c, "LEASE %lld %s", now, server.runid);
+    addReplyStatusFormat(c, "LEASE %lld %s %lld", now, server.runid, server.master_repl_offset);
 }
 
 sds nickvLeaseInfo(sds info) {

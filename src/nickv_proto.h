@@ -24,8 +24,14 @@
 /* daemon -> master, as the one argument after REPLCONF nickv. Each verb's
  * words after it, and their count (the verb included). */
 #define NICKV_REPLCONF "nickv"
-#define NICKV_MSG_HELLO "hello"       /* hello <host|?> <port> <rdma-port> */
-#define NICKV_MSG_HELLO_ARGC 4
+/* hello <host|?> <port> <rdma-port> <instance>: <instance> is the
+ * daemon process's random id (NICKV_INSTANCE_LEN hex digits, new at every
+ * start), the same in its lease messages: the master takes the daemon
+ * role, leases and verdicts from one Nic-KV at a time (src/nickv_server.c,
+ * "One Nic-KV"). */
+#define NICKV_MSG_HELLO "hello"
+#define NICKV_MSG_HELLO_ARGC 5
+#define NICKV_INSTANCE_LEN 40
 #define NICKV_MSG_ADD "add"           /* add <id> <ip> <listening-port> */
 #define NICKV_MSG_ADD_ARGC 4
 #define NICKV_MSG_DEL "del"           /* del <id> */
@@ -48,19 +54,21 @@
 #define NICKV_MSG_HEALTH_ARGC 3         /* and two words per replica listed */
 #define NICKV_HEALTH_MAX 256            /* replicas listed at most */
 
-/* lease <t> <ms>: Nic-KV's probe connection (a client of the nickv-user,
- * not the daemon's link) grants the master a lease until t + ms on the
- * master's monotonic clock, where t is a clock value the master sent in an
- * earlier reply (0: none, a query). The master answers NICKV_REPLY_LEASE
- * <its clock now, ms>. With nickv-lease yes a master serves data only
- * while it holds a lease: src/nickv_lease.c. */
+/* lease <t> <ms> <instance>: Nic-KV's probe connection (a client of the
+ * nickv-user, not the daemon's link) grants the master a lease until t +
+ * ms on the master's monotonic clock, where t is a clock value the master
+ * sent in an earlier reply (0: none, a query). The master answers
+ * NICKV_REPLY_LEASE <its clock now> <run-id> <offset>. With nickv-lease
+ * yes a master serves data only while it holds a lease:
+ * src/nickv_lease.c. Only one connection at a time may send these (and
+ * health, while the link is down): src/nickv_server.c, "One Nic-KV". */
 #define NICKV_MSG_LEASE "lease"
-#define NICKV_MSG_LEASE_ARGC 3
+#define NICKV_MSG_LEASE_ARGC 4
 #define NICKV_LEASE_MAX_MS 60000        /* a longer grant is malformed */
 
 /* ------------------------------------------------------------ Replies --- */
 
-/* master -> Nic-KV's probe, to a lease: +LEASE <clock>. */
+/* master -> Nic-KV's probe, to a lease: +LEASE <clock> <run-id> <offset>. */
 #define NICKV_REPLY_LEASE "+LEASE "
 
 

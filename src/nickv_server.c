@@ -43,6 +43,8 @@
 #include "nickv_proto.h"
 #include "rdma.h"
 
+#include <ctype.h>
+
 int nickvOffload = 1;
 char *nickvUser = NULL;
 
@@ -92,6 +94,11 @@ static struct {
     long long idle_offset;     /* master_repl_offset when last seen moving */
     mstime_t idle_since;       /* ... and since when it stands still */
     time_t refused_logged;     /* rate limit for refused hellos */
+    /* One Nic-KV (see nickvGrantorCheck). */
+    uint64_t grantor_id;       /* the connection whose lease messages we take, 0: none */
+    char grantor_instance[NICKV_INSTANCE_LEN + 1];  /* ... its Nic-KV process, "" if none yet */
+    long long others_refused;  /* lease, health or hello of another Nic-KV or connection */
+    time_t others_logged;
     /* The daemon's probes (NICKV_MSG_HEALTH), while it is alive and its
      * last report is recent: see nickvHealthActive(). */
     int health_known;          /* reported since the daemon joined */
@@ -202,6 +209,107 @@ static void nickvForgetDaemon(const char *why) {
 static int nickvUserOk(client *c) {
     return nickvUser && c->user && c->authenticated && c->user->name &&
            !strcmp(c->user->name, nickvUser);
+}
+
+/* A nickv-user anybody could authenticate as (NULL if none such): the
+ * default user, or one with nopass. Such a user may not grant leases: a
+ * lease keeps a master writable, which is what fencing takes away. */
+static const char *nickvUserUnsafe(void) {
+    user *u;
+    if (!nickvUser) return "no nickv-user is set";
+    if (!strcmp(nickvUser, "default"))
+        return "nickv-user is 'default', which every client can use: give Nic-KV an ACL user of its own";
+    u = ACLGetUserByName(nickvUser, strlen(nickvUser));
+    if (u && (u->flags & USER_FLAG_NOPASS))
+        return "the nickv-user has nopass, so any client can use it: give it a password";
+    return NULL;
+}
+
+/* Start-up and CONFIG SET (the nickv-lease and nickv-user rows): a lease
+ * needs a user of Nic-KV's own. (Whether it has a password is checked at
+ * each grant: ACL users change at run time.) */
+int nickvLeaseConfigApply(const char **err) {
+    if (nickvLease && (!nickvUser || !strcmp(nickvUser, "default"))) {
+        *err = "nickv-lease yes needs a dedicated nickv-user (not 'default', which every client can use "
+               "to grant leases): create an ACL user for Nic-KV and name it in nickv-user";
+        return 0;
+    }
+    return 1;
+}
+
+void nickvCheckConfig(void) {
+    const char *err;
+    if (!nickvLeaseConfigApply(&err)) {
+        serverLog(LL_WARNING, "Fatal config error: %s", err);
+        exit(1);
+    }
+}
+
+/* ------------------------------------------------------------ One Nic-KV ---
+ *
+ * Every client authenticated as the nickv-user may speak Nic-KV's messages:
+ * the daemon's link, its probe connection, but also a second Nic-KV set up
+ * by mistake, or a process that holds the user's password. Two sources of
+ * leases would undo fencing (one stops granting so that a replica can be
+ * promoted, the other goes on), so the master takes them from one Nic-KV
+ * at a time, known by the random instance id its messages carry:
+ *
+ *   - lease: from one connection, the grantor, bound by its first lease
+ *     message. Another connection of the same instance takes its place
+ *     (the probe reconnected, or moved); one of another instance is
+ *     refused while the grantor's connection is open, and once it is gone,
+ *     until no lease runs (a restarted Nic-KV waits out what its previous
+ *     run granted, at most lease-time).
+ *   - health, from any connection but the daemon's link: only the grantor.
+ *   - hello: refused from another instance while the grantor's lease runs.
+ *
+ * Each refusal is an error to the sender, a log line (at most one a
+ * second) and nickv_others_refused in INFO. */
+
+static int nickvValidInstance(const char *s, size_t len) {
+    if (len != NICKV_INSTANCE_LEN) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!isxdigit((unsigned char)s[i])) return 0;
+    return 1;
+}
+
+static void nickvRefuseOther(client *c, const char *what, const char *why) {
+    NK.others_refused++;
+    if (server.unixtime != NK.others_logged) {
+        sds peer = catClientInfoString(sdsempty(), c);
+        serverLog(LL_WARNING, "Nic-KV: refused %s (%s): %s", what, peer, why);
+        sdsfree(peer);
+    }
+    NK.others_logged = server.unixtime;
+    addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", why);
+}
+
+/* May c send lease messages as the Nic-KV instance named? Binds it as the
+ * grantor if so; else the reply is sent. */
+static int nickvGrantorCheck(client *c, sds instance) {
+    client *g = NK.grantor_id ? lookupClientByID(NK.grantor_id) : NULL;
+    char why[256];
+    if (g && (g->flags & CLIENT_CLOSE_ASAP)) g = NULL;
+    if (g == c && !strcmp(instance, NK.grantor_instance)) return 1;
+    if (NK.grantor_instance[0] && strcmp(instance, NK.grantor_instance)) {
+        if (g) {
+            snprintf(why, sizeof(why), "another Nic-KV (client id %llu) grants this master's lease",
+                     (unsigned long long)g->id);
+            nickvRefuseOther(c, "a lease", why);
+            return 0;
+        }
+        if (nickvLeaseActive()) {
+            snprintf(why, sizeof(why), "the lease another Nic-KV granted runs for %lld ms more",
+                     nickvLeaseLeftMs());
+            nickvRefuseOther(c, "a lease", why);
+            return 0;
+        }
+        serverLog(LL_WARNING, "Nic-KV: another Nic-KV process now grants this master's lease "
+                  "(the previous one's connection is gone and its lease has run out)");
+    }
+    NK.grantor_id = c->id;
+    memcpy(NK.grantor_instance, instance, NICKV_INSTANCE_LEN + 1);
+    return 1;
 }
 
 int nickvIsDaemon(client *c) {
@@ -387,6 +495,10 @@ void nickvReplconf(client *c, sds message) {
                                 server.masterhost, server.masterport);
             goto out;
         }
+        if (!nickvValidInstance(argv[4], sdslen(argv[4]))) {
+            addReplyError(c, "malformed hello: expected hello <host> <port> <rdma-port> <instance>");
+            goto out;
+        }
         if (!nickvUserOk(c)) {
             NK.daemons_refused++;
             if (server.unixtime != NK.refused_logged)
@@ -396,6 +508,16 @@ void nickvReplconf(client *c, sds message) {
             NK.refused_logged = server.unixtime;
             addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user (%s) may "
                                 "act as Nic-KV", nickvUser ? nickvUser : "none set");
+            goto out;
+        }
+        if (nickvLease && nickvUserUnsafe()) {
+            NK.daemons_refused++;
+            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
+            goto out;
+        }
+        if (NK.grantor_instance[0] && strcmp(argv[4], NK.grantor_instance) && nickvLeaseActive()) {
+            NK.daemons_refused++;
+            nickvRefuseOther(c, "the daemon role", "another Nic-KV grants this master's lease");
             goto out;
         }
         if (NK.daemon_id && NK.daemon_id != c->id && nickvDaemonHealthy()) {
@@ -434,6 +556,9 @@ void nickvReplconf(client *c, sds message) {
         if (!server.repl_backlog) createReplicationBacklog();
         serverLog(LL_NOTICE, "Nic-KV: daemon joined (link from %s; replicas go to %s:%d, rdma %d)",
                   replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
+        if (nickvUserUnsafe())
+            serverLog(LL_WARNING, "Nic-KV: the daemon role is open to more clients than Nic-KV: %s "
+                      "(NIC-KV.md, \"Security model\")", nickvUserUnsafe());
         addReplyStatusFormat(c, "%s %lld", server.replid, server.master_repl_offset);
         goto out;
     }
@@ -442,7 +567,11 @@ void nickvReplconf(client *c, sds message) {
         if (!nickvUserOk(c))
             addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user "
                                 "(%s) may grant a lease", nickvUser ? nickvUser : "none set");
-        else
+        else if (nickvLease && nickvUserUnsafe())
+            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
+        else if (argc != NICKV_MSG_LEASE_ARGC || !nickvValidInstance(argv[3], sdslen(argv[3])))
+            addReplyError(c, "malformed lease: expected lease <t> <ms> <instance>");
+        else if (nickvGrantorCheck(c, argv[3]))
             nickvLeaseGrant(c, argc, argv);
         goto out;
     }
@@ -451,6 +580,9 @@ void nickvReplconf(client *c, sds message) {
         if (!nickvUserOk(c)) {
             addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user "
                                 "(%s) may report replicas' health", nickvUser ? nickvUser : "none set");
+        } else if (!NK.grantor_id || c->id != NK.grantor_id) {
+            nickvRefuseOther(c, "a health report", "only the connection that grants this master's lease "
+                             "(or the daemon's link) may report replicas' health");
         } else if (argc < NICKV_MSG_HEALTH_ARGC) {
             addReplyError(c, "malformed health message");
         } else {
@@ -931,7 +1063,8 @@ sds nickvInfoString(sds info) {
         "nickv_min_slaves:%d\r\n"
         "nickv_valid_replicas:%d\r\n"
         "nickv_invalid_replicas:%d\r\n"
-        "nickv_health_reports:%lld\r\n",
+        "nickv_health_reports:%lld\r\n"
+        "nickv_others_refused:%lld\r\n",
         nickvOffload,
         d ? (nickvDaemonHealthy() ? "healthy" : "lagging") : "none",
         d ? NK.daemon_host : "", d ? NK.daemon_port : 0, d ? NK.daemon_rdma_port : 0,
@@ -945,7 +1078,7 @@ sds nickvInfoString(sds info) {
         nickvHealthActive() ? NK.min_slaves : 0,
         valid,
         nickvHealthActive() ? online - valid : 0,
-        NK.health_reports);
+        NK.health_reports, NK.others_refused);
     return nickvLeaseInfo(info);
 }
 
@@ -953,6 +1086,6 @@ void nickvResetStats(void) {
     NK.redirects = NK.handoffs = NK.daemon_joins = NK.stream_writes = 0;
     NK.redirects_followed = NK.bounces = 0;
     NK.daemon_timeouts = NK.daemons_refused = NK.via_timeouts = 0;
-    NK.health_reports = 0;
+    NK.health_reports = NK.others_refused = 0;
     nickvLeaseResetStats();
 }

@@ -58,6 +58,12 @@ int nickvLeaseRefuses(struct client *c, int is_write, int is_denystale);
 /* 1 while this node may write as a master (always with nickv-lease no). */
 int nickvLeaseHeld(void);
 int nickvLeaseActive(void);
+/* How long the lease held runs on (0: none). */
+long long nickvLeaseLeftMs(void);
+/* The config rows' apply function (CONFIG SET of nickv-lease and
+ * nickv-user) and its start-up check (exits on a bad combination). */
+int nickvLeaseConfigApply(const char **err);
+void nickvCheckConfig(void);
 void nickvLeaseGrant(struct client *c, int argc, sds *argv);
 sds nickvLeaseInfo(sds info);
 void nickvLeaseResetStats(void);

@@ -3,6 +3,7 @@
 #
 #   tclsh tests/fake-peer.tcl nickv <master-port> <listen-port> bounce|hang|stall
 #   tclsh tests/fake-peer.tcl master <port> <nickv-port>
+#   tclsh tests/fake-peer.tcl replica <master-port> <listen-port> <claim> <priority> [<password>]
 #
 # nickv: a Nic-KV daemon. It joins the master as a daemon would (REPLCONF
 # nickv hello, PSYNC at the master's offset), reads and drops the stream,
@@ -20,6 +21,16 @@
 # <nickv-port> 0" to its PSYNC) to a "Nic-KV" that is not there: on
 # <nickv-port> it only accepts, prints "nickv-port: connection" for each
 # connection and closes it, so that a test sees whether a replica followed.
+#
+# replica: a hostile replica. It PSYNCs from the master (AUTH <password>
+# first, if given) as a plain replica, announcing <listen-port>, reads and
+# drops the stream, and on <listen-port> answers PING, AUTH and anything
+# else with +OK/+PONG, and INFO with the master's real replication id, a
+# run id of its own, slave_repl_offset:<claim> (any text: a number past
+# the stream's end, or one that overflows) and slave_priority:<priority>: a replica that says it holds
+# more than anybody, to be promoted. What it is sent on <listen-port> is
+# printed ("request: ..."), so that a test sees whether Nic-KV tried to
+# promote it (REPLICAOF NO ONE).
 
 set role [lindex $argv 0]
 
@@ -86,6 +97,73 @@ if {$role eq "master"} {
     vwait forever
 }
 
+# ----------------------------------------------------------- replica ---
+if {$role eq "replica"} {
+    lassign $argv - mport lport claim priority password
+    set m [socket 127.0.0.1 $mport]
+    fconfigure $m -translation binary -buffering none
+    if {$password ne ""} {
+        send_cmd $m AUTH $password
+        read_line $m
+    }
+    send_cmd $m REPLCONF listening-port $lport
+    read_line $m
+    send_cmd $m REPLCONF capa eof capa psync2
+    read_line $m
+    send_cmd $m PSYNC ? -1
+    # +FULLRESYNC <replid> <offset>, then the RDB: dropped with the stream.
+    set full [read_line $m]
+    if {![regexp {^\+FULLRESYNC ([0-9a-f]{40}) ([0-9]+)} $full -> replid offset]} {
+        puts stderr "fake-replica: the master refused PSYNC: $full"
+        exit 1
+    }
+    set runid [string repeat f 40]
+    # The master gone, it goes on answering on <listen-port>: a candidate.
+    proc drain_master {fd} {
+        if {[catch {read $fd} data] || [eof $fd]} { catch {close $fd} }
+    }
+    fileevent $m readable [list drain_master $m]
+    # Our ACKs keep the master's view of us fresh.
+    proc ack {} {
+        global m offset
+        catch {send_cmd $m REPLCONF ACK $offset}
+        after 500 ack
+    }
+    ack
+    proc info_reply {} {
+        global replid claim runid priority
+        set body "# Server\r\nrun_id:$runid\r\n# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\n"
+        append body "master_port:1\r\nmaster_link_status:up\r\nslave_repl_offset:$claim\r\n"
+        append body "slave_priority:$priority\r\nmaster_replid:$replid\r\nmaster_replid2:[string repeat 0 40]\r\n"
+        append body "master_repl_offset:$claim\r\n# Nic-KV\r\nnickv_lease:expired\r\n"
+        return "\$[string length $body]\r\n$body\r\n"
+    }
+    proc fake_cmd {fd} {
+        if {[catch {read $fd} data] || [eof $fd]} { catch {close $fd}; return }
+        # Multibulk requests: the first bulk names the command. (Printed
+        # with its arguments: the request's bulks, one line.)
+        puts "request: [regsub -all {\r\n[*$][0-9]+\r\n|\r\n} $data { }]"
+        flush stdout
+        foreach {- name} [regexp -all -inline {\*[0-9]+\r\n\$[0-9]+\r\n([A-Za-z]+)\r\n} $data] {
+            set name [string toupper $name]
+            switch -- $name {
+                PING { puts -nonewline $fd "+PONG\r\n" }
+                INFO { puts -nonewline $fd [info_reply] }
+                default { puts -nonewline $fd "+OK\r\n" }
+            }
+        }
+        flush $fd
+    }
+    proc accept_cmd {fd addr port} {
+        fconfigure $fd -translation binary -buffering none -blocking 0
+        fileevent $fd readable [list fake_cmd $fd]
+    }
+    socket -server accept_cmd -myaddr 127.0.0.1 $lport
+    puts "fake-replica: replicating, claiming offset $claim"
+    flush stdout
+    vwait forever
+}
+
 # ------------------------------------------------------------- nickv ---
 lassign $argv - mport lport mode
 set m [socket 127.0.0.1 $mport]
@@ -94,7 +172,7 @@ send_cmd $m REPLCONF listening-port $lport
 read_line $m
 send_cmd $m REPLCONF capa eof capa psync2
 read_line $m
-send_cmd $m REPLCONF nickv "hello 127.0.0.1 $lport 0"
+send_cmd $m REPLCONF nickv "hello 127.0.0.1 $lport 0 [string repeat b 40]"
 set hello [read_line $m]
 if {![regexp {^\+([0-9a-f]{40}) ([0-9]+)$} $hello -> replid offset]} {
     puts stderr "fake-nickv: the master refused the hello: $hello"

@@ -142,6 +142,22 @@ proc nickv_binary {} {
     return src/nic-kv
 }
 
+# Nic-KV's own ACL user, for tests whose nodes run nickv-lease yes (a lease
+# needs a user of Nic-KV's own: NIC-KV.md, "Security model"). Every node
+# defines it and authenticates to its master with it (a replica promoted
+# takes leases; a demoted master follows the new one); Nic-KV uses it too.
+set ::nickv_test_user nickv
+set ::nickv_test_pass nickv-test-secret
+proc nickv_user_overrides {} {
+    list nickv-user $::nickv_test_user user "$::nickv_test_user on >$::nickv_test_pass ~* &* +@all" \
+        masteruser $::nickv_test_user masterauth $::nickv_test_pass
+}
+
+# ... and Nic-KV's options to authenticate as that user.
+proc nickv_user_args {} {
+    list --masteruser $::nickv_test_user --masterauth $::nickv_test_pass
+}
+
 # A Nic-KV daemon for a master on 127.0.0.1:$master_port. Returns a dict
 # with its port, pid and log; extra arguments are nic-kv options
 # (--thread-num 2 ...).
@@ -611,6 +627,15 @@ proc fo_assert_acked {acked got n} {
     }
     foreach v $got {
         if {![string is integer -strict $v] || $v < 0 || $v >= $n} { fail "a value never written: $v" }
+    }
+}
+
+# Wait until the node at port is a replica of the master at mport, its link up.
+proc fo_wait_replica_of {port mport} {
+    wait_for_condition 100 100 {
+        [nickv_node_status $port master_port] == $mport && [nickv_node_status $port master_link_status] eq {up}
+    } else {
+        fail "$port is not a replica of $mport: [nickv_node_status $port role]"
     }
 }
 

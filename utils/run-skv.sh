@@ -10,9 +10,15 @@
 # Over TCP on loopback; over RDMA when this machine has an RDMA device with
 # an IPv4 address on its network interface (SKV_RDMA_ADDR picks one): the
 # master also listens on RDMA port 6380, Nic-KV streams from it over RDMA
-# and listens on RDMA port 7381, and the replicas replicate over RDMA. RDMA
-# clients never come from loopback, so then everything gets a password
-# (printed, and kept in build/run/password).
+# and listens on RDMA port 7381, and the replicas replicate over RDMA.
+#
+# Two generated passwords (NIC-KV.md, "Security model"): the clients' and
+# replicas' (requirepass of every node and of Nic-KV, the replicas'
+# masterauth; printed, and kept in build/run/password), and Nic-KV's own
+# ACL user's, "nickv", which every node defines (a replica promoted takes
+# leases from it) and only Nic-KV uses (kept in build/run/nickv-password).
+# nickv-lease yes needs such a user: with the default one, any client could
+# grant the master a lease.
 #
 # Nic-KV fails over (failover yes in nic-kv.conf; every node runs with
 # nickv-lease yes): kill -9 the master and a replica takes over. Each node
@@ -70,21 +76,26 @@ rdma_address() {
 }
 
 rdma_addr=$(rdma_address)
-master_args=(--nickv-lease yes) nickv_args=(--state-file "$run/nic-kv.state")
-replica_args=(--nickv-lease yes --replicaof 127.0.0.1 "$mport")
-rm -f "$run/nic-kv.state"
-rm -f "$run/password"
+rm -f "$run/nic-kv.state" "$run/password" "$run/nickv-password"
+pass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+nkpass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+(umask 077; echo "$pass" > "$run/password"; echo "$nkpass" > "$run/nickv-password")
+export REDISCLI_AUTH=$pass
+# What Nic-KV does on a node: replicate, probe, grant the lease, fail over.
+# (Each rule a word of its own: redis-server joins them into one line.)
+nickv_acl=(nickv on ">$nkpass" +psync +replconf +ping +auth +info +replicaof "+config|rewrite" "+client|kill")
+node_args=(--nickv-lease yes --requirepass "$pass" --user "${nickv_acl[@]}" --nickv-user nickv
+           --masterauth "$pass")
+master_args=("${node_args[@]}")
+nickv_args=(--state-file "$run/nic-kv.state" --masteruser nickv --masterauth "$nkpass"
+            --requirepass "$pass")
+replica_args=("${node_args[@]}" --replicaof 127.0.0.1 "$mport")
 if [ -n "$rdma_addr" ]; then
     nkrport=$((nkport + 1))
-    pass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-    echo "$pass" > "$run/password"
-    export REDISCLI_AUTH=$pass
-    master_args+=(--bind "127.0.0.1 $rdma_addr" --rdma-port "$rport" --rdma-bind "$rdma_addr"
-                  --requirepass "$pass")
-    nickv_args+=(--master-host "$rdma_addr" --master-rdma-port "$rport" --masterauth "$pass"
+    master_args+=(--bind "127.0.0.1 $rdma_addr" --rdma-port "$rport" --rdma-bind "$rdma_addr")
+    nickv_args+=(--master-host "$rdma_addr" --master-rdma-port "$rport"
                  --rdma-port "$nkrport" --rdma-bind "$rdma_addr" --announce-ip "$rdma_addr")
-    replica_args=(--nickv-lease yes --replicaof "$rdma_addr" "$rport" --rdma-replication yes
-                  --masterauth "$pass" --requirepass "$pass")
+    replica_args=("${node_args[@]}" --replicaof "$rdma_addr" "$rport" --rdma-replication yes)
 fi
 
 mkdir -p "$run/master"
@@ -116,15 +127,16 @@ if [ -n "$rdma_addr" ]; then
     where="  master    127.0.0.1:$mport and RDMA $rdma_addr:$rport
   Nic-KV    127.0.0.1:$nkport and RDMA $rdma_addr:$nkrport, streaming from the master over RDMA
             to $(field "$nkport" replicas connected_replicas) replicas ($(field "$nkport" replicas replica0 | sed 's/.*transport=\([a-z]*\).*/\1/'))"
-    auth="
-Password (requirepass everywhere, in $run/password):
-  export REDISCLI_AUTH=$pass"
 else
     transport="over TCP on loopback (no RDMA device here)"
     where="  master    127.0.0.1:$mport
   Nic-KV    127.0.0.1:$nkport   streaming to $(field "$nkport" replicas connected_replicas) replicas"
-    auth=""
 fi
+auth="
+Password (requirepass of every node and of Nic-KV, in $run/password):
+  export REDISCLI_AUTH=$pass
+Nic-KV authenticates to the nodes as the ACL user nickv (its password in
+$run/nickv-password: nobody else needs it)."
 
 cat <<EOT
 

@@ -23,7 +23,7 @@ proc fe_wait_invalid {nk addr} {
     }
 }
 
-set fe_conf {save "" nickv-lease yes}
+set fe_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 
 start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     set mport [srv 0 port]
@@ -32,7 +32,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         set r1 [srv -1 client]
         set r2 [srv 0 client]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport --failover yes --min-slaves 1]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
 
@@ -80,7 +80,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         set p2 [srv 0 port]
         set pid2 [srv 0 pid]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport --failover yes --min-slaves 1]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
 
@@ -137,7 +137,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         set p2 [srv 0 port]
         set pid2 [srv 0 pid]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport --failover yes --min-slaves 1]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
 
@@ -180,7 +180,7 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
     start_server [list overrides $fe_conf] {
         set r [srv 0 client]
         $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport --failover yes --lease-time 3000]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --lease-time 3000]
         wait_for_sync $r
         nickv_wait_failover_view $nk 1
 
@@ -235,7 +235,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         set r2 [srv 0 client]
         set ports [list [srv -1 port] [srv 0 port]]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport --failover yes]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
 
@@ -279,7 +279,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         set r1 [srv -1 client]
         set r2 [srv 0 client]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport --failover yes]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
 
@@ -320,7 +320,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
 # CONFIG SET nickv-lease no on it makes Nic-KV take it as it is.
 start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     set mport [srv 0 port]
-    set nk [nickv_start $mport --failover yes]
+    set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
     wait_for_condition 100 100 {
         [nickv_info $nk master_lease] eq {on} && [catch {[srv 0 client] set a 1}] == 0
     } else {
@@ -379,7 +379,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         set rport [srv 0 port]
         $r replicaof 127.0.0.1 $mport
         # The master serves PSYNC once Nic-KV grants it a lease.
-        set nk [nickv_start $mport --failover no --min-slaves 1]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover no --min-slaves 1]
         wait_for_sync $r
         nickv_wait_failover_view $nk 1
 

@@ -88,7 +88,7 @@ proc ff_level {port} {
     fail "no node on port $port"
 }
 
-set ff_conf {save "" nickv-lease yes appendonly no}
+set ff_conf [concat {save "" nickv-lease yes appendonly no} [nickv_user_overrides]]
 
 start_server [list tags {"nickv repl external:skip"} overrides $ff_conf] {
 start_server [list overrides $ff_conf] {
@@ -98,7 +98,7 @@ start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
     set ports {}
     for {set l -3} {$l <= 0} {incr l} { lappend ports [srv $l port] }
     for {set l -2} {$l <= 0} {incr l} { [srv $l client] replicaof 127.0.0.1 $mport }
-    set nk [nickv_start $mport --failover yes --min-slaves 1]
+    set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
 
     test {Nic-KV failover checker: 20 faults, every acknowledged append kept, in order} {
         global ff

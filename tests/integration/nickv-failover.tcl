@@ -7,15 +7,6 @@
 
 source tests/skv/helpers.tcl
 
-# Wait until the node at port is a replica of the master at mport, its link up.
-proc fo_wait_replica_of {port mport} {
-    wait_for_condition 100 100 {
-        [nickv_node_status $port master_port] == $mport && [nickv_node_status $port master_link_status] eq {up}
-    } else {
-        fail "$port is not a replica of $mport: [nickv_node_status $port role]"
-    }
-}
-
 # A fresh client to the node at port, in db 9.
 proc fo_client {port} {
     set c [redis 127.0.0.1 $port]
@@ -23,7 +14,7 @@ proc fo_client {port} {
     return $c
 }
 
-set fo_conf {save "" nickv-lease yes}
+set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set m [srv 0 client]
@@ -49,9 +40,11 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         assert {[nickv_status $m nickv_lease_refused_commands] >= 2}
         # A grant from the future (not a clock this master sent) is refused.
         set c [redis 127.0.0.1 $mport]
-        catch {$c replconf nickv "lease 999999999999999 500"} e
+        $c auth $::nickv_test_user $::nickv_test_pass
+        set inst [string repeat a 40]
+        catch {$c replconf nickv "lease 999999999999999 500 $inst"} e
         assert_match {*ahead of this clock*} $e
-        assert_match {LEASE *} [$c replconf nickv "lease 0 500"]
+        assert_match {LEASE *} [$c replconf nickv "lease 0 500 $inst"]
         $c close
         assert_equal expired [nickv_status $m nickv_lease]
     }
@@ -61,7 +54,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     start_server [list overrides [concat $fo_conf {nickv-offload no}]] {
         set replicas [list [srv -2 client] [srv -1 client] [srv 0 client]]
         set ports [list [srv -2 port] [srv -1 port] [srv 0 port]]
-        set nk [nickv_start $mport --failover yes --min-slaves 1]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
         foreach r $replicas { $r replicaof 127.0.0.1 $mport }
 
         test {Nic-KV lease: the master serves once Nic-KV grants it a lease, and renews it} {
@@ -87,6 +80,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         test {Nic-KV failover: master kill -9 under a WAIT writer, a replica promoted, no acknowledged write lost} {
             # A client that waits for Sentinel's event, on Nic-KV's port.
             set sub [redis 127.0.0.1 [dict get $nk port] 1]
+            $sub auth [dict get $nk auth]
+            assert_equal OK [$sub read]
             $sub psubscribe +switch*
             $sub subscribe +switch-master
             assert_equal {psubscribe +switch* 1} [$sub read]
@@ -259,7 +254,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     start_server [list overrides $fo_conf] {
         set replicas [list [srv -1 client] [srv 0 client]]
         set ports [list [srv -1 port] [srv 0 port]]
-        set nk [nickv_start $mport --failover yes]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         foreach r $replicas { $r replicaof 127.0.0.1 $mport }
         nickv_wait_failover_view $nk 2
         foreach r $replicas { wait_for_sync $r }
@@ -363,7 +358,7 @@ start_server [list tags {"nickv repl external:skip"} overrides {save ""}] {
     start_server [list overrides $fo_conf] {
         set r [srv 0 client]
         $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport --failover yes]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         wait_for_sync $r
         wait_for_condition 100 100 {
             [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {off}
@@ -396,7 +391,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set r [srv 0 client]
         set rport [srv 0 port]
         $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport --failover yes --fence-command false]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --fence-command false]
         wait_for_sync $r
         nickv_wait_failover_view $nk 1
 
@@ -447,7 +442,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set r2 [srv 0 client]
         set r2port [srv 0 port]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport --failover yes]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
 

@@ -13,7 +13,7 @@ if {![rdma_available]} {
 set mrport [rdma_port]
 # nickv-lease no until the replicas synced directly: a master with it on
 # serves no PSYNC before a Nic-KV grants it a lease.
-start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $mrport] save {""} nickv-lease no]] {
+start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $mrport] save {""} nickv-lease no [nickv_user_overrides]]] {
     set m [srv 0 client]
     set mport [srv 0 port]
     set mpid [srv 0 pid]
@@ -23,7 +23,8 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
     # Nic-KV repoints an RDMA replica to the new master's RDMA port at the
     # address it reaches that master by (here 10.77.0.1: the master lists
     # its replicas there): their RDMA listeners answer on both addresses.
-    set rconf [list save "" nickv-lease yes rdma-replication yes rdma-bind "\"$::rdma_host $::rdma_host2\""]
+    set rconf [concat [list save "" nickv-lease yes rdma-replication yes rdma-bind "\"$::rdma_host $::rdma_host2\""] \
+                   [nickv_user_overrides]]
     start_server [list overrides [concat [rdma_overrides [lindex $rports 0] $::rdma_host2] $rconf]] {
     start_server [list overrides [concat [rdma_overrides [lindex $rports 1] $::rdma_host2] $rconf]] {
     start_server [list overrides [concat [rdma_overrides [lindex $rports 2] $::rdma_host2] $rconf]] {
@@ -40,7 +41,7 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
         foreach r $replicas { $r replicaof $::rdma_host $mrport }
         foreach r $replicas { wait_for_sync $r }
         $m config set nickv-lease yes
-        set nk [nickv_start $mport --master-host $::rdma_host --master-rdma-port $mrport \
+        set nk [nickv_start $mport {*}[nickv_user_args] --master-host $::rdma_host --master-rdma-port $mrport \
                     --rdma-port $nkrport --rdma-bind $::rdma_host2 --announce-ip $::rdma_host2 \
                     --protected-mode no --failover yes --min-slaves 1]
         nickv_wait_replicas $nk 3

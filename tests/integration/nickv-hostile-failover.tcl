@@ -1,0 +1,265 @@
+# A failover trusts only what it can check. A process that holds what a
+# replica holds (it can PSYNC from the master) can answer Nic-KV's INFO
+# with anything; it must never be promoted on its word, and never wipe the
+# real replicas' data.
+
+source tests/skv/helpers.tcl
+
+set hf_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+
+# tests/fake-peer.tcl replica: PSYNCs from the master on mport, announces a
+# port of its own, claims slave_repl_offset:$claim with replica-priority
+# $priority. Returns {pid port out}.
+proc hf_fake_replica {mport claim priority} {
+    set lport [find_available_port [expr {$::baseport + 520}] 40]
+    set out [file normalize [tmpdir fake-replica]]/out
+    set pid [exec tclsh tests/skv/fake-peer.tcl replica $mport $lport $claim $priority > $out 2>@1 &]
+    wait_for_condition 100 50 {
+        ![catch {exec grep -q "fake-replica: replicating" $out}]
+    } else {
+        catch {exec kill $pid}
+        fail "the hostile replica did not start: [exec cat $out]"
+    }
+    list $pid $lport $out
+}
+
+# claim: the text the hostile replica gives as its offset ("": a
+# well-formed number a billion bytes past the master's stream). With
+# replica-priority 0 it is no candidate, but its offset used to outrank
+# every real replica's and call each failover off.
+foreach {case claim priority why} {
+    overflow     99999999999999999999 100 {its INFO field slave_repl_offset does not parse}
+    beyond       {}                   100 {it claims offset * beyond the * bytes the master's stream is known to hold}
+    "priority 0" {}                   0   {it claims offset * beyond the * bytes the master's stream is known to hold}
+} {
+start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $hf_conf] {
+    start_server [list overrides $hf_conf] {
+        set replicas [list [srv -1 client] [srv 0 client]]
+        set ports [list [srv -1 port] [srv 0 port]]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
+        foreach r $replicas { $r replicaof 127.0.0.1 $mport }
+
+        test "Nic-KV failover: a replica that claims more than the master's stream ($case) is not promoted, and wipes nothing" {
+            wait_for_condition 100 100 {
+                [catch {$m set k v}] == 0
+            } else {
+                fail "no lease: [$m info nickv]"
+            }
+            foreach r $replicas { wait_for_sync $r }
+            nickv_wait_replicas $nk 2
+            $m select 9
+            for {set i 0} {$i < 200} {incr i} { $m set key:$i $i }
+            assert_equal 2 [$m wait 2 5000]
+            if {$claim eq {}} { set claim [expr {[status $m master_repl_offset] + 1000000000}] }
+            lassign [hf_fake_replica $mport $claim $priority] fpid lport fout
+            # The master lists it as a replica, Nic-KV's probes find it alive.
+            wait_for_condition 100 100 {
+                [string match "*flags=ok*" [nickv_probe_node $nk 127.0.0.1:$lport]]
+            } else {
+                catch {exec kill $fpid}
+                fail "Nic-KV does not probe the hostile replica: [nickv_cmd $nk info failover]"
+            }
+            nickv_wait_failover_view $nk 3
+            exec kill -9 $mpid
+            set status [catch {fo_wait_failovers $nk 1} e]
+            catch {exec kill $fpid}
+            if {$status} { error $e }
+            lassign [nickv_master_addr $nk] nhost nport
+            # A real replica was promoted; the hostile one was never told to.
+            assert {[lsearch $ports $nport] >= 0}
+            assert {![string match -nocase "*REPLICAOF NO ONE*" [exec cat $fout]]}
+            # Nic-KV said why, once.
+            set lines [exec grep -c "127.0.0.1:$lport is not trusted" [dict get $nk log]]
+            assert_equal 1 $lines
+            assert_match "*is not trusted: $why*" [exec grep "127.0.0.1:$lport is not trusted" [dict get $nk log]]
+            assert {[nickv_info $nk candidates_distrusted] >= 1}
+            # Both real replicas keep every key, the same data.
+            set nm [redis 127.0.0.1 $nport]
+            set others {}
+            foreach r $replicas p $ports {
+                if {$p != $nport} { lappend others $r; fo_wait_replica_of $p $nport }
+            }
+            $nm select 9
+            assert_equal 201 [$nm dbsize]  ;# key:0..199 and k
+            nickv_assert_digests $nm $others
+            $nm close
+        }
+        nickv_stop $nk
+    }}}
+}
+
+# ------------------------------------------------------- Who grants ---
+# Leases, verdicts and the daemon role come from one Nic-KV: another
+# client, even one of the nickv-user, is refused while it holds them.
+
+# A client of the master authenticated as the tests' nickv-user.
+proc hf_nickv_client {port} {
+    set c [redis 127.0.0.1 $port]
+    $c auth $::nickv_test_user $::nickv_test_pass
+    return $c
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $hf_conf] {
+        set r [srv 0 client]
+        set rport [srv 0 port]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
+        $r replicaof 127.0.0.1 $mport
+        set rogue_inst [string repeat 5 40]
+
+        test {Nic-KV lease: another client of the nickv-user cannot grant a lease, report health or take the daemon role} {
+            wait_for_condition 100 100 {
+                [catch {$m set k v}] == 0
+            } else {
+                fail "no lease: [$m info nickv]"
+            }
+            wait_for_sync $r
+            nickv_wait_replicas $nk 1
+            nickv_wait_failover_view $nk 1
+            set c [hf_nickv_client $mport]
+            set refused [nickv_status $m nickv_others_refused]
+            # A query for the master's clock, then a 60 s grant from it.
+            catch {$c replconf nickv "lease 0 0 $rogue_inst"} e
+            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
+            catch {$c replconf nickv "lease 1 60000 $rogue_inst"} e
+            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
+            # Verdicts that would stop every write, or count nobody.
+            catch {$c replconf nickv "health 9 0"} e
+            assert_equal {NICKV refused: only the connection that grants this master's lease (or the daemon's link) may report replicas' health} $e
+            catch {$c replconf nickv "hello 127.0.0.1 1 0 $rogue_inst"} e
+            assert_equal {NICKV refused: another Nic-KV grants this master's lease} $e
+            assert_equal [expr {$refused + 4}] [nickv_status $m nickv_others_refused]
+            assert_equal 1 [nickv_status $m nickv_min_slaves]
+            assert_equal OK [$m set after-rogue 1]
+            assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $m nickv_daemon_addr]
+            assert {[nickv_status $m nickv_lease_left_ms] <= 1000}
+            $c close
+        }
+
+        test {Nic-KV lease: a master stopped with a write queued answers it -READONLY after the failover (no rogue lease)} {
+            set c [hf_nickv_client $mport]
+            catch {$c replconf nickv "lease 1 60000 $rogue_inst"}
+            $c close
+            set w [redis 127.0.0.1 $mport 1]
+            $w select 9
+            $w read
+            exec kill -STOP $mpid
+            $w set queued-during-stop 1
+            fo_wait_failovers $nk 1
+            assert_equal $rport [lindex [nickv_master_addr $nk] 1]
+            exec kill -CONT $mpid
+            catch {$w read} e
+            assert_match {READONLY You can't write against a master that holds no lease from Nic-KV*} $e
+            $w close
+        }
+        nickv_stop $nk
+    }
+}
+
+# A second Nic-KV for the same master is refused, loudly; the first keeps
+# the lease and the daemon role.
+start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    start_server [list overrides $hf_conf] {
+        set r [srv 0 client]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
+        $r replicaof 127.0.0.1 $mport
+        test {Nic-KV lease: a second Nic-KV for the same master is refused loudly} {
+            wait_for_condition 100 100 {
+                [catch {$m set k v}] == 0
+            } else {
+                fail "no lease: [$m info nickv]"
+            }
+            wait_for_sync $r
+            wait_for_condition 100 100 {
+                [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
+            } else {
+                fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]\n[$m client list]\n[exec tail -n 20 [dict get $nk log]]"
+            }
+            set refused [nickv_status $m nickv_others_refused]
+            set nk2 [nickv_start $mport {*}[nickv_user_args] --failover yes]
+            # (Stopped whatever happens: it would go on grabbing the lease of
+            # whichever master gets this port next.)
+            set status [catch {
+                wait_for_condition 100 100 {
+                    [nickv_info $nk2 master_lease] eq {refused}
+                } else {
+                    fail "the second Nic-KV's lease was not refused: [nickv_cmd $nk2 info failover]"
+                }
+                assert {[nickv_status $m nickv_others_refused] > $refused}
+                verify_log_message -1 "*Nic-KV: refused *: another Nic-KV*grants this master's lease*" 0
+                assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $m nickv_daemon_addr]
+                assert_equal on [nickv_info $nk master_lease]
+            } e]
+            nickv_stop $nk2
+            if {$status} { error $e $::errorInfo }
+            # The first one's grants go on.
+            set g [nickv_status $m nickv_lease_grants]
+            after 300
+            assert {[nickv_status $m nickv_lease_grants] > $g}
+        }
+        nickv_stop $nk
+    }
+}
+
+# nickv-lease yes needs a user of Nic-KV's own: the default user is every
+# client's, a nopass user anybody's.
+start_server {tags {"nickv external:skip"} overrides {save ""}} {
+    set m [srv 0 client]
+    test {Nic-KV lease: nickv-lease yes with nickv-user default is refused, at start-up and by CONFIG SET} {
+        catch {$m config set nickv-lease yes} e
+        assert_equal {ERR CONFIG SET failed (possibly related to argument 'nickv-lease') - nickv-lease yes needs a dedicated nickv-user (not 'default', which every client can use to grant leases): create an ACL user for Nic-KV and name it in nickv-user} $e
+        assert_equal {nickv-lease no} [$m config get nickv-lease]
+        $m acl setuser nk on >pw ~* &* +@all
+        $m config set nickv-user nk
+        assert_equal OK [$m config set nickv-lease yes]
+        catch {$m config set nickv-user default} e
+        assert_match {ERR CONFIG SET failed (possibly related to argument 'nickv-user') - nickv-lease yes needs a dedicated nickv-user*} $e
+        assert_equal {nickv-user nk} [$m config get nickv-user]
+        $m config set nickv-lease no
+        $m config set nickv-user default
+        set port [find_available_port [expr {$::baseport + 560}] 20]
+        catch {exec src/redis-server --port $port --save "" --nickv-lease yes} out
+        assert_match {*Fatal config error: nickv-lease yes needs a dedicated nickv-user*} $out
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set nk [nickv_start $mport {*}[nickv_user_args]]
+    test {Nic-KV lease: a nickv-user with nopass grants nothing} {
+        wait_for_condition 100 100 {
+            [catch {$m set k v}] == 0
+        } else {
+            fail "no lease: [$m info nickv]"
+        }
+        $m acl setuser $::nickv_test_user nopass
+        wait_for_condition 100 100 {
+            [nickv_status $m nickv_lease] eq {expired}
+        } else {
+            fail "the lease goes on: [$m info nickv]"
+        }
+        set c [hf_nickv_client $mport]
+        catch {$c replconf nickv "lease 0 0 [string repeat 6 40]"} e
+        assert_equal {NICKV refused: the nickv-user has nopass, so any client can use it: give it a password} $e
+        $c close
+        catch {$m set k v} e
+        assert_match {READONLY*no lease*} $e
+        $m acl setuser $::nickv_test_user resetpass >$::nickv_test_pass
+        wait_for_condition 100 100 {
+            [catch {$m set k v}] == 0
+        } else {
+            fail "no lease after the password came back: [$m info nickv]"
+        }
+    }
+    nickv_stop $nk
+}
