@@ -216,6 +216,15 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         nickv_assert_no_bug $nk
     }
 
+    test {Nic-KV access: with no password at all (protected-mode no), a remote client runs no admin command} {
+        set nk [nickv_start $mport --protected-mode no --bind 127.0.0.1 $host]
+        assert_equal PONG [adm_remote $adm_net $nk ping]
+        assert_equal [adm_noperm_local config] [adm_remote $adm_net $nk config set loglevel debug]
+        assert_equal [adm_noperm_local shutdown] [adm_remote $adm_net $nk shutdown]
+        assert_equal {loglevel notice} [nickv_cmd $nk config get loglevel]
+        nickv_stop $nk
+    }
+
     test {Nic-KV access: enable-protected-configs local lets only a loopback admin set fence-command} {
         set nk [nickv_start $mport --requirepass $adm_replpw --adminpass $adm_adminpw \
                     --enable-protected-configs local --bind 127.0.0.1 $host]
