@@ -280,6 +280,8 @@ typedef enum {
 
 #define NK_CFG_IMMUTABLE (1<<0)   /* startup only (config file, --name) */
 #define NK_CFG_MULTI_ARG (1<<1)   /* takes several words */
+#define NK_CFG_PROTECTED (1<<2)   /* names a program or a file: CONFIG SET only
+                                   * as enable-protected-configs allows */
 
 typedef struct nkConfigEnum {
     const char *name;
@@ -408,6 +410,28 @@ static int applyBacklogSize(const char **err) {
     return 1;
 }
 
+/* enable-protected-configs, as upstream's PROTECTED_ACTION_ALLOWED_*. */
+#define NK_PROTECTED_NO 0
+#define NK_PROTECTED_YES 1
+#define NK_PROTECTED_LOCAL 2
+static const nkConfigEnum protectedEnum[] = {
+    {"no", NK_PROTECTED_NO}, {"yes", NK_PROTECTED_YES}, {"local", NK_PROTECTED_LOCAL}, {NULL, 0}
+};
+
+static const char *requiredPassword(void);
+
+/* The admin password must not be the replicas' one (requirepass, else
+ * masterauth): every replica holds that, and would be an admin. Checked at
+ * start and by CONFIG SET of any of the three. */
+static int applyPasswords(const char **err) {
+    const char *pass = requiredPassword();
+    if (nk.cfg.adminpass && pass && !strcmp(nk.cfg.adminpass, pass)) {
+        *err = "adminpass must differ from the replicas' password (requirepass, else masterauth)";
+        return 0;
+    }
+    return 1;
+}
+
 static const nkConfigEnum loglevelEnum[] = {
     {"debug", LL_DEBUG}, {"verbose", LL_VERBOSE}, {"notice", LL_NOTICE},
     {"warning", LL_WARNING}, {NULL, 0}
@@ -415,6 +439,7 @@ static const nkConfigEnum loglevelEnum[] = {
 
 #define IMM NK_CFG_IMMUTABLE
 #define MULTI NK_CFG_MULTI_ARG
+#define PROT NK_CFG_PROTECTED
 static nkConfigOption nkConfigs[] = {
     {"port", NK_CFG_INT, IMM, &nk.cfg.port, 1, 65535, 7380, NULL, NULL, NULL, NULL, NULL,
      "<n>", "TCP port for replicas and admin clients"},
@@ -449,11 +474,21 @@ static nkConfigOption nkConfigs[] = {
      "                        most (more are refused at connect time; 0: no cap)"},
     {"masteruser", NK_CFG_STRING, 0, &nk.cfg.masteruser, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
      "<user>", "authenticate to the master as this user"},
-    {"masterauth", NK_CFG_STRING, 0, &nk.cfg.masterauth, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
-     "<pass>", "... with this password"},
-    {"requirepass", NK_CFG_STRING, 0, &nk.cfg.requirepass, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
-     "<pass>", "password replicas and admins must give (default:\n"
-     "                        masterauth, which replicas already use for the master)"},
+    {"masterauth", NK_CFG_STRING, 0, &nk.cfg.masterauth, 0, 0, 0, NULL, NULL, NULL, NULL,
+     applyPasswords, "<pass>", "... with this password"},
+    {"requirepass", NK_CFG_STRING, 0, &nk.cfg.requirepass, 0, 0, 0, NULL, NULL, NULL, NULL,
+     applyPasswords, "<pass>", "password every client must give (default: masterauth,\n"
+     "                        which replicas already use for the master); it\n"
+     "                        grants replication and discovery, not admin commands"},
+    {"adminpass", NK_CFG_STRING, 0, &nk.cfg.adminpass, 0, 0, 0, NULL, NULL, NULL, NULL,
+     applyPasswords, "<pass>", "password for admin commands (CONFIG, FAILOVER,\n"
+     "                        SHUTDOWN); unset: loopback clients only"},
+    {"enable-protected-configs", NK_CFG_ENUM, IMM, &nk.cfg.enable_protected_configs, 0, 0,
+     NK_PROTECTED_NO, NULL, protectedEnum, NULL, NULL, NULL, "no|yes|local",
+     "\n"
+     "                        CONFIG SET of options that name a program or a\n"
+     "                        file (fence-command): never, by an admin, or by a\n"
+     "                        loopback admin only"},
     {"auth-timeout", NK_CFG_INT, 0, &nk.cfg.auth_timeout, 0, INT_MAX, 10, NULL, NULL, NULL, NULL, NULL,
      "<secs>", "close a client that has not authenticated by then,\n"
      "                        when a password is required (0: never)"},
@@ -492,24 +527,26 @@ static nkConfigOption nkConfigs[] = {
     {"failback", NK_CFG_BOOL, 0, &nk.cfg.failback, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "the configured master, back and caught up as a\n"
      "                        replica, takes over again (a planned handover)"},
-    {"fence-command", NK_CFG_STRING, 0, &nk.cfg.fence_command, 0, 0, 0, NULL, NULL, NULL, NULL,
+    {"fence-command", NK_CFG_STRING, PROT, &nk.cfg.fence_command, 0, 0, 0, NULL, NULL, NULL, NULL,
      NULL, "<cmd>", "run before a promotion with <old-ip> <old-port>\n"
-     "                        <new-ip> <new-port> <epoch>; must exit 0 within 5 s"},
-    {"state-file", NK_CFG_STRING, IMM, &nk.cfg.state_file, 0, 0, 0, "nic-kv.state", NULL, NULL, NULL,
+     "                        <new-ip> <new-port> <epoch>; must exit 0 within 5 s\n"
+     "                        (CONFIG SET: see enable-protected-configs)"},
+    {"state-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.state_file, 0, 0, 0, "nic-kv.state", NULL, NULL, NULL,
      NULL, "<path>", "the failover's view (epoch, master, demoted), kept\n"
      "                        across restarts (\"\": not kept)"},
     {"daemonize", NK_CFG_BOOL, IMM, &nk.cfg.daemonize, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "run in the background"},
-    {"logfile", NK_CFG_STRING, IMM, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+    {"logfile", NK_CFG_STRING, IMM|PROT, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
      "<path>", "log file (default: stdout)"},
     {"loglevel", NK_CFG_ENUM, 0, &nk.cfg.verbosity, 0, 0, LL_NOTICE, NULL, loglevelEnum, NULL, NULL,
      NULL, "<level>", "debug, verbose, notice, warning"},
-    {"pidfile", NK_CFG_STRING, IMM, &nk.cfg.pidfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+    {"pidfile", NK_CFG_STRING, IMM|PROT, &nk.cfg.pidfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
      "<path>", "write the pid here"},
     {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 };
 #undef IMM
 #undef MULTI
+#undef PROT
 
 static nkConfigOption *configLookup(const char *name) {
     for (nkConfigOption *o = nkConfigs; o->name; o++)
@@ -700,9 +737,11 @@ static void usage(FILE *fp) {
     }
     fprintf(fp,
 "\n"
-"Admin: redis-cli -p <port> [-a <pass>] PING | INFO [section...] | ROLE |\n"
+"Clients: redis-cli -p <port> [-a <pass>] PING | INFO [section...] | ROLE |\n"
+"       SENTINEL ... | SUBSCRIBE ...\n"
+"Admin (adminpass, or from loopback while it is unset):\n"
 "       CONFIG GET <pattern...> | CONFIG SET <name> <value> [<name> <value> ...] |\n"
-"       CONFIG RESETSTAT | SHUTDOWN\n");
+"       CONFIG RESETSTAT | FAILOVER [TO <host> <port>] | SHUTDOWN\n");
 }
 
 /* ------------------------------------------------------------- Clients --- */
@@ -800,6 +839,58 @@ static const char *requiredPassword(void) {
 
 static int isLoopback(const char *ip) {
     return !strcmp(ip, "127.0.0.1") || !strcmp(ip, "::1") || !strncmp(ip, "127.", 4);
+}
+
+/* ---------------------------------------------------- Who may run what --- */
+
+/* Two roles (NIC-KV.md, "Who may run what"):
+ *
+ *   replication and discovery   any client that passed requirepass (else
+ *                               masterauth), or every client when neither
+ *                               is set: AUTH, PING, REPLCONF, PSYNC, SYNC,
+ *                               INFO, ROLE, SENTINEL (read only), the
+ *                               SUBSCRIBE family, QUIT
+ *   admin                       what changes Nic-KV or the nodes, or reads
+ *                               its secrets: CONFIG (GET, SET, RESETSTAT),
+ *                               FAILOVER, SHUTDOWN. A client that gave
+ *                               adminpass (AUTH <adminpass>, or AUTH admin
+ *                               <adminpass>); with no adminpass set, a
+ *                               loopback client, as upstream's protected
+ *                               mode trusts the machine's own users. Never
+ *                               a remote client by the replicas' password.
+ *
+ * And CONFIG SET of an option that names a program or a file (PROTECTED:
+ * fence-command) also needs enable-protected-configs yes, or local and a
+ * loopback client, as upstream 7.0's. */
+
+static const char *adminCommands[] = {"config", "failover", "shutdown", NULL};
+
+/* The command's name as adminCommands[] spells it, if it is one. */
+static const char *nkAdminCommand(const char *cmd) {
+    for (int i = 0; adminCommands[i]; i++)
+        if (!strcasecmp(cmd, adminCommands[i])) return adminCommands[i];
+    return NULL;
+}
+
+static int nkClientIsAdmin(nkClient *c) {
+    if (nk.cfg.adminpass) return c->admin;
+    return isLoopback(c->ip);
+}
+
+/* May c change a PROTECTED option? (It is an admin already.) */
+static int nkAllowProtected(nkClient *c) {
+    return nk.cfg.enable_protected_configs == NK_PROTECTED_YES ||
+           (nk.cfg.enable_protected_configs == NK_PROTECTED_LOCAL && isLoopback(c->ip));
+}
+
+/* The refusal of an admin command, saying what would be needed. */
+static void nkReplyNoPerm(nkClient *c, const char *name) {
+    if (nk.cfg.adminpass)
+        nkClientReply(c, "-NOPERM '%s' needs the admin password (AUTH <adminpass>); the replicas' "
+                      "password grants replication and discovery only\r\n", name);
+    else
+        nkClientReply(c, "-NOPERM '%s' is served to loopback clients only while no adminpass is "
+                      "set; the replicas' password grants replication and discovery only\r\n", name);
 }
 
 /* Whether INFO with these section names shows section "name" (or its
@@ -952,6 +1043,8 @@ static void configSetCommand(nkClient *c, int argc, sds *argv) {
     }
     for (i = 0; i < n && !err; i++) {
         if (opts[i]->flags & NK_CFG_IMMUTABLE) err = "can't set immutable config";
+        else if ((opts[i]->flags & NK_CFG_PROTECTED) && !nkAllowProtected(c))
+            err = "can't set protected config";
         else if (argsHaveNul(1, &argv[3 + i * 2])) err = NK_CFG_NUL_ERR;
         for (j = 0; j < i && !err; j++)
             if (opts[j] == opts[i]) err = "duplicate parameter";
@@ -1109,17 +1202,25 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
     if (!strcasecmp(cmd, "auth")) {
         const char *user = argc == 3 ? argv[1] : "default";
         const char *given = argc == 3 ? argv[2] : (argc == 2 ? argv[1] : NULL);
+        const char *admin = nk.cfg.adminpass;
         /* A NUL in the user or password would end the comparison early:
          * "pass\0anything" is not "pass". */
-        int user_ok = !argsHaveNul(argc - 1, argv + 1) &&
+        int nul = argsHaveNul(argc - 1, argv + 1);
+        int user_ok = !nul &&
                       (!strcmp(user, "default") ||
                        (nk.cfg.masteruser && !strcmp(user, nk.cfg.masteruser)));
+        int admin_ok = !nul && (!strcmp(user, "default") || !strcmp(user, "admin"));
         if (!given) {
             nkClientReply(c, "-ERR wrong number of arguments for 'auth' command\r\n");
-        } else if (!pass) {
+        } else if (!pass && !admin) {
             nkClientReply(c, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n");
-        } else if (secretEqual(given, pass) && user_ok) {
+        } else if (admin && secretEqual(given, admin) && admin_ok) {
             c->authenticated = 1;
+            c->admin = 1;
+            nkClientReply(c, "+OK\r\n");
+        } else if (pass && secretEqual(given, pass) && user_ok) {
+            c->authenticated = 1;
+            c->admin = 0;
             nkClientReply(c, "+OK\r\n");
         } else {
             nkAuthFailed(c);
@@ -1129,6 +1230,10 @@ static void execCommand(nkClient *c, int argc, sds *argv) {
     }
     if (pass && !c->authenticated) {
         nkClientReply(c, "-NOAUTH Authentication required.\r\n");
+        return;
+    }
+    if (nkAdminCommand(cmd) && !nkClientIsAdmin(c)) {
+        nkReplyNoPerm(c, nkAdminCommand(cmd));
         return;
     }
     if (!strcasecmp(cmd, "ping") && nkPubsubSubscribed(c)) {
@@ -1542,6 +1647,13 @@ int main(int argc, char **argv) {
     }
     configLoad(options, "the command line");
     sdsfree(options);
+    {
+        const char *err;
+        if (!applyPasswords(&err)) {
+            fprintf(stderr, "nic-kv: %s\n", err);
+            return 1;
+        }
+    }
     if (nk.cfg.logfile) {
         /* As redis-server: a log that cannot be written stops us here. */
         FILE *fp = fopen(nk.cfg.logfile, "a");

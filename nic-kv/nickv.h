@@ -124,6 +124,8 @@ typedef struct nkConfig {
     char *masteruser;
     char *masterauth;
     char *requirepass;        /* NULL: the same as masterauth */
+    char *adminpass;          /* admin commands; NULL: loopback clients only */
+    int enable_protected_configs; /* NK_PROTECTED_*: CONFIG SET of fence-command... */
     char *announce_ip;        /* what the master tells replicas; NULL: "?" */
     int rdma_port;            /* RDMA listener for replicas; 0 = none */
     char *rdma_bind[NK_MAX_BIND];
@@ -308,6 +310,7 @@ typedef struct nkClient {
     sds querybuf;
     sds outbuf;
     int authenticated;
+    int admin;                /* AUTH gave adminpass (nkClientIsAdmin) */
     nkClientState state;
     int rx_granted;           /* RDMA: full receive buffer granted */
     int listening_port;       /* REPLCONF listening-port */

@@ -199,8 +199,9 @@ proc nickv_start_under {prefix master_port args} {
     }
     lappend ::nickv_pids $pid
     set nk [dict create port $port pid $pid log $log args $args master $master_port]
-    # The password its clients give: requirepass, else masterauth.
-    foreach opt {--masterauth --requirepass} {
+    # The password its clients give: requirepass, else masterauth; the
+    # admin's, adminpass, when set (it may run every command).
+    foreach opt {--masterauth --requirepass --adminpass} {
         set i [lsearch -exact $args $opt]
         if {$i >= 0} { dict set nk auth [lindex $args [expr {$i + 1}]] }
     }

@@ -383,7 +383,9 @@ start_server [list tags {"nickv repl external:skip"} overrides {save ""}] {
 
 # fence-command: run once the lease has run out and the new master is
 # chosen, before it is promoted; a failure calls the promotion off (and it
-# is tried again a second later).
+# is tried again a second later). The command is set at start (CONFIG SET
+# of it needs enable-protected-configs): a script that fails until the
+# test lets it through.
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set mport [srv 0 port]
     set mpid [srv 0 pid]
@@ -391,7 +393,13 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set r [srv 0 client]
         set rport [srv 0 port]
         $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --fence-command false]
+        set fdir [file normalize [tmpdir fence]]
+        set script $fdir/fence.sh
+        set f [open $script w]
+        puts $f "#!/bin/sh\n\[ -e $fdir/allow \] || exit 1\necho \"\$@\" > $fdir/fenced"
+        close $f
+        file attributes $script -permissions 0755
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --fence-command $script]
         wait_for_sync $r
         nickv_wait_failover_view $nk 1
 
@@ -408,15 +416,9 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         }
 
         test {Nic-KV failover: a fence-command that succeeds gets its arguments, then the promotion} {
-            set dir [file dirname [dict get $nk log]]
-            set script $dir/fence.sh
-            set f [open $script w]
-            puts $f "#!/bin/sh\necho \"\$@\" > $dir/fenced"
-            close $f
-            file attributes $script -permissions 0755
-            assert_equal OK [nickv_cmd $nk config set fence-command $script]
+            close [open $fdir/allow w]
             fo_wait_failovers $nk 1
-            assert_equal "127.0.0.1 $mport 127.0.0.1 $rport 1" [string trim [exec cat $dir/fenced]]
+            assert_equal "127.0.0.1 $mport 127.0.0.1 $rport 1" [string trim [exec cat $fdir/fenced]]
             assert_equal master [lindex [$r role] 0]
             wait_for_condition 50 100 {
                 [catch {$r set fenced 1}] == 0
