@@ -335,6 +335,16 @@ int nkClientSlotsFree(void);
 /* ------------------------------------------------------------ Calls --- */
 
 void nkLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line that may come again on every tick (a failover that is blocked or
+ * called off, a state file on a full disk): the first is logged at once;
+ * the same line again within NK_LOG_REPEAT_MS is only counted, and the
+ * count logged when that window ends, as "<the last of them> (N more in
+ * the last M s)" (nkLogRepeatCron, every second). Lines are the same when
+ * their key is: the text itself when key is NULL, else key (for a line
+ * whose numbers change each time). Main thread only. */
+#define NK_LOG_REPEAT_MS 10000
+void nkLogRepeat(int level, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void nkLogRepeatCron(void);
 long long nkUnixTime(void);
 
 /* nickv_upstream.c: the link to the master, which owns its state. */

@@ -308,7 +308,8 @@ static int stateSave(void) {
     return 0;
 err:
     sdsfree(s);
-    nkLog(LL_WARNING, "Failover: cannot keep the state file: %s", F.state_err);
+    /* A full disk fails every save, some on every grant. */
+    nkLogRepeat(LL_WARNING, NULL, "Failover: cannot keep the state file: %s", F.state_err);
     return -1;
 }
 
@@ -537,7 +538,8 @@ static void repointReply(long long tag, const char *ip, int port, const char *re
 static void logReply(long long tag, const char *ip, int port, const char *reply, size_t len,
                      int is_error) {
     (void)tag;
-    if (is_error) nkLog(LL_WARNING, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
+    /* A node that answers errors is asked again every second. */
+    if (is_error) nkLogRepeat(LL_WARNING, NULL, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
 }
 
 /* The run_id an INFO reply carries (its "server" section), into out
@@ -649,8 +651,8 @@ static void repointTick(void) {
         nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CONFIG", "REWRITE", NULL);
         if (r->old_master)
             nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CLIENT", "KILL", "TYPE", "NORMAL", NULL);
-        nkLog(LL_NOTICE, "Failover: making %s:%d a replica of %s:%d%s", r->node.reach, r->node.port,
-              F.master.reach, mport, r->rdma ? " (RDMA)" : "");
+        nkLogRepeat(LL_NOTICE, NULL, "Failover: making %s:%d a replica of %s:%d%s", r->node.reach,
+                    r->node.port, F.master.reach, mport, r->rdma ? " (RDMA)" : "");
     }
 }
 
@@ -668,17 +670,14 @@ static int inCooldown(const char *ip, int port) {
     return 0;
 }
 
-/* Why the invalid master is not replaced; logged when that begins, and
- * then at most every 10 seconds while the reason changes. */
+/* Why the invalid master is not replaced; logged when it changes, as
+ * one line of its kind (nkLogRepeat: the reason may change on every tick,
+ * "last answer N ms ago"). */
 static void setBlocked(const char *why) {
-    static long long logged_ms;
-    long long now = foNowMs();
     if (!strcmp(why, F.blocked)) return;
-    if (why[0] && (!F.blocked[0] || now - logged_ms >= 10000)) {
-        nkLog(LL_WARNING, "Failover: the master %s:%d is invalid, but it is not replaced: %s",
-              F.master.reach, F.master.port, why);
-        logged_ms = now;
-    }
+    if (why[0])
+        nkLogRepeat(LL_WARNING, "Failover: not replaced", "Failover: the master %s:%d is invalid, but it "
+                    "is not replaced: %s", F.master.reach, F.master.port, why);
     snprintf(F.blocked, sizeof(F.blocked), "%s", why);
 }
 
@@ -729,16 +728,12 @@ static int collectCandidates(void) {
 }
 
 static void foAbort(const char *why) {
-    static long long logged_us;
     char last[sizeof(F.last_why)];
     F.aborted++;
     snprintf(last, sizeof(last), "called off: %s", why);
-    /* Said when the reason changes, and at most every 10 s while it does not. */
-    if (strcmp(last, F.last_why) || foNowUs() - logged_us > 10000000LL) {
-        nkLog(LL_WARNING, "Failover: called off (%s): the master stays %s:%d", why, F.master.reach,
-              F.master.port);
-        logged_us = foNowUs();
-    }
+    /* An attempt called off is tried again, maybe on the next tick. */
+    nkLogRepeat(LL_WARNING, NULL, "Failover: called off (%s): the master stays %s:%d", why,
+                F.master.reach, F.master.port);
     memcpy(F.last_why, last, sizeof(F.last_why));
     if (F.planned && !strcmp(F.planned_why, "failback"))
         snprintf(F.failback, sizeof(F.failback), "called off, tried again in %d s: %.200s",
@@ -764,9 +759,13 @@ static void foStart(nkProbeView *m) {
     snprintf(F.old.reach, sizeof(F.old.reach), "%s", m->reach);
     F.old.port = m->port;
     F.blocked[0] = '\0';
-    nkLog(LL_WARNING, "Failover: the master %s:%d is invalid (%s): no more leases; %d candidate(s); "
-          "promoting in %lld ms, once every lease granted has run out", m->addr, m->port, m->why,
-          F.ncand, left > 0 ? left : 0);
+    /* Said once for attempts that follow each other (one called off is
+     * tried again: nkLogRepeat). */
+    char key[64];
+    snprintf(key, sizeof(key), "Failover: attempt, epoch %lld", F.epoch);
+    nkLogRepeat(LL_WARNING, key, "Failover: the master %s:%d is invalid (%s): no more "
+                "leases; %d candidate(s); promoting in %lld ms, once every lease granted has run out",
+                m->addr, m->port, m->why, F.ncand, left > 0 ? left : 0);
     foSetState(FO_FENCING);
     /* On time, not at the next probe tick. */
     if (left <= 0) foQuery();
@@ -968,8 +967,8 @@ static void foChoose(void) {
             ahead = c;
         }
         if (!c->eligible) {
-            nkLog(LL_NOTICE, "Failover: %s:%d is no candidate: %s", c->node.reach, c->node.port,
-                  c->why[0] ? c->why : "no answer");
+            nkLogRepeat(LL_NOTICE, NULL, "Failover: %s:%d is no candidate: %s", c->node.reach,
+                        c->node.port, c->why[0] ? c->why : "no answer");
             continue;
         }
         if (better(c, best)) best = c;
@@ -1029,8 +1028,11 @@ static void foPromote(void) {
         foAbort("the candidate's probe connection is down");
         return;
     }
-    nkLog(LL_WARNING, "Failover: promoting %s:%d (offset %lld, replica-priority %d), epoch %lld",
-          F.winner.reach, F.winner.port, F.winner_offset, F.winner_priority, F.epoch);
+    /* Once per epoch: a promotion that fails is tried again at once. */
+    char key[64];
+    snprintf(key, sizeof(key), "Failover: promoting, epoch %lld", F.epoch);
+    nkLogRepeat(LL_WARNING, key, "Failover: promoting %s:%d (offset %lld, replica-priority %d), epoch %lld",
+                F.winner.reach, F.winner.port, F.winner_offset, F.winner_priority, F.epoch);
     foSetState(FO_PROMOTING);
 }
 
