@@ -85,6 +85,8 @@
 #include <unistd.h>
 
 #include "monotonic.h"
+#include "sha256.h"
+#include "skv_version.h"
 #include "util.h"
 #include "zmalloc.h"
 
@@ -101,6 +103,8 @@
 #define NK_PLANNED_REQUERY_MS 50          /* ... asked again at most this often */
 #define NK_FAILBACK_STABLE_MS 5000        /* the original master valid this long first */
 #define NK_FAILBACK_RETRY_MS 10000        /* failback attempts, at most this often */
+#define NK_STATE_FORMAT 1                 /* of the state file this Nic-KV writes and reads */
+#define NK_STATE_MAX (1024 * 1024)        /* a longer state file is not ours */
 
 typedef enum {
     FO_WATCHING = 0, FO_FENCING, FO_QUERYING, FO_FENCE_CMD, FO_PROMOTING, FO_STATES
@@ -258,11 +262,51 @@ static sds addr(sds s, const char *a) {
     return sdscatrepr(s, a, strlen(a));
 }
 
+/* The checksum of a state file's text: SHA-256 of len bytes at p, as 64
+ * hex digits into hex (65 bytes). */
+static void stateChecksum(const char *p, size_t len, char *hex) {
+    BYTE digest[SHA256_BLOCK_SIZE];
+    SHA256_CTX ctx;
+    sha256_init(&ctx);
+    sha256_update(&ctx, (const BYTE *)p, len);
+    sha256_final(&ctx, digest);
+    for (int i = 0; i < SHA256_BLOCK_SIZE; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+/* All of len bytes to fd: 0, or -1 with errno set (ENOSPC for a write
+ * that stopped short). */
+static int stateWriteAll(int fd, const char *p, size_t len) {
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n == -1 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = ENOSPC;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Why the state file cannot be kept, into F.state_err and the log (a full
+ * disk fails every save: the line is rate-limited). Returns -1. */
+static int stateSaveFailed(const char *what, const char *file) {
+    snprintf(F.state_err, sizeof(F.state_err), "%s %.100s: %s", what, file, strerror(errno));
+    nkLogRepeat(LL_WARNING, NULL, "Failover: cannot keep the state file: %s", F.state_err);
+    return -1;
+}
+
 /* The state, atomically: a temporary file, fsync, rename, fsync of the
- * directory. 0, or -1 (F.state_err says why, and it is logged). */
+ * directory. The temporary file is created anew (O_EXCL, O_NOFOLLOW,
+ * after removing whatever has its name), so that a file or a symbolic
+ * link planted there is never written through. The text opens with the
+ * format and the writer's version and ends with "end <checksum>" of
+ * every byte before it: a file cut short or changed is told at start
+ * (stateRead). 0, or -1 (F.state_err says why, and it is logged). */
 static int stateSave(void) {
-    char tmp[PATH_MAX], dirbuf[PATH_MAX];
-    const char *path = nk.cfg.state_file;
+    char tmp[PATH_MAX], dirbuf[PATH_MAX], sum[2 * SHA256_BLOCK_SIZE + 1];
+    const char *path = nk.cfg.state_file, *dir;
     sds s;
     int fd, dfd;
     if (!path) return 0;
@@ -270,8 +314,10 @@ static int stateSave(void) {
      * announced, sdssplitargs reads it back. */
     s = sdscatprintf(sdsempty(),
         "# The failover state of Nic-KV: written by nic-kv, read at its start.\n"
+        "# Do not edit: the last line is the checksum of the lines before it.\n"
+        "version %d nic-kv %s skv %s\n"
         "epoch %lld\n"
-        "lease-max-ms %lld\n", F.epoch, F.lease_max_ms);
+        "lease-max-ms %lld\n", NK_STATE_FORMAT, NICKV_VERSION, SKV_VERSION, F.epoch, F.lease_max_ms);
     s = sdscatprintf(addr(sdscat(s, "configured "), nk.cfg.master_host), " %d\n", nk.cfg.master_port);
     if (F.have_master) s = sdscatprintf(addr(sdscat(s, "master "), F.master.reach), " %d\n", F.master.port);
     if (F.known_lease >= 0) s = sdscatprintf(s, "master-lease %d\n", F.known_lease);
@@ -282,35 +328,145 @@ static int stateSave(void) {
     for (int i = 0; i < F.nrepoint; i++)
         s = sdscatprintf(addr(sdscat(s, "repoint "), F.repoint[i].node.reach), " %d %d\n",
                          F.repoint[i].node.port, F.repoint[i].old_master);
+    stateChecksum(s, sdslen(s), sum);
+    s = sdscatprintf(s, "end %s\n", sum);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd == -1 || write(fd, s, sdslen(s)) != (ssize_t)sdslen(s) || fsync(fd) == -1) {
-        snprintf(F.state_err, sizeof(F.state_err), "writing %.100s: %s", tmp, strerror(errno));
-        if (fd != -1) close(fd);
-        unlink(tmp);
-        goto err;
+    if (unlink(tmp) == -1 && errno != ENOENT) {
+        sdsfree(s);
+        return stateSaveFailed("removing", tmp);
     }
-    close(fd);
-    if (rename(tmp, path) == -1) {
-        snprintf(F.state_err, sizeof(F.state_err), "renaming %.100s: %s", tmp, strerror(errno));
-        unlink(tmp);
-        goto err;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd == -1) {
+        sdsfree(s);
+        return stateSaveFailed("creating", tmp);
     }
-    snprintf(dirbuf, sizeof(dirbuf), "%s", path);
-    dfd = open(dirname(dirbuf), O_RDONLY | O_CLOEXEC);
-    if (dfd != -1) {
-        fsync(dfd);
-        close(dfd);
+    if (stateWriteAll(fd, s, sdslen(s)) == -1 || fsync(fd) == -1) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        sdsfree(s);
+        errno = e;
+        return stateSaveFailed("writing", tmp);
     }
     sdsfree(s);
+    if (close(fd) == -1) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return stateSaveFailed("writing", tmp);
+    }
+    if (rename(tmp, path) == -1) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return stateSaveFailed("renaming", tmp);
+    }
+    /* The rename is durable only once the directory is (a file system
+     * that cannot sync a directory says EINVAL: nothing more to do). */
+    snprintf(dirbuf, sizeof(dirbuf), "%s", path);
+    dir = dirname(dirbuf);
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd == -1) return stateSaveFailed("opening the directory", dir);
+    if (fsync(dfd) == -1 && errno != EINVAL) {
+        int e = errno;
+        close(dfd);
+        errno = e;
+        return stateSaveFailed("syncing the directory", dir);
+    }
+    close(dfd);
     if (F.state_err[0]) nkLog(LL_NOTICE, "Failover: the state file %s is written again", path);
     F.state_err[0] = '\0';
     return 0;
+}
+
+/* A state file Nic-KV cannot trust stops it at start: it could follow a
+ * master that is no longer one, or forget a failover. What to do. */
+static void stateDamaged(const char *path, const char *why) {
+    nkLog(LL_WARNING, "Failover: the state file %s is damaged (%s): Nic-KV does not start with it. "
+          "Check which node is the master now (INFO replication on each node, the last \"is the "
+          "master\" line in this log), make master-host and master-port name it, then remove %s "
+          "(or restore a good copy of it) and start Nic-KV again", path, why, path);
+}
+
+/* The state file's text, checked: its last line, "end <checksum>", must
+ * be the checksum of every byte before it (stateSave), and its first line
+ * after the comments "version <format> ..." with a format this Nic-KV
+ * reads. Returns the text before the "end" line, or NULL: with *missing
+ * set when there is no file, else with why filled in. */
+static sds stateRead(const char *path, int *missing, char *why, size_t whylen) {
+    char buf[4096], sum[2 * SHA256_BLOCK_SIZE + 1];
+    sds text = sdsempty();
+    size_t n, body;
+    const char *last, *p;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    *missing = 0;
+    if (fd == -1) {
+        if (errno == ENOENT) *missing = 1;
+        else snprintf(why, whylen, "it cannot be read: %s", strerror(errno));
+        goto err;
+    }
+    while (1) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        if (r == -1 && errno == EINTR) continue;
+        if (r == -1) {
+            snprintf(why, whylen, "it cannot be read: %s", strerror(errno));
+            close(fd);
+            goto err;
+        }
+        if (r == 0) break;
+        if (sdslen(text) + (size_t)r > NK_STATE_MAX) {
+            snprintf(why, whylen, "it is larger than %d bytes", NK_STATE_MAX);
+            close(fd);
+            goto err;
+        }
+        text = sdscatlen(text, buf, (size_t)r);
+    }
+    close(fd);
+    n = sdslen(text);
+    if (n == 0) {
+        snprintf(why, whylen, "it is empty");
+        goto err;
+    }
+    /* The last line, and the text before it. */
+    last = n >= 2 ? memrchr(text, '\n', n - 1) : NULL;
+    body = last ? (size_t)(last - text) + 1 : 0;
+    last = text + body;
+    if (text[n - 1] != '\n' || strncmp(last, "end ", 4)) {
+        snprintf(why, whylen, "it has no \"end\" line: it was cut short, or written by a Nic-KV older "
+                 "than state file format %d, which had none", NK_STATE_FORMAT);
+        goto err;
+    }
+    stateChecksum(text, body, sum);
+    if (n - body != 4 + strlen(sum) + 1 || memcmp(last + 4, sum, strlen(sum))) {
+        snprintf(why, whylen, "its checksum does not match its text: it was changed or cut");
+        goto err;
+    }
+    sdsrange(text, 0, (ssize_t)body - 1);
+    /* The format, on the first line that is not a comment. */
+    for (p = text; *p == '#' && (p = strchr(p, '\n')) != NULL; p++)
+        ;
+    long long format = 0;
+    int argc = 0;
+    const char *eol = p ? strchr(p, '\n') : NULL;
+    sds line = eol ? sdsnewlen(p, (size_t)(eol - p)) : NULL;
+    sds *argv = line ? sdssplitargs(line, &argc) : NULL;
+    int ok = argv && argc >= 2 && !strcmp(argv[0], "version") &&
+             string2ll(argv[1], sdslen(argv[1]), &format) && format >= 1;
+    if (argv) sdsfreesplitres(argv, argc);
+    sdsfree(line);
+    if (!ok) {
+        snprintf(why, whylen, "it has no \"version\" line");
+        goto err;
+    }
+    if (format > NK_STATE_FORMAT) {
+        snprintf(why, whylen, "it is of format %lld, written by a newer Nic-KV; this one reads format %d",
+                 format, NK_STATE_FORMAT);
+        goto err;
+    }
+    return text;
 err:
-    sdsfree(s);
-    /* A full disk fails every save, some on every grant. */
-    nkLogRepeat(LL_WARNING, NULL, "Failover: cannot keep the state file: %s", F.state_err);
-    return -1;
+    sdsfree(text);
+    return NULL;
 }
 
 static void repointAdd(const char *ip, int port, int old_master);
@@ -318,10 +474,11 @@ static void repointAdd(const char *ip, int port, int old_master);
 int nkFailoverInit(void) {
     const char *path = nk.cfg.state_file;
     FILE *fp;
-    char line[4096];
+    sds text;
+    char line[4096], why[300];
     long long lease_max = 0, epoch = 0;
     char mhost[NK_ADDR_LEN] = "", chost[NK_ADDR_LEN] = "";
-    int mport = 0, cport = 0, lineno = 0;
+    int mport = 0, cport = 0, lineno = 0, missing;
     struct { char ip[NK_ADDR_LEN]; int port, old; } rp[NK_FO_REPOINT];
     int nrp = 0, known_lease = -1, nknown = 0;
     struct { char ip[NK_ADDR_LEN]; int port; } known[NK_FO_CANDIDATES];
@@ -334,13 +491,17 @@ int nkFailoverInit(void) {
             nkLog(LL_WARNING, "Failover: no state-file: a restart forgets a failover");
         goto start;
     }
-    fp = fopen(path, "r");
+    text = stateRead(path, &missing, why, sizeof(why));
+    if (!text) {
+        if (missing) goto start;
+        stateDamaged(path, why);
+        return -1;
+    }
+    fp = fmemopen(text, sdslen(text), "r");
     if (!fp) {
-        if (errno != ENOENT) {
-            nkLog(LL_WARNING, "Failover: cannot read the state file %s: %s", path, strerror(errno));
-            return -1;
-        }
-        goto start;
+        nkLog(LL_WARNING, "Failover: cannot read the state file %s: fmemopen: %s", path, strerror(errno));
+        sdsfree(text);
+        return -1;
     }
     while (fgets(line, sizeof(line), fp)) {
         int argc;
@@ -351,6 +512,7 @@ int nkFailoverInit(void) {
         int ok = 1;
         if (!argv) ok = 0;
         else if (argc == 0) ;
+        else if (!strcmp(argv[0], "version")) ;     /* checked by stateRead */
         else if (!strcmp(argv[0], "epoch") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) && v >= 0) epoch = v;
         else if (!strcmp(argv[0], "lease-max-ms") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) &&
                  v >= 0 && v <= NICKV_LEASE_MAX_MS) lease_max = v;
@@ -384,12 +546,14 @@ int nkFailoverInit(void) {
         if (argv) sdsfreesplitres(argv, argc);
         if (!ok) {
             fclose(fp);
-            nkLog(LL_WARNING, "Failover: the state file %s is damaged at line %d: fix or remove it",
-                  path, lineno);
+            sdsfree(text);
+            snprintf(why, sizeof(why), "line %d is not understood", lineno);
+            stateDamaged(path, why);
             return -1;
         }
     }
     fclose(fp);
+    sdsfree(text);
     if (lease_max > F.lease_max_ms) F.lease_max_ms = lease_max;
     if (strcmp(chost, nk.cfg.master_host) || cport != nk.cfg.master_port) {
         nkLog(LL_WARNING, "Failover: the state file %s is for the master configured as %s:%d, not "
