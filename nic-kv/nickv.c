@@ -1556,6 +1556,7 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
          * the master for NICKV_HOLD_SECONDS. */
         nkLinkShutdown();
         nkReplicasDropAll("Nic-KV is shutting down");
+        nkFailoverShutdown();
         if (nk.cfg.pidfile) unlink(nk.cfg.pidfile);
         aeStop(el);
         return AE_NOMORE;

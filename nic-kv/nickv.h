@@ -482,6 +482,8 @@ void nkFailoverMasterIs(const char *ip, int port);
 int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size_t errlen);
 sds nkFailoverInfo(sds s);
 void nkFailoverResetStats(void);
+/* Nic-KV exits: a fence-command still running is killed, with its group. */
+void nkFailoverShutdown(void);
 
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */

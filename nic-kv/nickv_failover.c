@@ -1039,9 +1039,10 @@ static void foPromote(void);
 /* fence-command, when set, runs once the lease has run out and the winner
  * is chosen, before REPLICAOF NO ONE: "<command> <old-ip> <old-port>
  * <new-ip> <new-port> <epoch>" through /bin/sh, with no descriptor of
- * ours. Exit 0 within NK_FENCE_TIMEOUT_MS: the promotion goes on; else it
- * is called off and tried again NK_FENCE_RETRY_MS later (the old master
- * has no lease meanwhile: nobody takes writes). */
+ * ours, in a process group of its own. Exit 0 within NK_FENCE_TIMEOUT_MS:
+ * the promotion goes on; else it is called off and tried again
+ * NK_FENCE_RETRY_MS later (the old master has no lease meanwhile: nobody
+ * takes writes). Whatever it started is killed with it (fenceReap). */
 static void fenceStart(void) {
     char oport[16], nport[16], epoch[32];
     sds script = sdscatfmt(sdsempty(), "exec %s \"$@\"", nk.cfg.fence_command);
@@ -1050,7 +1051,9 @@ static void fenceStart(void) {
     snprintf(epoch, sizeof(epoch), "%lld", F.epoch + 1);
     pid_t pid = fork();
     if (pid == 0) {
-        int null = open("/dev/null", O_RDWR);
+        int null;
+        setpgid(0, 0);
+        null = open("/dev/null", O_RDWR);
         if (null != -1) {
             dup2(null, 0);
             if (!nk.cfg.logfile) { dup2(null, 1); dup2(null, 2); }
@@ -1072,10 +1075,32 @@ static void fenceStart(void) {
         foAbort(why);
         return;
     }
+    /* Here too: a kill of the group before the child's setpgid reaches it. */
+    setpgid(pid, pid);
     F.fence_pid = pid;
-    nkLog(LL_WARNING, "Failover: fencing %s:%d off before promoting %s:%d: fence-command (pid %d)",
-          F.old.reach, F.old.port, F.winner.reach, F.winner.port, (int)pid);
+    char key[64];
+    snprintf(key, sizeof(key), "Failover: fencing, epoch %lld", F.epoch + 1);
+    nkLogRepeat(LL_WARNING, key, "Failover: fencing %s:%d off before promoting %s:%d: fence-command "
+                "(process group %d)", F.old.reach, F.old.port, F.winner.reach, F.winner.port, (int)pid);
     foSetState(FO_FENCE_CMD);
+}
+
+/* The fence-command's process group is killed: whatever it left running
+ * (a "sleep 300 &", a hung ssh) ends with it. When the command itself
+ * has not exited (a timeout, Nic-KV shutting down), it is killed and
+ * reaped too. */
+static void fenceReap(int running) {
+    int status;
+    if (!F.fence_pid) return;
+    kill(-F.fence_pid, SIGKILL);
+    if (running) waitpid(F.fence_pid, &status, 0);
+    F.fence_pid = 0;
+}
+
+void nkFailoverShutdown(void) {
+    if (F.fence_pid) nkLog(LL_WARNING, "Failover: killing the fence-command (process group %d): "
+                           "Nic-KV is shutting down", (int)F.fence_pid);
+    fenceReap(1);
 }
 
 /* Has the fence-command finished? */
@@ -1085,11 +1110,10 @@ static void fenceCheck(long long now) {
     char why[160];
     if (r == 0) {
         if (now - F.step_us < NK_FENCE_TIMEOUT_MS * 1000LL) return;
-        kill(F.fence_pid, SIGKILL);
-        waitpid(F.fence_pid, &status, 0);
+        fenceReap(1);
         snprintf(why, sizeof(why), "fence-command did not finish in %d ms (killed)", NK_FENCE_TIMEOUT_MS);
     } else if (r == F.fence_pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        F.fence_pid = 0;
+        fenceReap(0);
         nkLog(LL_NOTICE, "Failover: fence-command succeeded");
         foPromote();
         return;
@@ -1100,7 +1124,7 @@ static void fenceCheck(long long now) {
     } else {
         snprintf(why, sizeof(why), "fence-command: waitpid: %s", strerror(errno));
     }
-    F.fence_pid = 0;
+    fenceReap(0);
     F.retry_after_us = now + NK_FENCE_RETRY_MS * 1000LL;
     foAbort(why);
 }

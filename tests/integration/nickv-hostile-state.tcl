@@ -170,6 +170,69 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
     }
 }
 
+# A fence-command that blocks, after starting a process of its own in the
+# background: at its timeout the whole group is killed, the attempt is
+# called off and tried again; a Nic-KV that shuts down kills the one
+# running then.
+start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $hs_conf] {
+        set r [srv 0 client]
+        $r replicaof 127.0.0.1 $mport
+        set dir [file normalize [tmpdir nickv-fence]]
+        # A marker no other process has: a sleep of an unlikely length.
+        set marker "sleep 7$mport"
+        set script $dir/fence.sh
+        set fd [open $script w]
+        puts $fd "#!/bin/sh\n$marker &\n$marker\n"
+        close $fd
+        file attributes $script -permissions 0755
+        set nk [nickv_start $mport --failover yes --fence-command $script]
+        wait_for_sync $r
+        nickv_wait_failover_view $nk 1
+
+        test {Nic-KV fence-command: at its timeout, what it started is killed with it} {
+            exec kill -9 $mpid
+            wait_for_condition 50 100 {
+                [llength [hs_procs $marker]] == 2
+            } else {
+                fail "the fence-command did not start: [nickv_cmd $nk info failover]"
+            }
+            wait_for_condition 100 100 {
+                [string match "*fence-command did not finish in 5000 ms (killed)*" [nickv_info $nk last_failover]]
+            } else {
+                fail "not called off: [nickv_cmd $nk info failover]"
+            }
+            # Both sleeps of that run are gone (the next run starts a second later).
+            wait_for_condition 10 50 {
+                [llength [hs_procs $marker]] == 0
+            } else {
+                fail "left running: [exec ps -o pid,pgid,args -p [join [hs_procs $marker] ,]]"
+            }
+            # Tried again, as before.
+            wait_for_condition 50 100 {
+                [llength [hs_procs $marker]] == 2
+            } else {
+                fail "the fence-command was not run again: [nickv_cmd $nk info failover]"
+            }
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal slave [lindex [$r role] 0]
+        }
+
+        test {Nic-KV fence-command: Nic-KV shutting down kills the one running, with what it started} {
+            assert_equal 2 [llength [hs_procs $marker]]
+            nickv_stop $nk
+            wait_for_condition 10 50 {
+                [llength [hs_procs $marker]] == 0
+            } else {
+                fail "left running: [exec ps -o pid,pgid,args -p [join [hs_procs $marker] ,]]"
+            }
+            assert_match "*killing the fence-command*shutting down*" [exec cat [dict get $nk log]]
+        }
+    }
+}
+
 # A failover that cannot happen (the only replica has replica-priority 0)
 # is tried again on every tick: it says why once, then how many more.
 start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
