@@ -23,7 +23,8 @@ proc hs_procs {marker} {
     return $pids
 }
 
-# Lines of Nic-KV's log matching pattern (grep -E) from line from on.
+# Lines of Nic-KV's log matching pattern (a Tcl regexp), from line from
+# (0: the first; hs_log_lines: the first one not written yet) on.
 proc hs_count {nk from pattern} {
     set n 0
     set lines [split [exec cat [dict get $nk log]] "\n"]
