@@ -69,7 +69,9 @@
  * granted; written to a temporary file, fsynced and renamed before every
  * promotion and whenever the master changes, so that a restart neither
  * forgets nor reverses a failover. It is ignored (and said so) when the
- * configured master-host/master-port changed since.
+ * configured master-host/master-port changed since. Its first line after
+ * the comments names its format and writer, its last is a checksum of
+ * the others: one cut short or changed stops Nic-KV at start (stateRead).
  */
 
 #include "nickv.h"
