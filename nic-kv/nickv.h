@@ -341,6 +341,16 @@ int nkClientSlotsFree(void);
 /* ------------------------------------------------------------ Calls --- */
 
 void nkLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line that may come again on every tick (a failover that is blocked or
+ * called off, a state file on a full disk): the first is logged at once;
+ * the same line again within NK_LOG_REPEAT_MS is only counted, and the
+ * count logged when that window ends, as "<the last of them> (N more in
+ * the last M s)" (nkLogRepeatCron, every second). Lines are the same when
+ * their key is: the text itself when key is NULL, else key (for a line
+ * whose numbers change each time). Main thread only. */
+#define NK_LOG_REPEAT_MS 10000
+void nkLogRepeat(int level, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void nkLogRepeatCron(void);
 long long nkUnixTime(void);
 
 /* nickv_upstream.c: the link to the master, which owns its state. */
@@ -511,6 +521,8 @@ void nkFailoverMasterIs(const char *ip, int port);
 int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size_t errlen);
 sds nkFailoverInfo(sds s);
 void nkFailoverResetStats(void);
+/* Nic-KV exits: a fence-command still running is killed, with its group. */
+void nkFailoverShutdown(void);
 
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */

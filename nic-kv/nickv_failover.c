@@ -69,7 +69,9 @@
  * granted; written to a temporary file, fsynced and renamed before every
  * promotion and whenever the master changes, so that a restart neither
  * forgets nor reverses a failover. It is ignored (and said so) when the
- * configured master-host/master-port changed since.
+ * configured master-host/master-port changed since. Its first line after
+ * the comments names its format and writer, its last is a checksum of
+ * the others: one cut short or changed stops Nic-KV at start (stateRead).
  */
 
 #include "nickv.h"
@@ -85,6 +87,8 @@
 #include <unistd.h>
 
 #include "monotonic.h"
+#include "sha256.h"
+#include "skv_version.h"
 #include "util.h"
 #include "zmalloc.h"
 
@@ -101,6 +105,8 @@
 #define NK_PLANNED_REQUERY_MS 50          /* ... asked again at most this often */
 #define NK_FAILBACK_STABLE_MS 5000        /* the original master valid this long first */
 #define NK_FAILBACK_RETRY_MS 10000        /* failback attempts, at most this often */
+#define NK_STATE_FORMAT 1                 /* of the state file this Nic-KV writes and reads */
+#define NK_STATE_MAX (1024 * 1024)        /* a longer state file is not ours */
 
 typedef enum {
     FO_WATCHING = 0, FO_FENCING, FO_QUERYING, FO_FENCE_CMD, FO_PROMOTING, FO_STATES
@@ -259,11 +265,51 @@ static sds addr(sds s, const char *a) {
     return sdscatrepr(s, a, strlen(a));
 }
 
+/* The checksum of a state file's text: SHA-256 of len bytes at p, as 64
+ * hex digits into hex (65 bytes). */
+static void stateChecksum(const char *p, size_t len, char *hex) {
+    BYTE digest[SHA256_BLOCK_SIZE];
+    SHA256_CTX ctx;
+    sha256_init(&ctx);
+    sha256_update(&ctx, (const BYTE *)p, len);
+    sha256_final(&ctx, digest);
+    for (int i = 0; i < SHA256_BLOCK_SIZE; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+/* All of len bytes to fd: 0, or -1 with errno set (ENOSPC for a write
+ * that stopped short). */
+static int stateWriteAll(int fd, const char *p, size_t len) {
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n == -1 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = ENOSPC;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Why the state file cannot be kept, into F.state_err and the log (a full
+ * disk fails every save: the line is rate-limited). Returns -1. */
+static int stateSaveFailed(const char *what, const char *file) {
+    snprintf(F.state_err, sizeof(F.state_err), "%s %.100s: %s", what, file, strerror(errno));
+    nkLogRepeat(LL_WARNING, NULL, "Failover: cannot keep the state file: %s", F.state_err);
+    return -1;
+}
+
 /* The state, atomically: a temporary file, fsync, rename, fsync of the
- * directory. 0, or -1 (F.state_err says why, and it is logged). */
+ * directory. The temporary file is created anew (O_EXCL, O_NOFOLLOW,
+ * after removing whatever has its name), so that a file or a symbolic
+ * link planted there is never written through. The text opens with the
+ * format and the writer's version and ends with "end <checksum>" of
+ * every byte before it: a file cut short or changed is told at start
+ * (stateRead). 0, or -1 (F.state_err says why, and it is logged). */
 static int stateSave(void) {
-    char tmp[PATH_MAX], dirbuf[PATH_MAX];
-    const char *path = nk.cfg.state_file;
+    char tmp[PATH_MAX], dirbuf[PATH_MAX], sum[2 * SHA256_BLOCK_SIZE + 1];
+    const char *path = nk.cfg.state_file, *dir;
     sds s;
     int fd, dfd;
     if (!path) return 0;
@@ -271,8 +317,10 @@ static int stateSave(void) {
      * announced, sdssplitargs reads it back. */
     s = sdscatprintf(sdsempty(),
         "# The failover state of Nic-KV: written by nic-kv, read at its start.\n"
+        "# Do not edit: the last line is the checksum of the lines before it.\n"
+        "version %d nic-kv %s skv %s\n"
         "epoch %lld\n"
-        "lease-max-ms %lld\n", F.epoch, F.lease_max_ms);
+        "lease-max-ms %lld\n", NK_STATE_FORMAT, NICKV_VERSION, SKV_VERSION, F.epoch, F.lease_max_ms);
     s = sdscatprintf(addr(sdscat(s, "configured "), nk.cfg.master_host), " %d\n", nk.cfg.master_port);
     if (F.have_master) s = sdscatprintf(addr(sdscat(s, "master "), F.master.reach), " %d\n", F.master.port);
     if (F.known_lease >= 0) s = sdscatprintf(s, "master-lease %d\n", F.known_lease);
@@ -283,34 +331,145 @@ static int stateSave(void) {
     for (int i = 0; i < F.nrepoint; i++)
         s = sdscatprintf(addr(sdscat(s, "repoint "), F.repoint[i].node.reach), " %d %d\n",
                          F.repoint[i].node.port, F.repoint[i].old_master);
+    stateChecksum(s, sdslen(s), sum);
+    s = sdscatprintf(s, "end %s\n", sum);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd == -1 || write(fd, s, sdslen(s)) != (ssize_t)sdslen(s) || fsync(fd) == -1) {
-        snprintf(F.state_err, sizeof(F.state_err), "writing %.100s: %s", tmp, strerror(errno));
-        if (fd != -1) close(fd);
-        unlink(tmp);
-        goto err;
+    if (unlink(tmp) == -1 && errno != ENOENT) {
+        sdsfree(s);
+        return stateSaveFailed("removing", tmp);
     }
-    close(fd);
-    if (rename(tmp, path) == -1) {
-        snprintf(F.state_err, sizeof(F.state_err), "renaming %.100s: %s", tmp, strerror(errno));
-        unlink(tmp);
-        goto err;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd == -1) {
+        sdsfree(s);
+        return stateSaveFailed("creating", tmp);
     }
-    snprintf(dirbuf, sizeof(dirbuf), "%s", path);
-    dfd = open(dirname(dirbuf), O_RDONLY | O_CLOEXEC);
-    if (dfd != -1) {
-        fsync(dfd);
-        close(dfd);
+    if (stateWriteAll(fd, s, sdslen(s)) == -1 || fsync(fd) == -1) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        sdsfree(s);
+        errno = e;
+        return stateSaveFailed("writing", tmp);
     }
     sdsfree(s);
+    if (close(fd) == -1) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return stateSaveFailed("writing", tmp);
+    }
+    if (rename(tmp, path) == -1) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return stateSaveFailed("renaming", tmp);
+    }
+    /* The rename is durable only once the directory is (a file system
+     * that cannot sync a directory says EINVAL: nothing more to do). */
+    snprintf(dirbuf, sizeof(dirbuf), "%s", path);
+    dir = dirname(dirbuf);
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd == -1) return stateSaveFailed("opening the directory", dir);
+    if (fsync(dfd) == -1 && errno != EINVAL) {
+        int e = errno;
+        close(dfd);
+        errno = e;
+        return stateSaveFailed("syncing the directory", dir);
+    }
+    close(dfd);
     if (F.state_err[0]) nkLog(LL_NOTICE, "Failover: the state file %s is written again", path);
     F.state_err[0] = '\0';
     return 0;
+}
+
+/* A state file Nic-KV cannot trust stops it at start: it could follow a
+ * master that is no longer one, or forget a failover. What to do. */
+static void stateDamaged(const char *path, const char *why) {
+    nkLog(LL_WARNING, "Failover: the state file %s is damaged (%s): Nic-KV does not start with it. "
+          "Check which node is the master now (INFO replication on each node, the last \"is the "
+          "master\" line in this log), make master-host and master-port name it, then remove %s "
+          "(or restore a good copy of it) and start Nic-KV again", path, why, path);
+}
+
+/* The state file's text, checked: its last line, "end <checksum>", must
+ * be the checksum of every byte before it (stateSave), and its first line
+ * after the comments "version <format> ..." with a format this Nic-KV
+ * reads. Returns the text before the "end" line, or NULL: with *missing
+ * set when there is no file, else with why filled in. */
+static sds stateRead(const char *path, int *missing, char *why, size_t whylen) {
+    char buf[4096], sum[2 * SHA256_BLOCK_SIZE + 1];
+    sds text = sdsempty();
+    size_t n, body;
+    const char *last, *p;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    *missing = 0;
+    if (fd == -1) {
+        if (errno == ENOENT) *missing = 1;
+        else snprintf(why, whylen, "it cannot be read: %s", strerror(errno));
+        goto err;
+    }
+    while (1) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        if (r == -1 && errno == EINTR) continue;
+        if (r == -1) {
+            snprintf(why, whylen, "it cannot be read: %s", strerror(errno));
+            close(fd);
+            goto err;
+        }
+        if (r == 0) break;
+        if (sdslen(text) + (size_t)r > NK_STATE_MAX) {
+            snprintf(why, whylen, "it is larger than %d bytes", NK_STATE_MAX);
+            close(fd);
+            goto err;
+        }
+        text = sdscatlen(text, buf, (size_t)r);
+    }
+    close(fd);
+    n = sdslen(text);
+    if (n == 0) {
+        snprintf(why, whylen, "it is empty");
+        goto err;
+    }
+    /* The last line, and the text before it. */
+    last = n >= 2 ? memrchr(text, '\n', n - 1) : NULL;
+    body = last ? (size_t)(last - text) + 1 : 0;
+    last = text + body;
+    if (text[n - 1] != '\n' || strncmp(last, "end ", 4)) {
+        snprintf(why, whylen, "it has no \"end\" line: it was cut short, or written by a Nic-KV older "
+                 "than state file format %d, which had none", NK_STATE_FORMAT);
+        goto err;
+    }
+    stateChecksum(text, body, sum);
+    if (n - body != 4 + strlen(sum) + 1 || memcmp(last + 4, sum, strlen(sum))) {
+        snprintf(why, whylen, "its checksum does not match its text: it was changed or cut");
+        goto err;
+    }
+    sdsrange(text, 0, (ssize_t)body - 1);
+    /* The format, on the first line that is not a comment. */
+    for (p = text; *p == '#' && (p = strchr(p, '\n')) != NULL; p++)
+        ;
+    long long format = 0;
+    int argc = 0;
+    const char *eol = p ? strchr(p, '\n') : NULL;
+    sds line = eol ? sdsnewlen(p, (size_t)(eol - p)) : NULL;
+    sds *argv = line ? sdssplitargs(line, &argc) : NULL;
+    int ok = argv && argc >= 2 && !strcmp(argv[0], "version") &&
+             string2ll(argv[1], sdslen(argv[1]), &format) && format >= 1;
+    if (argv) sdsfreesplitres(argv, argc);
+    sdsfree(line);
+    if (!ok) {
+        snprintf(why, whylen, "it has no \"version\" line");
+        goto err;
+    }
+    if (format > NK_STATE_FORMAT) {
+        snprintf(why, whylen, "it is of format %lld, written by a newer Nic-KV; this one reads format %d",
+                 format, NK_STATE_FORMAT);
+        goto err;
+    }
+    return text;
 err:
-    sdsfree(s);
-    nkLog(LL_WARNING, "Failover: cannot keep the state file: %s", F.state_err);
-    return -1;
+    sdsfree(text);
+    return NULL;
 }
 
 static void repointAdd(const char *ip, int port, int old_master);
@@ -318,10 +477,11 @@ static void repointAdd(const char *ip, int port, int old_master);
 int nkFailoverInit(void) {
     const char *path = nk.cfg.state_file;
     FILE *fp;
-    char line[4096];
+    sds text;
+    char line[4096], why[300];
     long long lease_max = 0, epoch = 0;
     char mhost[NK_ADDR_LEN] = "", chost[NK_ADDR_LEN] = "";
-    int mport = 0, cport = 0, lineno = 0;
+    int mport = 0, cport = 0, lineno = 0, missing;
     struct { char ip[NK_ADDR_LEN]; int port, old; } rp[NK_FO_REPOINT];
     int nrp = 0, known_lease = -1, nknown = 0;
     struct { char ip[NK_ADDR_LEN]; int port; } known[NK_FO_CANDIDATES];
@@ -334,13 +494,17 @@ int nkFailoverInit(void) {
             nkLog(LL_WARNING, "Failover: no state-file: a restart forgets a failover");
         goto start;
     }
-    fp = fopen(path, "r");
+    text = stateRead(path, &missing, why, sizeof(why));
+    if (!text) {
+        if (missing) goto start;
+        stateDamaged(path, why);
+        return -1;
+    }
+    fp = fmemopen(text, sdslen(text), "r");
     if (!fp) {
-        if (errno != ENOENT) {
-            nkLog(LL_WARNING, "Failover: cannot read the state file %s: %s", path, strerror(errno));
-            return -1;
-        }
-        goto start;
+        nkLog(LL_WARNING, "Failover: cannot read the state file %s: fmemopen: %s", path, strerror(errno));
+        sdsfree(text);
+        return -1;
     }
     while (fgets(line, sizeof(line), fp)) {
         int argc;
@@ -351,6 +515,7 @@ int nkFailoverInit(void) {
         int ok = 1;
         if (!argv) ok = 0;
         else if (argc == 0) ;
+        else if (!strcmp(argv[0], "version")) ;     /* checked by stateRead */
         else if (!strcmp(argv[0], "epoch") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) && v >= 0) epoch = v;
         else if (!strcmp(argv[0], "lease-max-ms") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) &&
                  v >= 0 && v <= NICKV_LEASE_MAX_MS) lease_max = v;
@@ -384,12 +549,14 @@ int nkFailoverInit(void) {
         if (argv) sdsfreesplitres(argv, argc);
         if (!ok) {
             fclose(fp);
-            nkLog(LL_WARNING, "Failover: the state file %s is damaged at line %d: fix or remove it",
-                  path, lineno);
+            sdsfree(text);
+            snprintf(why, sizeof(why), "line %d is not understood", lineno);
+            stateDamaged(path, why);
             return -1;
         }
     }
     fclose(fp);
+    sdsfree(text);
     if (lease_max > F.lease_max_ms) F.lease_max_ms = lease_max;
     if (strcmp(chost, nk.cfg.master_host) || cport != nk.cfg.master_port) {
         nkLog(LL_WARNING, "Failover: the state file %s is for the master configured as %s:%d, not "
@@ -538,7 +705,8 @@ static void repointReply(long long tag, const char *ip, int port, const char *re
 static void logReply(long long tag, const char *ip, int port, const char *reply, size_t len,
                      int is_error) {
     (void)tag;
-    if (is_error) nkLog(LL_WARNING, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
+    /* A node that answers errors is asked again every second. */
+    if (is_error) nkLogRepeat(LL_WARNING, NULL, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
 }
 
 /* runid is the master's process (as far as we know it): the master known
@@ -638,8 +806,8 @@ static void repointTick(void) {
         nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CONFIG", "REWRITE", NULL);
         if (r->old_master)
             nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CLIENT", "KILL", "TYPE", "NORMAL", NULL);
-        nkLog(LL_NOTICE, "Failover: making %s:%d a replica of %s:%d%s", r->node.reach, r->node.port,
-              F.master.reach, mport, r->rdma ? " (RDMA)" : "");
+        nkLogRepeat(LL_NOTICE, NULL, "Failover: making %s:%d a replica of %s:%d%s", r->node.reach,
+                    r->node.port, F.master.reach, mport, r->rdma ? " (RDMA)" : "");
     }
 }
 
@@ -657,17 +825,14 @@ static int inCooldown(const char *ip, int port) {
     return 0;
 }
 
-/* Why the invalid master is not replaced; logged when that begins, and
- * then at most every 10 seconds while the reason changes. */
+/* Why the invalid master is not replaced; logged when it changes, as
+ * one line of its kind (nkLogRepeat: the reason may change on every tick,
+ * "last answer N ms ago"). */
 static void setBlocked(const char *why) {
-    static long long logged_ms;
-    long long now = foNowMs();
     if (!strcmp(why, F.blocked)) return;
-    if (why[0] && (!F.blocked[0] || now - logged_ms >= 10000)) {
-        nkLog(LL_WARNING, "Failover: the master %s:%d is invalid, but it is not replaced: %s",
-              F.master.reach, F.master.port, why);
-        logged_ms = now;
-    }
+    if (why[0])
+        nkLogRepeat(LL_WARNING, "Failover: not replaced", "Failover: the master %s:%d is invalid, but it "
+                    "is not replaced: %s", F.master.reach, F.master.port, why);
     snprintf(F.blocked, sizeof(F.blocked), "%s", why);
 }
 
@@ -718,16 +883,12 @@ static int collectCandidates(void) {
 }
 
 static void foAbort(const char *why) {
-    static long long logged_us;
     char last[sizeof(F.last_why)];
     F.aborted++;
     snprintf(last, sizeof(last), "called off: %s", why);
-    /* Said when the reason changes, and at most every 10 s while it does not. */
-    if (strcmp(last, F.last_why) || foNowUs() - logged_us > 10000000LL) {
-        nkLog(LL_WARNING, "Failover: called off (%s): the master stays %s:%d", why, F.master.reach,
-              F.master.port);
-        logged_us = foNowUs();
-    }
+    /* An attempt called off is tried again, maybe on the next tick. */
+    nkLogRepeat(LL_WARNING, NULL, "Failover: called off (%s): the master stays %s:%d", why,
+                F.master.reach, F.master.port);
     memcpy(F.last_why, last, sizeof(F.last_why));
     if (F.planned && !strcmp(F.planned_why, "failback"))
         snprintf(F.failback, sizeof(F.failback), "called off, tried again in %d s: %.200s",
@@ -753,9 +914,13 @@ static void foStart(nkProbeView *m) {
     snprintf(F.old.reach, sizeof(F.old.reach), "%s", m->reach);
     F.old.port = m->port;
     F.blocked[0] = '\0';
-    nkLog(LL_WARNING, "Failover: the master %s:%d is invalid (%s): no more leases; %d candidate(s); "
-          "promoting in %lld ms, once every lease granted has run out", m->addr, m->port, m->why,
-          F.ncand, left > 0 ? left : 0);
+    /* Said once for attempts that follow each other (one called off is
+     * tried again: nkLogRepeat). */
+    char key[64];
+    snprintf(key, sizeof(key), "Failover: attempt, epoch %lld", F.epoch);
+    nkLogRepeat(LL_WARNING, key, "Failover: the master %s:%d is invalid (%s): no more "
+                "leases; %d candidate(s); promoting in %lld ms, once every lease granted has run out",
+                m->addr, m->port, m->why, F.ncand, left > 0 ? left : 0);
     foSetState(FO_FENCING);
     /* On time, not at the next probe tick. */
     if (left <= 0) foQuery();
@@ -899,9 +1064,10 @@ static void foPromote(void);
 /* fence-command, when set, runs once the lease has run out and the winner
  * is chosen, before REPLICAOF NO ONE: "<command> <old-ip> <old-port>
  * <new-ip> <new-port> <epoch>" through /bin/sh, with no descriptor of
- * ours. Exit 0 within NK_FENCE_TIMEOUT_MS: the promotion goes on; else it
- * is called off and tried again NK_FENCE_RETRY_MS later (the old master
- * has no lease meanwhile: nobody takes writes). */
+ * ours, in a process group of its own. Exit 0 within NK_FENCE_TIMEOUT_MS:
+ * the promotion goes on; else it is called off and tried again
+ * NK_FENCE_RETRY_MS later (the old master has no lease meanwhile: nobody
+ * takes writes). Whatever it started is killed with it (fenceReap). */
 static void fenceStart(void) {
     char oport[16], nport[16], epoch[32];
     sds script = sdscatfmt(sdsempty(), "exec %s \"$@\"", nk.cfg.fence_command);
@@ -910,7 +1076,9 @@ static void fenceStart(void) {
     snprintf(epoch, sizeof(epoch), "%lld", F.epoch + 1);
     pid_t pid = fork();
     if (pid == 0) {
-        int null = open("/dev/null", O_RDWR);
+        int null;
+        setpgid(0, 0);
+        null = open("/dev/null", O_RDWR);
         if (null != -1) {
             dup2(null, 0);
             if (!nk.cfg.logfile) { dup2(null, 1); dup2(null, 2); }
@@ -932,10 +1100,32 @@ static void fenceStart(void) {
         foAbort(why);
         return;
     }
+    /* Here too: a kill of the group before the child's setpgid reaches it. */
+    setpgid(pid, pid);
     F.fence_pid = pid;
-    nkLog(LL_WARNING, "Failover: fencing %s:%d off before promoting %s:%d: fence-command (pid %d)",
-          F.old.reach, F.old.port, F.winner.reach, F.winner.port, (int)pid);
+    char key[64];
+    snprintf(key, sizeof(key), "Failover: fencing, epoch %lld", F.epoch + 1);
+    nkLogRepeat(LL_WARNING, key, "Failover: fencing %s:%d off before promoting %s:%d: fence-command "
+                "(process group %d)", F.old.reach, F.old.port, F.winner.reach, F.winner.port, (int)pid);
     foSetState(FO_FENCE_CMD);
+}
+
+/* The fence-command's process group is killed: whatever it left running
+ * (a "sleep 300 &", a hung ssh) ends with it. When the command itself
+ * has not exited (a timeout, Nic-KV shutting down), it is killed and
+ * reaped too. */
+static void fenceReap(int running) {
+    int status;
+    if (!F.fence_pid) return;
+    kill(-F.fence_pid, SIGKILL);
+    if (running) waitpid(F.fence_pid, &status, 0);
+    F.fence_pid = 0;
+}
+
+void nkFailoverShutdown(void) {
+    if (F.fence_pid) nkLog(LL_WARNING, "Failover: killing the fence-command (process group %d): "
+                           "Nic-KV is shutting down", (int)F.fence_pid);
+    fenceReap(1);
 }
 
 /* Has the fence-command finished? */
@@ -945,11 +1135,10 @@ static void fenceCheck(long long now) {
     char why[160];
     if (r == 0) {
         if (now - F.step_us < NK_FENCE_TIMEOUT_MS * 1000LL) return;
-        kill(F.fence_pid, SIGKILL);
-        waitpid(F.fence_pid, &status, 0);
+        fenceReap(1);
         snprintf(why, sizeof(why), "fence-command did not finish in %d ms (killed)", NK_FENCE_TIMEOUT_MS);
     } else if (r == F.fence_pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        F.fence_pid = 0;
+        fenceReap(0);
         nkLog(LL_NOTICE, "Failover: fence-command succeeded");
         foPromote();
         return;
@@ -960,7 +1149,7 @@ static void fenceCheck(long long now) {
     } else {
         snprintf(why, sizeof(why), "fence-command: waitpid: %s", strerror(errno));
     }
-    F.fence_pid = 0;
+    fenceReap(0);
     F.retry_after_us = now + NK_FENCE_RETRY_MS * 1000LL;
     foAbort(why);
 }
@@ -991,8 +1180,8 @@ static void foChoose(void) {
             ahead = c;
         }
         if (!c->eligible) {
-            nkLog(LL_NOTICE, "Failover: %s:%d is no candidate: %s", c->node.reach, c->node.port,
-                  c->why[0] ? c->why : "no answer");
+            nkLogRepeat(LL_NOTICE, NULL, "Failover: %s:%d is no candidate: %s", c->node.reach,
+                        c->node.port, c->why[0] ? c->why : "no answer");
             continue;
         }
         if (better(c, best)) best = c;
@@ -1052,8 +1241,11 @@ static void foPromote(void) {
         foAbort("the candidate's probe connection is down");
         return;
     }
-    nkLog(LL_WARNING, "Failover: promoting %s:%d (offset %lld, replica-priority %d), epoch %lld",
-          F.winner.reach, F.winner.port, F.winner_offset, F.winner_priority, F.epoch);
+    /* Once per epoch: a promotion that fails is tried again at once. */
+    char key[64];
+    snprintf(key, sizeof(key), "Failover: promoting, epoch %lld", F.epoch);
+    nkLogRepeat(LL_WARNING, key, "Failover: promoting %s:%d (offset %lld, replica-priority %d), epoch %lld",
+                F.winner.reach, F.winner.port, F.winner_offset, F.winner_priority, F.epoch);
     foSetState(FO_PROMOTING);
 }
 
