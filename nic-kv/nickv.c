@@ -278,6 +278,8 @@ typedef enum {
 
 #define NK_CFG_IMMUTABLE (1<<0)   /* startup only (config file, --name) */
 #define NK_CFG_MULTI_ARG (1<<1)   /* takes several words */
+#define NK_CFG_NONEMPTY (1<<2)    /* STRING: "" is refused (it would be NULL,
+                                   * and the option has no "none") */
 
 typedef struct nkConfigEnum {
     const char *name;
@@ -413,6 +415,7 @@ static const nkConfigEnum loglevelEnum[] = {
 
 #define IMM NK_CFG_IMMUTABLE
 #define MULTI NK_CFG_MULTI_ARG
+#define NONEMPTY NK_CFG_NONEMPTY
 static nkConfigOption nkConfigs[] = {
     {"port", NK_CFG_INT, IMM, &nk.cfg.port, 1, 65535, 7380, NULL, NULL, NULL, NULL, NULL,
      "<n>", "TCP port for replicas and admin clients"},
@@ -423,7 +426,7 @@ static nkConfigOption nkConfigs[] = {
     {"maxclients", NK_CFG_INT, 0, &nk.cfg.maxclients, 1, INT_MAX, 10000, NULL, NULL, NULL, NULL,
      applyMaxclients, "<n>", "clients at once, replicas included; lowered to what the\n"
      "                        open files limit allows"},
-    {"master-host", NK_CFG_STRING, IMM, &nk.cfg.master_host, 0, 0, 0, "127.0.0.1", NULL, NULL, NULL,
+    {"master-host", NK_CFG_STRING, IMM|NONEMPTY, &nk.cfg.master_host, 0, 0, 0, "127.0.0.1", NULL, NULL, NULL,
      NULL, "<addr>", "the SKV master"},
     {"master-port", NK_CFG_INT, IMM, &nk.cfg.master_port, 1, 65535, 6379, NULL, NULL, NULL, NULL, NULL,
      "<n>", "its port"},
@@ -479,7 +482,7 @@ static nkConfigOption nkConfigs[] = {
      "<n>", "the master refuses writes (-NOREPLICAS) while fewer\n"
      "                        replicas answer probes, and WAIT counts only those\n"
      "                        (0: the probes change nothing)"},
-    {"master-name", NK_CFG_STRING, 0, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
+    {"master-name", NK_CFG_STRING, NONEMPTY, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
      NULL, "<name>", "what clients asking SENTINEL call the master"},
     {"failover", NK_CFG_BOOL, 0, &nk.cfg.failover, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "promote the best replica when the master fails (the\n"
@@ -508,6 +511,7 @@ static nkConfigOption nkConfigs[] = {
 };
 #undef IMM
 #undef MULTI
+#undef NONEMPTY
 
 static nkConfigOption *configLookup(const char *name) {
     for (nkConfigOption *o = nkConfigs; o->name; o++)
@@ -562,6 +566,10 @@ static int configSetArgs(nkConfigOption *o, int argc, sds *argv, const char **er
         return 1;
     case NK_CFG_STRING: {
         char **dst = o->data;
+        if (!*v && (o->flags & NK_CFG_NONEMPTY)) {
+            *err = "the value must not be empty";
+            return 0;
+        }
         zfree(*dst);
         *dst = *v ? zstrdup(v) : NULL;
         return 1;

@@ -1,0 +1,134 @@
+# Nic-KV fed what it did not expect: empty names in its configuration,
+# SENTINEL with empty, long and binary arguments, commands with many
+# arguments, and masters that name each other as their master. It refuses
+# what it cannot use, with an error that says why, closes at most the one
+# connection that broke the protocol, and goes on serving its replicas.
+
+source tests/skv/helpers.tcl
+
+# A command on a connection of its own: {0 reply} or {1 error}.
+proc hostile_call {nk args} {
+    set c [redis 127.0.0.1 [dict get $nk port]]
+    set rc [catch {$c {*}$args} r]
+    catch {$c close}
+    list $rc $r
+}
+
+# Nic-KV, started with these options, must exit at once with a message
+# matching $pattern.
+proc hostile_assert_refused {pattern args} {
+    set port [find_available_port [expr {$::baseport + 250}] 200]
+    set rc [catch {exec timeout 5 [nickv_binary] --port $port {*}$args 2>@1} out]
+    assert_equal 1 $rc
+    # Its own exit status 1, not timeout's 124: it did not start.
+    assert_equal 1 [lindex $::errorCode 2]
+    assert_match $pattern $out
+}
+
+start_server {tags {"nickv external:skip"} overrides {save ""}} {
+    set master [srv 0 client]
+    set mport [srv 0 port]
+
+    test {Nic-KV: an empty master-host or master-name is refused at start, from the command line and the file} {
+        set state [file normalize [tmpdir nickv-state]]/nickv.state
+        hostile_assert_refused {*master-host ""*the value must not be empty*} \
+            --master-port $mport --state-file $state --master-host ""
+        hostile_assert_refused {*master-name ""*the value must not be empty*} \
+            --master-port $mport --state-file $state --master-name ""
+        set conf [tmpfile nickv-empty.conf]
+        set f [open $conf w]
+        puts $f "master-port $mport\nstate-file $state\nmaster-name \"\""
+        close $f
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        set rc [catch {exec timeout 5 [nickv_binary] $conf --port $port 2>@1} out]
+        assert_equal 1 $rc
+        assert_equal 1 [lindex $::errorCode 2]
+        assert_match "*$conf, line 3*master-name*the value must not be empty*" $out
+    }
+
+    # A replica behind Nic-KV: what it must go on receiving.
+    start_server {overrides {save ""}} {
+        set replica [srv 0 client]
+        set nk [nickv_start $mport]
+        $replica replicaof 127.0.0.1 $mport
+        wait_for_sync $replica
+        nickv_wait_replicas $nk 1
+
+        # The master's writes still reach the replica through Nic-KV.
+        proc hostile_assert_streams {master replica nk key} {
+            assert_equal PONG [nickv_cmd $nk ping]
+            $master set $key [clock milliseconds]
+            wait_for_condition 100 50 {
+                [$replica get $key] eq [$master get $key]
+            } else {
+                fail "the replica no longer gets the master's writes ($key)"
+            }
+            assert_equal 1 [nickv_info $nk connected_replicas]
+        }
+
+        test {Nic-KV: CONFIG SET master-name "" is refused; SENTINEL MASTERS still answers} {
+            assert_equal {1 {ERR CONFIG SET failed (possibly related to argument 'master-name') - the value must not be empty}} \
+                [hostile_call $nk config set master-name ""]
+            assert_equal {master-name mymaster} [nickv_cmd $nk config get master-name]
+            # All or nothing: the valid pair before it is not applied either.
+            assert_equal {1 {ERR CONFIG SET failed (possibly related to argument 'master-name') - the value must not be empty}} \
+                [hostile_call $nk config set repl-timeout 33 master-name ""]
+            assert_equal {repl-timeout 60} [nickv_cmd $nk config get repl-timeout]
+            set state [lindex [nickv_cmd $nk sentinel masters] 0]
+            assert_equal mymaster [dict get $state name]
+            assert_equal [list 127.0.0.1 $mport] [nickv_cmd $nk sentinel get-master-addr-by-name mymaster]
+            # Another name is taken, and used.
+            assert_equal OK [nickv_cmd $nk config set master-name other]
+            assert_equal other [dict get [lindex [nickv_cmd $nk sentinel masters] 0] name]
+            assert_equal OK [nickv_cmd $nk config set master-name mymaster]
+            hostile_assert_streams $master $replica $nk after-config
+        }
+
+        test {Nic-KV: every SENTINEL subcommand, with empty, long, binary and too many arguments} {
+            set long [string repeat x 60000]
+            set subs {masters master get-master-addr-by-name replicas slaves sentinels
+                      reset set monitor remove failover ckquorum info-cache is-master-down-by-addr
+                      MaStErS {} "\x00" "\xff" "masters\x00" "a\r\nb" 1}
+            set argsets [list {} {""} [list $long] [list "\x00"] [list "\xff\xfe"] [list "a\r\nb"] \
+                             [list "mymaster\x00junk"] [list "mymaster\r\n"] {mymaster} {mymaster extra} \
+                             {"" "" ""} [lrepeat 200 mymaster] [list mymaster $long "\x00"]]
+            set calls 0
+            foreach sub $subs {
+                foreach a $argsets {
+                    lassign [hostile_call $nk sentinel $sub {*}$a] rc r
+                    incr calls
+                    if {$rc} {
+                        # An error reply, never a closed connection.
+                        if {![string match "ERR *" $r]} {
+                            fail "SENTINEL [string range [list $sub {*}$a] 0 80]: $r"
+                        }
+                    }
+                }
+            }
+            assert_equal [expr {[llength $subs] * [llength $argsets]}] $calls
+            # A name is every byte of it.
+            assert_equal {1 {ERR No such master with that name}} [hostile_call $nk sentinel master "mymaster\x00junk"]
+            assert_equal {1 {ERR No such master with that name}} [hostile_call $nk sentinel replicas ""]
+            assert_equal {0 {}} [hostile_call $nk sentinel get-master-addr-by-name "mymaster\x00"]
+            assert_equal {0 {}} [hostile_call $nk sentinel get-master-addr-by-name ""]
+            lassign [hostile_call $nk sentinel "\x00\xff"] rc r
+            assert_equal 1 $rc
+            assert_match {ERR unknown SENTINEL subcommand or wrong number of arguments for "\\x00\\xff" (*} $r
+            lassign [hostile_call $nk sentinel masters extra] rc r
+            assert_equal 1 $rc
+            assert_match {ERR unknown SENTINEL subcommand or wrong number of arguments for "masters" (*} $r
+            assert_equal {1 {ERR wrong number of arguments for 'sentinel' command}} [hostile_call $nk sentinel]
+            # An argument past the 64 KB a Nic-KV argument may have: a
+            # protocol error on that connection alone.
+            set fd [nickv_raw_connect $nk]
+            puts -nonewline $fd "*3\r\n\$8\r\nSENTINEL\r\n\$6\r\nmaster\r\n\$100000\r\n"
+            assert_equal {-ERR Protocol error: invalid bulk length} [nickv_raw_line $fd]
+            assert_equal 1 [nickv_raw_closed $fd]
+            close $fd
+            hostile_assert_streams $master $replica $nk after-fuzz
+            nickv_assert_no_bug $nk
+        }
+
+        nickv_stop $nk
+    }
+}
