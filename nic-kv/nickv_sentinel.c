@@ -32,7 +32,7 @@
 #include "util.h"
 
 #define NK_SENTINEL_NODES 1024
-#define NK_SUBSCRIPTIONS_MAX 64             /* channels and patterns per client */
+#define NK_SUBSCRIPTIONS_MAX 1024           /* channels and patterns per client */
 
 static sds bulk(sds s, const char *v) {
     return sdscatfmt(s, "$%u\r\n%s\r\n", (unsigned)strlen(v), v);

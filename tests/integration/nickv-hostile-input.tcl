@@ -129,6 +129,63 @@ start_server {tags {"nickv external:skip"} overrides {save ""}} {
             nickv_assert_no_bug $nk
         }
 
+        test {Nic-KV: commands with more than 64 arguments are served, as redis-server serves them} {
+            set c [redis 127.0.0.1 [dict get $nk port]]
+            # CONFIG GET with 100 patterns.
+            catch {$c config get port {*}[lrepeat 98 no-such-option] repl-timeout} reply
+            assert_equal [list port [dict get $nk port] repl-timeout 60] $reply
+            # CONFIG SET with 32 pairs: an error about the pairs, not about
+            # the protocol; the connection goes on.
+            set pairs {}
+            for {set i 0} {$i < 32} {incr i} { lappend pairs repl-timeout [expr {60 + $i}] }
+            catch {$c config set {*}$pairs} e
+            assert_equal {ERR CONFIG SET failed (possibly related to argument 'repl-timeout') - duplicate parameter} $e
+            catch {$c config set {*}[lrange $pairs 0 61] no-such-option 1} e
+            assert_equal {ERR Unknown option or number of arguments for CONFIG SET - 'no-such-option'} $e
+            assert_equal PONG [$c ping]
+            assert_equal {repl-timeout 60} [$c config get repl-timeout]
+            catch {$c close}
+
+            # PSUBSCRIBE with 100 patterns: 100 confirmations; all of them
+            # hear of a master change.
+            set sub [redis 127.0.0.1 [dict get $nk port] 1]
+            set pats {}
+            for {set i 0} {$i < 100} {incr i} { lappend pats "+switch-master-$i*" }
+            $sub psubscribe {*}$pats
+            for {set i 1} {$i <= 100} {incr i} {
+                assert_equal [list psubscribe [lindex $pats [expr {$i - 1}]] $i] [$sub read]
+            }
+            $sub punsubscribe {*}$pats
+            for {set i 99} {$i >= 0} {incr i -1} {
+                assert_equal [list punsubscribe [lindex $pats [expr {99 - $i}]] $i] [$sub read]
+            }
+            catch {$sub close}
+
+            # The most arguments redis-server takes, and one more: that
+            # one is refused, and only its connection closed.
+            set fd [nickv_raw_connect $nk]
+            puts -nonewline $fd "*1048577\r\n\$4\r\nPING\r\n"
+            assert_equal {-ERR Protocol error: invalid multibulk length} [nickv_raw_line $fd]
+            assert_equal 1 [nickv_raw_closed $fd]
+            close $fd
+            # A count of 1048576 is taken, and costs nothing before the
+            # arguments come: no vector of a million is allocated ahead.
+            set before [nickv_info $nk used_memory]
+            set fd [nickv_raw_connect $nk]
+            puts -nonewline $fd "*1048576\r\n\$4\r\nPING\r\n"
+            assert_equal TIMEOUT [nickv_raw_line $fd 500]
+            set grew [expr {[nickv_info $nk used_memory] - $before}]
+            assert {$grew < 1024 * 1024}
+            close $fd
+            # An empty command ("*0"), as redis-server: skipped.
+            set fd [nickv_raw_connect $nk]
+            puts -nonewline $fd "*0\r\n*1\r\n\$4\r\nPING\r\n"
+            assert_equal {+PONG} [nickv_raw_line $fd]
+            close $fd
+            hostile_assert_streams $master $replica $nk after-many-args
+            nickv_assert_no_bug $nk
+        }
+
         nickv_stop $nk
     }
 }
