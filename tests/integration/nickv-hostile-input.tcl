@@ -189,3 +189,63 @@ start_server {tags {"nickv external:skip"} overrides {save ""}} {
         nickv_stop $nk
     }
 }
+
+# Two masters that each say they replicate the other (REPLICAOF given both
+# ways). Before, Nic-KV's probe followed the loop round for ever, a hop
+# every probe interval. It holds now, says so once, and follows the master
+# an operator's fix makes, wherever in the loop.
+start_server {tags {"nickv external:skip"} overrides {save ""}} {
+    set a [srv 0 client]
+    set aport [srv 0 port]
+    start_server {overrides {save ""}} {
+        set b [srv 0 client]
+        set bport [srv 0 port]
+
+        test {Nic-KV: a replication loop is detected, logged once and held, and the fix is followed} {
+            $a replicaof 127.0.0.1 $bport
+            $b replicaof 127.0.0.1 $aport
+            set nk [nickv_start $aport]
+            set loop_re "replication loop: 127.0.0.1:$aport -> 127.0.0.1:$bport -> 127.0.0.1:$aport"
+            wait_for_condition 100 50 {
+                [nickv_info $nk replication_loop] eq "127.0.0.1:$aport -> 127.0.0.1:$bport -> 127.0.0.1:$aport"
+            } else {
+                fail "no loop in INFO: [nickv_info $nk replication_loop], [exec tail -n 5 [dict get $nk log]]"
+            }
+            set moves [nickv_info $nk probe_master_moves]
+            set follows [exec grep -c "is now a replica of .*: following it" [dict get $nk log]]
+            after 2000
+            # It holds: at most one look round the loop in those 2 s, and
+            # not a log line for it.
+            set moved [expr {[nickv_info $nk probe_master_moves] - $moves}]
+            assert {$moved <= 1}
+            assert_equal $follows [exec grep -c "is now a replica of .*: following it" [dict get $nk log]]
+            assert_equal 1 [exec grep -c $loop_re [dict get $nk log]]
+            assert_equal down [nickv_info $nk master_link_status]
+            assert_equal PONG [nickv_cmd $nk ping]
+
+            # The operator's fix, on the node Nic-KV does not hold on: it
+            # finds it looking round the loop, and follows it there.
+            lassign [nickv_master_addr $nk] - held
+            if {$held == $aport} {
+                set fixed $b
+                set fport $bport
+            } else {
+                assert_equal $bport $held
+                set fixed $a
+                set fport $aport
+            }
+            $fixed replicaof no one
+            wait_for_condition 200 50 {
+                [nickv_info $nk master_port] == $fport &&
+                [nickv_info $nk master_link_status] eq {up} &&
+                [nickv_info $nk replication_loop] eq {}
+            } else {
+                fail "Nic-KV did not follow the fixed master $fport: [nickv_info $nk master_port] [nickv_info $nk master_link_status], [exec tail -n 5 [dict get $nk log]]"
+            }
+            assert_equal 1 [exec grep -c $loop_re [dict get $nk log]]
+            assert_equal 1 [exec grep -c "replication loop .* is over: 127.0.0.1:$fport answers as a master" [dict get $nk log]]
+            assert_equal [list 127.0.0.1 $fport] [nickv_master_addr $nk]
+            nickv_stop $nk
+        }
+    }
+}
