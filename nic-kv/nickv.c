@@ -373,6 +373,8 @@ typedef enum {
 #define NK_CFG_MULTI_ARG (1<<1)   /* takes several words */
 #define NK_CFG_PROTECTED (1<<2)   /* names a program or a file: CONFIG SET only
                                    * as enable-protected-configs allows */
+#define NK_CFG_NONEMPTY (1<<3)    /* STRING: "" is refused (it would be NULL,
+                                   * and the option has no "none") */
 
 typedef struct nkConfigEnum {
     const char *name;
@@ -531,6 +533,7 @@ static const nkConfigEnum loglevelEnum[] = {
 #define IMM NK_CFG_IMMUTABLE
 #define MULTI NK_CFG_MULTI_ARG
 #define PROT NK_CFG_PROTECTED
+#define NONEMPTY NK_CFG_NONEMPTY
 static nkConfigOption nkConfigs[] = {
     {"port", NK_CFG_INT, IMM, &nk.cfg.port, 1, 65535, 7380, NULL, NULL, NULL, NULL, NULL,
      "<n>", "TCP port for replicas and admin clients"},
@@ -541,7 +544,7 @@ static nkConfigOption nkConfigs[] = {
     {"maxclients", NK_CFG_INT, 0, &nk.cfg.maxclients, 1, INT_MAX, 10000, NULL, NULL, NULL, NULL,
      applyMaxclients, "<n>", "clients at once, replicas included; lowered to what the\n"
      "                        open files limit allows"},
-    {"master-host", NK_CFG_STRING, IMM, &nk.cfg.master_host, 0, 0, 0, "127.0.0.1", NULL, NULL, NULL,
+    {"master-host", NK_CFG_STRING, IMM|NONEMPTY, &nk.cfg.master_host, 0, 0, 0, "127.0.0.1", NULL, NULL, NULL,
      NULL, "<addr>", "the SKV master"},
     {"master-port", NK_CFG_INT, IMM, &nk.cfg.master_port, 1, 65535, 6379, NULL, NULL, NULL, NULL, NULL,
      "<n>", "its port"},
@@ -607,7 +610,7 @@ static nkConfigOption nkConfigs[] = {
      "<n>", "the master refuses writes (-NOREPLICAS) while fewer\n"
      "                        replicas answer probes, and WAIT counts only those\n"
      "                        (0: the probes change nothing)"},
-    {"master-name", NK_CFG_STRING, 0, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
+    {"master-name", NK_CFG_STRING, NONEMPTY, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
      NULL, "<name>", "what clients asking SENTINEL call the master"},
     {"failover", NK_CFG_BOOL, 0, &nk.cfg.failover, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "promote the best replica when the master fails (the\n"
@@ -638,6 +641,7 @@ static nkConfigOption nkConfigs[] = {
 #undef IMM
 #undef MULTI
 #undef PROT
+#undef NONEMPTY
 
 static nkConfigOption *configLookup(const char *name) {
     for (nkConfigOption *o = nkConfigs; o->name; o++)
@@ -692,6 +696,10 @@ static int configSetArgs(nkConfigOption *o, int argc, sds *argv, const char **er
         return 1;
     case NK_CFG_STRING: {
         char **dst = o->data;
+        if (!*v && (o->flags & NK_CFG_NONEMPTY)) {
+            *err = "the value must not be empty";
+            return 0;
+        }
         zfree(*dst);
         *dst = *v ? zstrdup(v) : NULL;
         return 1;

@@ -54,6 +54,8 @@
 #define NK_MAX_BIND 16
 #define NK_RUNID_SIZE 40
 #define NK_QUERYBUF_MAX (1024*1024)   /* a command to Nic-KV is small */
+#define NK_MULTIBULK_MAX (1024*1024)  /* arguments of one command, at most */
+#define NK_BULK_MAX (64*1024)         /* bytes of one argument, at most */
 #define NK_OUTBUF_MAX (8*1024*1024)    /* replies and proxied RDB not yet sent */
 /* The protocol's words and timers, shared with the master's side:
  * NICKV_PSYNC_WAIT_MS (see psyncCommand()), NICKV_HEARTBEAT_MS, ... */

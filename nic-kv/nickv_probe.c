@@ -284,11 +284,130 @@ static void probeWritable(nkConn *conn, void *data) {
 static void nodeRetarget(probeNode *n, const char *ip, int port);
 static void probeVet(probeNode *m, const char *replid, const char *replid2, long long offset);
 
+/* ---------------------------------------------------- Replication loops --- */
+
+/* A master that says it is a replica of another is followed there
+ * (probeReadView). If that one says it is a replica of one we just left
+ * (A -> B -> A, or a longer cycle: REPLICAOF given both ways by mistake),
+ * following would go round for ever, a hop every probe interval. So the
+ * nodes left in the last loopWindowMs() are kept, in order; a hop back to
+ * one of them closes a loop, and the probe holds on the node where it is
+ * (loopFollow). A loop still closed NK_LOOP_CONFIRM_MS later (not a
+ * handover caught halfway, whose new master called itself a replica a
+ * moment ago) is logged, once, and shown in INFO (replication_loop).
+ * While it holds, the probe looks one hop further round every
+ * NK_LOOP_RECHECK_MS, without a log line, so that an operator's fix
+ * anywhere in the loop (REPLICAOF NO ONE on one of its nodes) is seen:
+ * the first node that answers as a master ends the loop (loopEnd), and the
+ * link follows it as it follows any master that moved. */
+
+#define NK_LOOP_NODES 16                /* a longer loop is not seen whole */
+#define NK_LOOP_CONFIRM_MS 1000         /* closed this long: a loop indeed */
+#define NK_LOOP_RECHECK_MS 5000
+
+static struct {
+    struct {
+        char ip[NK_IP_LEN];
+        int port;
+        long long left_ms;              /* when the probe left it */
+    } node[NK_LOOP_NODES];              /* oldest first */
+    int count;
+    int held;                           /* a loop closed: the probe holds */
+    long long held_ms;                  /* ... since */
+    int logged;                         /* ... for NK_LOOP_CONFIRM_MS: logged,
+                                         * shown in INFO */
+    long long recheck_ms;               /* the next look one hop further */
+    char desc[512];                     /* "A -> B -> A" */
+} loop;
+static long long master_moves;          /* the master's probe moved (INFO) */
+
+/* Hops further apart than this are no loop: a master chain that settles
+ * takes a probe interval or two a hop. */
+static long long loopWindowMs(void) {
+    return 2000 + 4LL * nk.cfg.probe_interval;
+}
+
+static int loopFind(const char *ip, int port) {
+    for (int i = 0; i < loop.count; i++)
+        if (loop.node[i].port == port && !strcmp(loop.node[i].ip, ip)) return i;
+    return -1;
+}
+
+/* The probe leaves ip:port now. */
+static void loopLeft(const char *ip, int port, long long now) {
+    int i = loopFind(ip, port);
+    if (i >= 0) {
+        memmove(&loop.node[i], &loop.node[i + 1], sizeof(loop.node[0]) * (loop.count - i - 1));
+        loop.count--;
+    }
+    if (loop.count == NK_LOOP_NODES) {
+        memmove(&loop.node[0], &loop.node[1], sizeof(loop.node[0]) * (NK_LOOP_NODES - 1));
+        loop.count--;
+    }
+    snprintf(loop.node[loop.count].ip, sizeof(loop.node[0].ip), "%s", ip);
+    loop.node[loop.count].port = port;
+    loop.node[loop.count].left_ms = now;
+    loop.count++;
+}
+
+/* The master m says it is a replica of ip:port: whether the probe follows
+ * it there (1; *quiet: a look further round a held loop, not worth a log
+ * line), or holds on m (0). */
+static int loopFollow(probeNode *m, const char *ip, int port, int *quiet) {
+    long long now = nowMs();
+    int k, j = 0;
+    if (!loop.held) {
+        /* Forget what was left too long ago (a held loop keeps its nodes:
+         * it goes round them slowly). */
+        for (int i = 0; i < loop.count; i++)
+            if (now - loop.node[i].left_ms < loopWindowMs()) loop.node[j++] = loop.node[i];
+        loop.count = j;
+    }
+    k = loopFind(ip, port);
+    *quiet = loop.held && k >= 0;
+    if (k < 0 || (loop.held && now >= loop.recheck_ms)) {
+        if (loop.held) loop.recheck_ms = now + NK_LOOP_RECHECK_MS;
+        loopLeft(m->ip, m->port, now);
+        return 1;
+    }
+    if (!loop.held) {
+        /* It closed: hold, and say so if it is still closed a while
+         * later. */
+        sds d = sdsempty();
+        for (int i = k; i < loop.count; i++)
+            d = sdscatprintf(d, "%s:%d -> ", loop.node[i].ip, loop.node[i].port);
+        d = sdscatprintf(d, "%s:%d -> %s:%d", m->ip, m->port, ip, port);
+        snprintf(loop.desc, sizeof(loop.desc), "%s", d);
+        sdsfree(d);
+        loop.held = 1;
+        loop.held_ms = now;
+        loop.recheck_ms = now + NK_LOOP_RECHECK_MS;
+        return 0;
+    }
+    if (!loop.logged && now - loop.held_ms >= NK_LOOP_CONFIRM_MS) {
+        nkLog(LL_WARNING, "Probe: replication loop: %s; holding on %s:%d until an operator fixes it "
+              "(REPLICAOF NO ONE on one of them)", loop.desc, m->ip, m->port);
+        loop.logged = 1;
+    }
+    return 0;
+}
+
+/* The master m answers as a master (or our failover chose one): no loop. */
+static void loopEnd(probeNode *m) {
+    if (m && loop.logged)
+        nkLog(LL_WARNING, "Probe: the replication loop %s is over: %s:%d answers as a master",
+              loop.desc, m->ip, m->port);
+    loop.count = 0;
+    loop.held = loop.logged = 0;
+    loop.desc[0] = '\0';
+}
+
 /* The master's INFO replication, rdma, nickv and cluster. Still a master:
  * its direct replicas, online, and the link follows it there if it moved
  * (below), once it holds our lease if it needs one. A replica now (an
  * operator's FAILOVER or REPLICAOF, a cluster failover): we probe its
- * master instead, and once that answers as a master, the link follows.
+ * master instead, and once that answers as a master, the link follows
+ * (masters that name each other: see "Replication loops" above).
  * Our own failover (nickv_failover.c) moves the probe with
  * nkProbeRetargetMaster, and the link follows the same way. */
 static void probeReadView(probeNode *m, const char *info, size_t len, int granted) {
@@ -315,8 +434,11 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         sdsfreesplitres(lines, count);
         if (!mhost[0] || mport <= 0 || mport > 65535 || (!strcmp(mhost, m->ip) && mport == m->port))
             return;
-        nkLog(LL_WARNING, "Probe: the master %s:%d is now a replica of %s:%d: following it",
-              m->ip, m->port, mhost, mport);
+        int quiet;
+        if (!loopFollow(m, mhost, mport, &quiet)) return;
+        if (!quiet)
+            nkLog(LL_WARNING, "Probe: the master %s:%d is now a replica of %s:%d: following it",
+                  m->ip, m->port, mhost, mport);
         nodeRetarget(m, mhost, mport);
         return;
     }
@@ -324,6 +446,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         sdsfreesplitres(lines, count);
         return;
     }
+    loopEnd(m);
     if (master_restarted && master_lease == 0) {
         /* The operator's way out (CONFIG SET nickv-lease no on it): it
          * serves without us, so it is the master as it is. */
@@ -706,6 +829,7 @@ static probeNode *nodeAdd(const char *ip, int port, int is_master) {
  * master's replica list is read again from the new one before the master
  * hears from us again. */
 static void nodeRetarget(probeNode *n, const char *ip, int port) {
+    master_moves++;
     probeClose(n);
     snprintf(n->ip, sizeof(n->ip), "%s", ip);
     snprintf(n->reach, sizeof(n->reach), "%s", ip);
@@ -950,10 +1074,12 @@ sds nkProbeInfo(sds s) {
         "replica_view:%s%s\r\n"
         "valid_replicas:%d\r\n"
         "invalid_replicas:%d\r\n"
-        "health_messages:%lld\r\n",
+        "health_messages:%lld\r\n"
+        "probe_master_moves:%lld\r\n"
+        "replication_loop:%s\r\n",
         nk.cfg.probe_interval, nk.cfg.waiting_time, nk.cfg.min_slaves,
         view_err[0] ? "error: " : (view_read ? "ok" : "pending"), view_err,
-        valid, invalid, health_messages);
+        valid, invalid, health_messages, master_moves, loop.logged ? loop.desc : "");
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
@@ -1001,6 +1127,7 @@ void nkProbeResetStats(void) {
     listIter li;
     listNode *ln;
     health_messages = 0;
+    master_moves = 0;
     if (!nodes) return;
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
@@ -1063,6 +1190,7 @@ void nkProbeWatch(const char *ip, int port, int on) {
 
 void nkProbeRetargetMaster(const char *ip, int port) {
     probeNode *m = listNodeValue(listFirst(nodes));
+    loopEnd(NULL);
     nodeRetarget(m, ip, port);
     probeConnect(m);            /* it needs a lease: now, not at the next tick */
 }

@@ -283,37 +283,55 @@ int nkParseCommand(sds *buf, int *argc, sds **argv, const char **err) {
         if (sdslen(*buf) > 64 * 1024) { *err = "too big multibulk header"; return -1; }
         return 0;
     }
-    if (!string2ll(q, nl - q, &count) || count <= 0 || count > 64 || nl[1] != '\n') {
+    if (!string2ll(q, nl - q, &count) || count > NK_MULTIBULK_MAX || nl[1] != '\n') {
         *err = "invalid multibulk length";
         return -1;
     }
     q = nl + 2;
-    v = zcalloc(sizeof(sds) * count);
+    if (count <= 0) {
+        /* "*0" or "*-1": an empty command, skipped (as upstream does). */
+        sdsrange(*buf, q - p, -1);
+        return 1;
+    }
+    /* The whole command is checked before anything is allocated: a count
+     * that promises a million arguments costs nothing until they are here,
+     * and what is here is at most NK_QUERYBUF_MAX. */
+    char *args = q;
     for (i = 0; i < count; i++) {
         long long len;
         if (q >= end) goto more;
-        if (*q != '$') { *err = "expected '$'"; goto fail; }
-        if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) goto more;
-        if (!string2ll(q + 1, nl - (q + 1), &len) || len < 0 || len > 64 * 1024 || nl[1] != '\n') {
+        if (*q != '$') {
+            *err = "expected '$'";
+            return -1;
+        }
+        if (!(nl = memchr(q, '\r', end - q)) || nl + 1 >= end) {
+            if (end - q > 64) { *err = "too big bulk count string"; return -1; }
+            goto more;
+        }
+        if (!string2ll(q + 1, nl - (q + 1), &len) || len < 0 || len > NK_BULK_MAX || nl[1] != '\n') {
             *err = "invalid bulk length";
-            goto fail;
+            return -1;
         }
         q = nl + 2;
         if (end - q < len + 2) goto more;
-        v[i] = sdsnewlen(q, len);
         q += len + 2;
+    }
+    /* All there: now the vector, exactly as long as the count. */
+    v = zmalloc(sizeof(sds) * count);
+    for (i = 0, q = args; i < count; i++) {
+        long long len;
+        nl = memchr(q, '\r', end - q);
+        string2ll(q + 1, nl - (q + 1), &len);
+        v[i] = sdsnewlen(nl + 2, len);
+        q = nl + 2 + len + 2;
     }
     sdsrange(*buf, q - p, -1);
     *argc = (int)count;
     *argv = v;
     return 1;
 more:
-    nkFreeArgv((int)i, v);
     if (sdslen(*buf) > NK_QUERYBUF_MAX) { *err = "request too big"; return -1; }
     return 0;
-fail:
-    nkFreeArgv((int)i, v);
-    return -1;
 }
 
 void nkFreeArgv(int argc, sds *argv) {

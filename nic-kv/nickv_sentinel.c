@@ -32,7 +32,7 @@
 #include "util.h"
 
 #define NK_SENTINEL_NODES 1024
-#define NK_SUBSCRIPTIONS_MAX 64             /* channels and patterns per client */
+#define NK_SUBSCRIPTIONS_MAX 1024           /* channels and patterns per client */
 
 static sds bulk(sds s, const char *v) {
     return sdscatfmt(s, "$%u\r\n%s\r\n", (unsigned)strlen(v), v);
@@ -102,6 +102,14 @@ static sds replicaState(sds s, const nkProbeView *r, const nkProbeView *m) {
     return pairLL(s, "replica-announced", 1);
 }
 
+/* Whether a client's name is master-name: every byte of it, so that
+ * "mymaster\0junk" is not "mymaster". (master-name is never empty:
+ * nickv.c refuses "".) */
+static int isOurName(const sds name) {
+    return sdslen(name) == strlen(nk.cfg.master_name) &&
+           !memcmp(name, nk.cfg.master_name, sdslen(name));
+}
+
 void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
     static nkProbeView v[NK_SENTINEL_NODES];
     int n, nreplicas = 0;
@@ -122,14 +130,14 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
         out = sdsnew("*1\r\n");
         out = masterState(out, &v[0], nreplicas);
     } else if (!strcasecmp(sub, "get-master-addr-by-name") && argc == 3) {
-        if (strcmp(argv[2], nk.cfg.master_name)) {
+        if (!isOurName(argv[2])) {
             nkClientReply(c, "*-1\r\n");
             return;
         }
         out = bulkLL(bulk(sdsnew("*2\r\n"), v[0].addr), v[0].port);
     } else if ((!strcasecmp(sub, "master") || !strcasecmp(sub, "replicas") ||
                 !strcasecmp(sub, "slaves") || !strcasecmp(sub, "sentinels")) && argc == 3) {
-        if (strcmp(argv[2], nk.cfg.master_name)) {
+        if (!isOurName(argv[2])) {
             nkClientReply(c, "-ERR No such master with that name\r\n");
             return;
         }
@@ -143,7 +151,7 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
                 if (v[i].listed) out = replicaState(out, &v[i], &v[0]);
         }
     } else {
-        sds a = sdscatrepr(sdsempty(), sub, strlen(sub) > 64 ? 64 : strlen(sub));
+        sds a = sdscatrepr(sdsempty(), argv[1], sdslen(argv[1]) > 64 ? 64 : sdslen(argv[1]));
         nkClientReply(c, "-ERR unknown SENTINEL subcommand or wrong number of arguments for %s "
                       "(Nic-KV answers MASTERS, MASTER, GET-MASTER-ADDR-BY-NAME, REPLICAS, SLAVES, "
                       "SENTINELS)\r\n", a);
