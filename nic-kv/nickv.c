@@ -519,7 +519,7 @@ static const char *requiredPassword(void);
 static int applyPasswords(const char **err) {
     const char *pass = requiredPassword();
     if (nk.cfg.adminpass && pass && !strcmp(nk.cfg.adminpass, pass)) {
-        *err = "adminpass must differ from the replicas' password (requirepass, else masterauth)";
+        *err = "adminpass must differ from the replicas' password (requirepass, else masterauth without masteruser)";
         return 0;
     }
     return 1;
@@ -931,9 +931,13 @@ static void protocolError(nkClient *c, const char *what) {
 
 /* ------------------------------------------------------------- Commands --- */
 
+/* The replicas' password: requirepass, else masterauth when that is the
+ * master's default user's password (replicas hold it already). With a
+ * masteruser, masterauth is Nic-KV's own credential (the nickv-user's,
+ * which grants the master its lease): it is never its clients'. */
 static const char *requiredPassword(void) {
     if (nk.cfg.requirepass) return nk.cfg.requirepass;
-    return nk.cfg.masterauth;
+    return nk.cfg.masteruser ? NULL : nk.cfg.masterauth;
 }
 
 static int isLoopback(const char *ip) {

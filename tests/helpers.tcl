@@ -144,13 +144,12 @@ proc nickv_binary {} {
 
 # Nic-KV's own ACL user, for tests whose nodes run nickv-lease yes (a lease
 # needs a user of Nic-KV's own: NIC-KV.md, "Security model"). Every node
-# defines it and authenticates to its master with it (a replica promoted
-# takes leases; a demoted master follows the new one); Nic-KV uses it too.
+# defines it (a replica promoted takes leases); only Nic-KV uses it: the
+# replicas replicate as the default user, as clients do.
 set ::nickv_test_user nickv
 set ::nickv_test_pass nickv-test-secret
 proc nickv_user_overrides {} {
-    list nickv-user $::nickv_test_user user "$::nickv_test_user on >$::nickv_test_pass ~* &* +@all" \
-        masteruser $::nickv_test_user masterauth $::nickv_test_pass
+    list nickv-user $::nickv_test_user user "$::nickv_test_user on >$::nickv_test_pass ~* &* +@all"
 }
 
 # ... and Nic-KV's options to authenticate as that user.
@@ -199,9 +198,12 @@ proc nickv_start_under {prefix master_port args} {
     }
     lappend ::nickv_pids $pid
     set nk [dict create port $port pid $pid log $log args $args master $master_port]
-    # The password its clients give: requirepass, else masterauth; the
-    # admin's, adminpass, when set (it may run every command).
-    foreach opt {--masterauth --requirepass --adminpass} {
+    # The password its clients give: requirepass, else masterauth (unless
+    # masteruser makes that Nic-KV's own); the admin's, adminpass, when
+    # set (it may run every command).
+    set opts {--requirepass --adminpass}
+    if {[lsearch -exact $args --masteruser] < 0} { set opts [linsert $opts 0 --masterauth] }
+    foreach opt $opts {
         set i [lsearch -exact $args $opt]
         if {$i >= 0} { dict set nk auth [lindex $args [expr {$i + 1}]] }
     }

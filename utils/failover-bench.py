@@ -36,8 +36,8 @@ import redis
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(TOP, "build", "bin")
-# Nic-KV's ACL user's password on every node (and what Nic-KV asks of its
-# own clients: requirepass defaults to masterauth).
+# The password of Nic-KV's own ACL user, which every node defines and only
+# Nic-KV uses (the replicas replicate as the default user).
 NICKV_PASS = "failover-bench-nickv"
 
 
@@ -81,7 +81,6 @@ class Topology:
                 # and follows its master with it (NIC-KV.md, "Security model").
                 f.write(f'port {port}\nbind 127.0.0.1\nsave ""\nappendonly no\nnickv-lease yes\n'
                         f'user nickv on >{NICKV_PASS} ~* &* +@all\nnickv-user nickv\n'
-                        f'masteruser nickv\nmasterauth {NICKV_PASS}\n'
                         f'dir "{d}"\nlogfile "{d}/redis.log"\n')
                 if replicaof:
                     f.write(f"replicaof 127.0.0.1 {replicaof}\n")
@@ -109,14 +108,14 @@ class Topology:
         self.procs[port].wait()
 
     def nickv_info(self):
-        r = redis.Redis(port=self.nkport, password=NICKV_PASS, socket_timeout=2)
+        r = redis.Redis(port=self.nkport, socket_timeout=2)
         try:
             return r.info("all")
         finally:
             r.close()
 
     def master(self):
-        r = redis.Redis(port=self.nkport, password=NICKV_PASS, socket_timeout=1)
+        r = redis.Redis(port=self.nkport, socket_timeout=1)
         try:
             host, port = r.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
             return host.decode(), int(port)
@@ -280,7 +279,7 @@ def main():
 
         # (c) failback: the configured master takes over again.
         if topo.master()[1] == topo.ports[0]:
-            nk = redis.Redis(port=topo.nkport, password=NICKV_PASS)
+            nk = redis.Redis(port=topo.nkport)
             nk.execute_command("FAILOVER", "TO", "127.0.0.1", topo.ports[1])
             nk.close()
             time.sleep(1)
@@ -288,7 +287,7 @@ def main():
         time.sleep(5.5)     # the configured master, valid 5 s as a replica
 
         def failback():
-            nk = redis.Redis(port=topo.nkport, password=NICKV_PASS)
+            nk = redis.Redis(port=topo.nkport)
             nk.config_set("failback", "yes")
             nk.close()
 

@@ -80,8 +80,6 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         test {Nic-KV failover: master kill -9 under a WAIT writer, a replica promoted, no acknowledged write lost} {
             # A client that waits for Sentinel's event, on Nic-KV's port.
             set sub [redis 127.0.0.1 [dict get $nk port] 1]
-            $sub auth [dict get $nk auth]
-            assert_equal OK [$sub read]
             $sub psubscribe +switch*
             $sub subscribe +switch-master
             assert_equal {psubscribe +switch* 1} [$sub read]
@@ -352,7 +350,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     }
 }
 
-start_server [list tags {"nickv repl external:skip"} overrides {save ""}] {
+start_server [list tags {"nickv repl external:skip"} overrides [concat {save ""} [nickv_user_overrides]]] {
     set mport [srv 0 port]
     set mpid [srv 0 pid]
     start_server [list overrides $fo_conf] {

@@ -202,7 +202,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         # A wrong admin user or password is a failed AUTH.
         assert_match "*WRONGPASS*" [adm_remote $adm_net $nk --user admin --pass $adm_replpw ping]
         # The admin's password cannot become the replicas'.
-        assert_equal "ERR CONFIG SET failed (possibly related to argument 'requirepass') - adminpass must differ from the replicas' password (requirepass, else masterauth)" \
+        assert_equal "ERR CONFIG SET failed (possibly related to argument 'requirepass') - adminpass must differ from the replicas' password (requirepass, else masterauth without masteruser)" \
             [adm_remote $adm_net $nk -a $adm_adminpw config set requirepass $adm_adminpw]
         assert_equal "requirepass\n$adm_replpw" \
             [adm_remote $adm_net $nk -a $adm_adminpw config get requirepass]
@@ -295,6 +295,6 @@ start_server {tags {"nickv external:skip"}} {
         catch {exec timeout 10 [nickv_binary] --port [find_available_port [expr {$::baseport + 250}] 200] \
                    --master-port $mport --masterauth same --adminpass same \
                    --state-file $dir/st --logfile $dir/log} out
-        assert_equal "nic-kv: adminpass must differ from the replicas' password (requirepass, else masterauth)" $out
+        assert_equal "nic-kv: adminpass must differ from the replicas' password (requirepass, else masterauth without masteruser)" $out
     }
 }

@@ -184,6 +184,12 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             } else {
                 fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]\n[$m client list]\n[exec tail -n 20 [dict get $nk log]]"
             }
+            # The nickv-user's password is Nic-KV's own: it opens nothing on
+            # Nic-KV (whose clients' password, requirepass, is unset here).
+            set c [redis 127.0.0.1 [dict get $nk port]]
+            catch {$c auth $::nickv_test_user $::nickv_test_pass} e
+            assert_match {ERR AUTH <password> called without any password configured*} $e
+            $c close
             set refused [nickv_status $m nickv_others_refused]
             set nk2 [nickv_start $mport {*}[nickv_user_args] --failover yes]
             # (Stopped whatever happens: it would go on grabbing the lease of

@@ -6,7 +6,7 @@
 
 source tests/skv/helpers.tcl
 
-set hs_conf {save "" nickv-lease yes}
+set hs_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 
 # Run nic-kv with state file path (it exits at once when it refuses it;
 # killed after 5 s if it does not): what it printed.
@@ -45,7 +45,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
         $r replicaof 127.0.0.1 $mport
         set dir [file normalize [tmpdir nickv-state]]
         set state $dir/nickv.state
-        set nk [nickv_start $mport --failover yes --state-file $state]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --state-file $state]
         wait_for_sync $r
         nickv_wait_failover_view $nk 1
         # Its replica in the state file too (knownTick: within a second).
@@ -133,7 +133,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
             set fd [open $state wb]
             puts -nonewline $fd $good
             close $fd
-            set nk [nickv_start $mport --failover yes --state-file $state]
+            set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --state-file $state]
             wait_for_condition 50 100 {
                 ![catch {exec grep -q "state file $state read: epoch" [dict get $nk log]}]
             } else {
@@ -155,7 +155,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
             close $fd
             file delete $state
             file link -symbolic $state.tmp $victim
-            set nk [nickv_start $mport --failover yes --state-file $state]
+            set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --state-file $state]
             wait_for_condition 50 100 {
                 [file exists $state]
             } else {
@@ -189,7 +189,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
         puts $fd "#!/bin/sh\n$marker &\n$marker\n"
         close $fd
         file attributes $script -permissions 0755
-        set nk [nickv_start $mport --failover yes --fence-command $script]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --fence-command $script]
         wait_for_sync $r
         nickv_wait_failover_view $nk 1
 
@@ -242,7 +242,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
     start_server [list overrides [concat $hs_conf {replica-priority 0}]] {
         set r [srv 0 client]
         $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport --failover yes]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         wait_for_sync $r
         nickv_wait_failover_view $nk 1
 
@@ -289,7 +289,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
         $r replicaof 127.0.0.1 $mport
         set dir [file normalize [tmpdir nickv-gone]]
         file mkdir $dir/sub
-        set nk [nickv_start $mport --failover yes --state-file $dir/sub/nickv.state]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --state-file $dir/sub/nickv.state]
         wait_for_sync $r
         nickv_wait_failover_view $nk 1
 

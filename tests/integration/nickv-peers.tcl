@@ -144,7 +144,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     start_server {overrides {save ""}} {
         set r [srv 0 client]
         test {Nic-KV: masteruser and masterauth with quotes, backslashes, non-ASCII: link and replica} {
-            set nk [peers_nickv_start $mport --masteruser $nasty_user --masterauth $nasty_password]
+            # The replica presents the same user and password to Nic-KV: its
+            # requirepass (with a masteruser, masterauth is Nic-KV's own).
+            set nk [peers_nickv_start $mport --masteruser $nasty_user --masterauth $nasty_password \
+                        --requirepass $nasty_password]
             dict set nk auth $pass
             nickv_wait_link_up $nk
             $r config set masteruser $user
