@@ -491,9 +491,10 @@ void nkProbeRemember(int lease, const char *ip, int port);
  * another process answering at start is vetted against them. */
 void nkProbeRememberMaster(const char *runid, const char *replid, long long offset);
 const char *nkProbeMasterRunid(void);
-/* The most any replica can hold of the master's stream (its INFO and lease
- * answers, our own stream's end); 0 if nothing was seen since we started. */
-long long nkProbeStreamBound(void);
+/* The most the master's stream is known to hold (its INFO and lease
+ * answers, our own stream's end; 0 if nothing was seen since we started),
+ * when that last grew, and the fastest it grew lately (bytes/s). */
+long long nkProbeStreamBound(long long *at_us, long long *rate);
 /* A replica's process as the probes learnt it while it was listed ("" if
  * not known: it requires a password, or never answered). */
 const char *nkProbeRunid(const char *ip, int port);

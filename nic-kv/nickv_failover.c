@@ -105,6 +105,8 @@
 #define NK_PLANNED_REQUERY_MS 50          /* ... asked again at most this often */
 #define NK_FAILBACK_STABLE_MS 5000        /* the original master valid this long first */
 #define NK_FAILBACK_RETRY_MS 10000        /* failback attempts, at most this often */
+#define NK_STREAM_SLACK (1024 * 1024)     /* a candidate may be this far past the
+                                           * stream we know of, and more (queryReply) */
 #define NK_STATE_FORMAT 1                 /* of the state file this Nic-KV writes and reads */
 #define NK_STATE_MAX (1024 * 1024)        /* a longer state file is not ours */
 
@@ -144,7 +146,7 @@ typedef struct foCandidate {
     long long offset;
     int priority;
     char runid[NK_RUNID_SIZE + 1];  /* its process (INFO server), "" if not known */
-    char why[128];              /* why it cannot */
+    char why[256];              /* why it cannot */
 } foCandidate;
 
 typedef struct foRepoint {
@@ -1007,15 +1009,24 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         snprintf(c->why, sizeof(c->why), "not a replica of our history (role %s, replid %s)", role, replid);
         return;
     }
-    /* No replica can hold more than the master's stream: one that says it
-     * does is lying, and neither a candidate nor a reason to call the
-     * failover off (its offset would outrank every honest replica). */
-    long long bound = nkProbeStreamBound();
+    /* No replica can hold more than the master's stream. What we know of
+     * it may be a little old: the master could write until its lease ran
+     * out (F.lease_bound_us), a direct replica get those bytes, and our
+     * link not (it was down, or behind). So a claim is plausible up to
+     * twice the fastest rate the stream grew at lately over that window,
+     * and NK_STREAM_SLACK more; one beyond is a lie, and neither a
+     * candidate nor a reason to call the failover off (its offset would
+     * outrank every honest replica). */
+    long long at_us, rate, bound = nkProbeStreamBound(&at_us, &rate);
     if (bound > 0 && c->offset > bound) {
-        snprintf(c->why, sizeof(c->why), "it claims offset %lld, beyond the %lld bytes the master's "
-                 "stream is known to hold", c->offset, bound);
-        foDistrust(c);
-        return;
+        double window = (double)(F.lease_bound_us > at_us ? F.lease_bound_us - at_us : 0) / 1e6;
+        double plausible = (double)bound + NK_STREAM_SLACK + 2.0 * (double)rate * window;
+        if ((double)c->offset > plausible) {
+            snprintf(c->why, sizeof(c->why), "it claims offset %lld, beyond the %lld bytes the master's "
+                     "stream is known to hold (at most %.0f are plausible)", c->offset, bound, plausible);
+            foDistrust(c);
+            return;
+        }
     }
     c->priority = priority;
     c->usable = 1;
@@ -1314,7 +1325,7 @@ static void plannedTick(long long now) {
         return;
     }
     if (!best) {
-        char why[200];
+        char why[320];
         snprintf(why, sizeof(why), "no replica can be promoted%s%s", F.ncand == 1 ? ": " : "",
                  F.ncand == 1 ? F.cand[0].why : "");
         foAbort(why);
@@ -1661,7 +1672,7 @@ sds nkFailoverInfo(sds s) {
         nk.cfg.lease_time, left > 0 ? left : 0, F.blocked, F.failovers, F.aborted, F.planned_done,
         nk.cfg.failback ? "yes" : "no", nk.cfg.failback ? F.failback : "",
         F.last_ms, F.last_why, nk.cfg.state_file ? nk.cfg.state_file : "",
-        F.state_err, F.nrepoint, F.distrusted, nkProbeStreamBound());
+        F.state_err, F.nrepoint, F.distrusted, nkProbeStreamBound(NULL, NULL));
     for (int i = 0; i < F.nrepoint; i++)
         s = sdscatprintf(s, "repoint%d:addr=%s:%d,old_master=%d,since_ms=%lld,transport=%s,error=%s\r\n", i,
                          F.repoint[i].node.reach, F.repoint[i].node.port, F.repoint[i].old_master,

@@ -139,10 +139,17 @@ static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unk
 static int master_granted;              /* a grant went on this connection */
 static int master_cluster;              /* its INFO says cluster_enabled:1 */
 static int master_rdma_port;            /* its RDMA listener's port (INFO rdma), 0: none */
-/* The highest offset the master said its stream reached (its INFO, its
- * answers to leases), in any history: no replica can hold more than this
- * or our own stream's end (nkProbeStreamBound). 0: none seen yet. */
+/* The highest offset the master's stream is known to have reached: what
+ * the master said (its INFO, its answers to leases) or our own stream's
+ * end, in any history; 0: nothing seen yet. With when it last grew, and
+ * samples of its growth over the last NK_STREAM_RATE_MS, for the fastest
+ * rate it grew at (nkProbeStreamBound). */
+#define NK_STREAM_SAMPLES 128
+#define NK_STREAM_RATE_MS 10000
 static long long master_offset_seen;
+static long long stream_seen_us;
+static struct { long long us, offset; } stream_samples[NK_STREAM_SAMPLES];
+static int stream_next;
 static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
 static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
 static int master_restarted;            /* ... and is not vetted yet (probeVet) */
@@ -279,6 +286,24 @@ static void probeWritable(nkConn *conn, void *data) {
     (void)conn;
     probeFlush(n);
     if (n->conn) nkConnSetWriteHandler(n->conn, sdslen(n->out) ? probeWritable : NULL);
+}
+
+/* The stream is known to reach offset (now). */
+static void streamSeen(long long offset) {
+    long long now = getMonotonicUs();
+    int last = (stream_next + NK_STREAM_SAMPLES - 1) % NK_STREAM_SAMPLES;
+    if (offset <= master_offset_seen) return;
+    master_offset_seen = offset;
+    stream_seen_us = now;
+    /* At most one sample per 10 ms: the ring covers NK_STREAM_RATE_MS at
+     * the probes' pace. */
+    if (stream_samples[last].us && now - stream_samples[last].us < 10000) {
+        stream_samples[last].offset = offset;
+        return;
+    }
+    stream_samples[stream_next].us = now;
+    stream_samples[stream_next].offset = offset;
+    stream_next = (stream_next + 1) % NK_STREAM_SAMPLES;
 }
 
 static void nodeRetarget(probeNode *n, const char *ip, int port);
@@ -428,7 +453,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
     long long offset = in.master_repl_offset;
     if (in.lease >= 0) master_lease = in.lease;
     if (in.cluster >= 0) master_cluster = in.cluster == 1;
-    if (!strcmp(role, "master") && offset > master_offset_seen) master_offset_seen = offset;
+    if (!strcmp(role, "master")) streamSeen(offset);
     lines = sdssplitlen(info, (ssize_t)len, "\r\n", 2, &count);
     if (!strcmp(role, "slave")) {
         sdsfreesplitres(lines, count);
@@ -547,7 +572,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
         return;
     }
     probeValid(n);
-    if (offset > master_offset_seen) master_offset_seen = offset;
+    streamSeen(offset);
     int first = !master_clock;
     master_clock = clock;
     /* The first clock of a master: grant at once (a new master serves
@@ -1032,6 +1057,7 @@ static int probeTick(aeEventLoop *el, long long id, void *data) {
     (void)el; (void)id; (void)data;
     if (nk.shutdown_asap) return AE_NOMORE;
     nodesRefresh();
+    streamSeen(nkBacklogLastPub());
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) nodeTick(listNodeValue(ln), now);
     healthSend();
@@ -1217,12 +1243,24 @@ const char *nkProbeRunid(const char *ip, int port) {
     return n ? n->runid : "";
 }
 
-/* The most any replica of our master can hold: the end of the stream we
- * received, or more if the master said its stream went further (a direct
- * replica may be ahead of our link). 0: neither seen since we started. */
-long long nkProbeStreamBound(void) {
-    long long last = nkBacklogLastPub();
-    return master_offset_seen > last ? master_offset_seen : last;
+/* The most the master's stream is known to hold: the end of the stream we
+ * received, or more if the master said it went further (a direct replica
+ * may be ahead of our link); 0: neither seen since we started. *at_us: when
+ * that was last seen to grow; *rate: the fastest it grew lately, in bytes
+ * a second (over successive samples of the last NK_STREAM_RATE_MS). */
+long long nkProbeStreamBound(long long *at_us, long long *rate) {
+    long long last = nkBacklogLastPub(), now = getMonotonicUs(), peak = 0;
+    for (int i = 0; i < NK_STREAM_SAMPLES; i++) {
+        int j = (i + 1) % NK_STREAM_SAMPLES;
+        long long dt = stream_samples[j].us - stream_samples[i].us;
+        if (!stream_samples[i].us || dt <= 0 || now - stream_samples[i].us > NK_STREAM_RATE_MS * 1000LL)
+            continue;
+        long long r = (long long)((double)(stream_samples[j].offset - stream_samples[i].offset) * 1e6 / (double)dt);
+        if (r > peak) peak = r;
+    }
+    if (at_us) *at_us = last > master_offset_seen ? now : stream_seen_us;
+    if (rate) *rate = peak;
+    return last > master_offset_seen ? last : master_offset_seen;
 }
 
 const char *nkProbeMasterRunid(void) {

@@ -3,7 +3,7 @@
 #
 #   tclsh tests/fake-peer.tcl nickv <master-port> <listen-port> bounce|hang|stall
 #   tclsh tests/fake-peer.tcl master <port> <nickv-port>
-#   tclsh tests/fake-peer.tcl replica <master-port> <listen-port> <claim> <priority> [<password>]
+#   tclsh tests/fake-peer.tcl replica <master-port> <listen-port> <claim> <priority> <rotate> [<password>]
 #
 # nickv: a Nic-KV daemon. It joins the master as a daemon would (REPLCONF
 # nickv hello, PSYNC at the master's offset), reads and drops the stream,
@@ -30,7 +30,9 @@
 # the stream's end, or one that overflows) and slave_priority:<priority>: a replica that says it holds
 # more than anybody, to be promoted. What it is sent on <listen-port> is
 # printed ("request: ..."), so that a test sees whether Nic-KV tried to
-# promote it (REPLICAOF NO ONE).
+# promote it (REPLICAOF NO ONE). With <rotate> 1 its run id changes when
+# its master is gone: another process at the replica's address. <claim>
+# "master+N": N bytes past the master's offset when it synced (plausible).
 
 set role [lindex $argv 0]
 
@@ -99,7 +101,7 @@ if {$role eq "master"} {
 
 # ----------------------------------------------------------- replica ---
 if {$role eq "replica"} {
-    lassign $argv - mport lport claim priority password
+    lassign $argv - mport lport claim priority rotate password
     set m [socket 127.0.0.1 $mport]
     fconfigure $m -translation binary -buffering none
     if {$password ne ""} {
@@ -118,9 +120,14 @@ if {$role eq "replica"} {
         exit 1
     }
     set runid [string repeat f 40]
+    if {[regexp {^master\+([0-9]+)$} $claim -> ahead]} { set claim [expr {$offset + $ahead}] }
     # The master gone, it goes on answering on <listen-port>: a candidate.
     proc drain_master {fd} {
-        if {[catch {read $fd} data] || [eof $fd]} { catch {close $fd} }
+        global rotate runid
+        if {[catch {read $fd} data] || [eof $fd]} {
+            catch {close $fd}
+            if {$rotate} { set runid [string repeat e 40] }
+        }
     }
     fileevent $m readable [list drain_master $m]
     # Our ACKs keep the master's view of us fresh.

@@ -9,11 +9,12 @@ set hf_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 
 # tests/fake-peer.tcl replica: PSYNCs from the master on mport, announces a
 # port of its own, claims slave_repl_offset:$claim with replica-priority
-# $priority. Returns {pid port out}.
-proc hf_fake_replica {mport claim priority} {
+# $priority; with rotate 1, its run id changes once the master is gone.
+# Returns {pid port out}.
+proc hf_fake_replica {mport claim priority rotate} {
     set lport [find_available_port [expr {$::baseport + 520}] 40]
     set out [file normalize [tmpdir fake-replica]]/out
-    set pid [exec tclsh tests/skv/fake-peer.tcl replica $mport $lport $claim $priority > $out 2>@1 &]
+    set pid [exec tclsh tests/skv/fake-peer.tcl replica $mport $lport $claim $priority $rotate > $out 2>@1 &]
     wait_for_condition 100 50 {
         ![catch {exec grep -q "fake-replica: replicating" $out}]
     } else {
@@ -24,13 +25,17 @@ proc hf_fake_replica {mport claim priority} {
 }
 
 # claim: the text the hostile replica gives as its offset ("": a
-# well-formed number a billion bytes past the master's stream). With
+# well-formed number a billion bytes past the master's stream;
+# "master+N": N bytes past the master's offset, a plausible lie). With
 # replica-priority 0 it is no candidate, but its offset used to outrank
-# every real replica's and call each failover off.
-foreach {case claim priority why} {
-    overflow     99999999999999999999 100 {its INFO field slave_repl_offset does not parse}
-    beyond       {}                   100 {it claims offset * beyond the * bytes the master's stream is known to hold}
-    "priority 0" {}                   0   {it claims offset * beyond the * bytes the master's stream is known to hold}
+# every real replica's and call each failover off. "new process": a
+# plausible offset that outranks the real replicas, but another process
+# answers at its address once the master is gone.
+foreach {case claim priority rotate why} {
+    overflow      99999999999999999999 100 0 {its INFO field slave_repl_offset does not parse}
+    beyond        {}                   100 0 {it claims offset * beyond the * bytes the master's stream is known to hold*}
+    "priority 0"  {}                   0   0 {it claims offset * beyond the * bytes the master's stream is known to hold*}
+    "new process" master+100           100 1 {another process (run id eeee*) than the replica listed there}
 } {
 start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
     set m [srv 0 client]
@@ -43,7 +48,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
         foreach r $replicas { $r replicaof 127.0.0.1 $mport }
 
-        test "Nic-KV failover: a replica that claims more than the master's stream ($case) is not promoted, and wipes nothing" {
+        test "Nic-KV failover: a hostile replica ($case) is not promoted, and wipes nothing" {
             wait_for_condition 100 100 {
                 [catch {$m set k v}] == 0
             } else {
@@ -55,7 +60,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             for {set i 0} {$i < 200} {incr i} { $m set key:$i $i }
             assert_equal 2 [$m wait 2 5000]
             if {$claim eq {}} { set claim [expr {[status $m master_repl_offset] + 1000000000}] }
-            lassign [hf_fake_replica $mport $claim $priority] fpid lport fout
+            lassign [hf_fake_replica $mport $claim $priority $rotate] fpid lport fout
             # The master lists it as a replica, Nic-KV's probes find it alive.
             wait_for_condition 100 100 {
                 [string match "*flags=ok*" [nickv_probe_node $nk 127.0.0.1:$lport]]
