@@ -522,6 +522,15 @@ static int applyPasswords(const char **err) {
         *err = "adminpass must differ from the replicas' password (requirepass, else masterauth without masteruser)";
         return 0;
     }
+    /* With a masteruser, masterauth is the nickv-user's: it grants the
+     * master its lease, and no replica or admin may hold it. */
+    if (nk.cfg.masteruser && nk.cfg.masterauth &&
+        ((nk.cfg.requirepass && !strcmp(nk.cfg.requirepass, nk.cfg.masterauth)) ||
+         (nk.cfg.adminpass && !strcmp(nk.cfg.adminpass, nk.cfg.masterauth)))) {
+        *err = "with a masteruser, masterauth (the nickv-user's password, which grants the master its lease) "
+               "must differ from requirepass and adminpass";
+        return 0;
+    }
     return 1;
 }
 
@@ -566,14 +575,15 @@ static nkConfigOption nkConfigs[] = {
      RDMA_UNAUTH_LIMIT_DEFAULT, NULL, NULL, NULL, NULL, applyRdmaMaxUnauth,
      "<n>", "RDMA connections that have not authenticated yet, at\n"
      "                        most (more are refused at connect time; 0: no cap)"},
-    {"masteruser", NK_CFG_STRING, 0, &nk.cfg.masteruser, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
-     "<user>", "authenticate to the master as this user"},
+    {"masteruser", NK_CFG_STRING, 0, &nk.cfg.masteruser, 0, 0, 0, NULL, NULL, NULL, NULL,
+     applyPasswords, "<user>", "authenticate to the master as this user (its nickv-user)"},
     {"masterauth", NK_CFG_STRING, 0, &nk.cfg.masterauth, 0, 0, 0, NULL, NULL, NULL, NULL,
      applyPasswords, "<pass>", "... with this password"},
     {"requirepass", NK_CFG_STRING, 0, &nk.cfg.requirepass, 0, 0, 0, NULL, NULL, NULL, NULL,
-     applyPasswords, "<pass>", "password every client must give (default: masterauth,\n"
-     "                        which replicas already use for the master); it\n"
-     "                        grants replication and discovery, not admin commands"},
+     applyPasswords, "<pass>", "password every client must give (default: masterauth\n"
+     "                        without masteruser, which replicas already use for\n"
+     "                        the master); it grants replication and discovery,\n"
+     "                        not admin commands"},
     {"adminpass", NK_CFG_STRING, 0, &nk.cfg.adminpass, 0, 0, 0, NULL, NULL, NULL, NULL,
      applyPasswords, "<pass>", "password for admin commands (CONFIG, FAILOVER,\n"
      "                        SHUTDOWN); unset: loopback clients only"},
@@ -1028,6 +1038,7 @@ static sds genInfo(int nsec, sds *secs) {
             "os:%s %s %s\r\n"
             "arch_bits:%d\r\n"
             "process_id:%d\r\n"
+            "run_id:%s\r\n"
             "tcp_port:%d\r\n"
             "rdma_port:%d\r\n"
             "uptime_in_seconds:%lld\r\n"
@@ -1035,7 +1046,7 @@ static sds genInfo(int nsec, sds *secs) {
             "fanout_threads:%d\r\n"
             "config_file:%s\r\n\r\n",
             NICKV_VERSION, SKV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
-            (int)getpid(), nk.cfg.port, nkRdmaPort(),
+            (int)getpid(), nk.instance, nk.cfg.port, nkRdmaPort(),
             nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
             nk.cfg.config_file ? nk.cfg.config_file : "");
     }

@@ -985,13 +985,13 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     /* The process the probes knew at that address before the master died,
      * if they learnt it: another one there now is not the replica the
      * master listed (its data may be anything). */
+    /* The process the probes knew at that address while the master lived,
+     * if they learnt it: another one there now is not the replica the
+     * master listed. It may be that replica restarted (holding acknowledged
+     * writes in its AOF), or anything: its offset still counts (more than
+     * every candidate calls the failover off), but it is no candidate. */
     const char *known = nkProbeRunid(c->node.ip, c->node.port);
-    if (known[0] && strcmp(known, in.runid)) {
-        snprintf(c->why, sizeof(c->why), "another process (run id %s) than the replica listed there",
-                 in.runid[0] ? in.runid : "none");
-        foDistrust(c);
-        return;
-    }
+    int other_process = known[0] && strcmp(known, in.runid);
     const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
     const char *role = in.role, *replid = in.replid, *replid2 = in.replid2;
     long long offset = in.slave_repl_offset, moffset = in.master_repl_offset;
@@ -1010,14 +1010,17 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         return;
     }
     /* No replica can hold more than the master's stream. What we know of
-     * it may be a little old: the master could write until its lease ran
-     * out (F.lease_bound_us), a direct replica get those bytes, and our
-     * link not (it was down, or behind). So a claim is plausible up to
-     * twice the fastest rate the stream grew at lately over that window,
-     * and NK_STREAM_SLACK more; one beyond is a lie, and neither a
-     * candidate nor a reason to call the failover off (its offset would
-     * outrank every honest replica). */
+     * it, the bound, may be a little old: the master could write until its
+     * lease ran out (F.lease_bound_us), a direct replica get those bytes
+     * and acknowledge them, and our link not (it was down, or behind). So
+     * a claim past the bound is plausible up to twice the fastest rate the
+     * stream grew at lately over that window, and NK_STREAM_SLACK more: it
+     * cannot be checked, so it is no candidate, but its offset counts (one
+     * that holds more than every candidate calls the failover off: it may
+     * hold acknowledged writes). Beyond that it is a lie, and neither a
+     * candidate nor a reason to call the failover off. */
     long long at_us, rate, bound = nkProbeStreamBound(&at_us, &rate);
+    int unchecked = 0;
     if (bound > 0 && c->offset > bound) {
         double window = (double)(F.lease_bound_us > at_us ? F.lease_bound_us - at_us : 0) / 1e6;
         double plausible = (double)bound + NK_STREAM_SLACK + 2.0 * (double)rate * window;
@@ -1027,10 +1030,17 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
             foDistrust(c);
             return;
         }
+        unchecked = 1;
     }
     c->priority = priority;
     c->usable = 1;
-    if (c->witness) snprintf(c->why, sizeof(c->why), "not valid now (a witness)");
+    if (other_process)
+        snprintf(c->why, sizeof(c->why), "another process (run id %s) than the replica the master listed "
+                 "there: its data cannot be checked", in.runid[0] ? in.runid : "none");
+    else if (unchecked)
+        snprintf(c->why, sizeof(c->why), "it claims offset %lld, past the %lld bytes the master's stream "
+                 "is known to hold: it cannot be checked", c->offset, bound);
+    else if (c->witness) snprintf(c->why, sizeof(c->why), "not valid now (a witness)");
     else if (priority <= 0) snprintf(c->why, sizeof(c->why), "replica-priority 0");
     else if (lease_off) snprintf(c->why, sizeof(c->why), "it runs nickv-lease no: it could not be fenced");
     else c->eligible = 1;
@@ -1205,8 +1215,8 @@ static void foChoose(void) {
         /* A replica that cannot be promoted has bytes no candidate has:
          * they may be acknowledged writes. Better no master than losing
          * them: an operator decides (NIC-KV.md, "The state machine"). */
-        char why[400];
-        snprintf(why, sizeof(why), "%.64s:%d (%.60s) is at offset %lld, the best candidate %.64s:%d at "
+        char why[500];
+        snprintf(why, sizeof(why), "%.64s:%d (%.200s) is at offset %lld, the best candidate %.64s:%d at "
                  "%lld: promoting it could lose acknowledged writes", ahead->node.reach,
                  ahead->node.port, ahead->why, most, best->node.reach, best->node.port, best->offset);
         F.retry_after_us = foNowUs() + NK_FENCE_RETRY_MS * 1000LL;
@@ -1473,6 +1483,14 @@ static const char *foBlocker(void) {
     if (nkProbeMasterLease() == 0)
         return "the master runs with nickv-lease no: a promotion could leave two masters";
     if (nkProbeMasterLease() != 1) return "the master's nickv-lease is not known yet";
+    if (nkProbeLeaseError()[0]) {
+        /* Another Nic-KV (or who holds our user's password) may grant it a
+         * lease we cannot see run out: not ours to replace. */
+        static char why[300];
+        snprintf(why, sizeof(why), "the master refused our lease (%.200s): not ours to fail over",
+                 nkProbeLeaseError());
+        return why;
+    }
     if (!collectCandidates()) {
         static char why[400];
         snprintf(why, sizeof(why), "no replica to promote%s%s", F.excluded[0] ? ": " : "", F.excluded);

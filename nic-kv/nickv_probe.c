@@ -147,6 +147,7 @@ static int master_rdma_port;            /* its RDMA listener's port (INFO rdma),
 #define NK_STREAM_SAMPLES 128
 #define NK_STREAM_RATE_MS 10000
 static long long master_offset_seen;
+static char stream_replid[NK_RUNID_SIZE + 1];   /* ... in this history */
 static long long stream_seen_us;
 static struct { long long us, offset; } stream_samples[NK_STREAM_SAMPLES];
 static int stream_next;
@@ -286,6 +287,21 @@ static void probeWritable(nkConn *conn, void *data) {
     (void)conn;
     probeFlush(n);
     if (n->conn) nkConnSetWriteHandler(n->conn, sdslen(n->out) ? probeWritable : NULL);
+}
+
+/* The master's INFO names its history: another one that does not continue
+ * ours (a master taken as it is after a restart, a master that is not the
+ * one we followed) starts the bound afresh. */
+static void streamHistory(const char *replid, const char *replid2) {
+    if (!replid[0]) return;
+    if (stream_replid[0] && strcmp(replid, stream_replid) && strcmp(replid2, stream_replid)) {
+        nkLog(LL_NOTICE, "Probe: the master's stream is another history (%s, was %s): what it holds is "
+              "known afresh", replid, stream_replid);
+        master_offset_seen = 0;
+        stream_seen_us = 0;
+        memset(stream_samples, 0, sizeof(stream_samples));
+    }
+    memcpy(stream_replid, replid, sizeof(stream_replid));
 }
 
 /* The stream is known to reach offset (now). */
@@ -453,7 +469,10 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
     long long offset = in.master_repl_offset;
     if (in.lease >= 0) master_lease = in.lease;
     if (in.cluster >= 0) master_cluster = in.cluster == 1;
-    if (!strcmp(role, "master")) streamSeen(offset);
+    if (!strcmp(role, "master")) {
+        streamHistory(replid, replid2);
+        streamSeen(offset);
+    }
     lines = sdssplitlen(info, (ssize_t)len, "\r\n", 2, &count);
     if (!strcmp(role, "slave")) {
         sdsfreesplitres(lines, count);

@@ -222,6 +222,14 @@ static const char *nickvUserUnsafe(void) {
     u = ACLGetUserByName(nickvUser, strlen(nickvUser));
     if (u && (u->flags & USER_FLAG_NOPASS))
         return "the nickv-user has nopass, so any client can use it: give it a password";
+    if (u) {
+        /* An empty password (">" or the hash of "") is no password. */
+        robj *name = createStringObject(nickvUser, strlen(nickvUser)), *empty = createStringObject("", 0);
+        int open = ACLCheckUserCredentials(name, empty) == C_OK;
+        decrRefCount(name);
+        decrRefCount(empty);
+        if (open) return "the nickv-user's password is empty, so any client can use it: give it a real one";
+    }
     return NULL;
 }
 
@@ -255,11 +263,14 @@ void nickvCheckConfig(void) {
  * at a time, known by the random instance id its messages carry:
  *
  *   - lease: from one connection, the grantor, bound by its first lease
- *     message. Another connection of the same instance takes its place
- *     (the probe reconnected, or moved); one of another instance is
- *     refused while the grantor's connection is open, and once it is gone,
- *     until no lease runs (a restarted Nic-KV waits out what its previous
- *     run granted, at most lease-time).
+ *     message while this node is a master. Any other connection is refused
+ *     while the grantor's is open (the instance id is sent in clear: it is
+ *     no secret). Once it is gone, a connection of the same instance takes
+ *     its place (the probe reconnected, or moved); one of another instance
+ *     only once no lease runs (a restarted Nic-KV waits out what its
+ *     previous run granted, at most lease-time).
+ *   - a replica binds nothing (it takes no lease; a claim made there would
+ *     survive its promotion), and forgets the grantor it had as a master.
  *   - health, from any connection but the daemon's link: only the grantor.
  *   - hello: refused from another instance while the grantor's lease runs.
  *
@@ -289,15 +300,16 @@ static void nickvRefuseOther(client *c, const char *what, const char *why) {
 static int nickvGrantorCheck(client *c, sds instance) {
     client *g = NK.grantor_id ? lookupClientByID(NK.grantor_id) : NULL;
     char why[256];
+    if (server.masterhost) return 1;   /* it answers the clock, nothing more */
     if (g && (g->flags & CLIENT_CLOSE_ASAP)) g = NULL;
     if (g == c && !strcmp(instance, NK.grantor_instance)) return 1;
+    if (g) {
+        snprintf(why, sizeof(why), "another Nic-KV (client id %llu) grants this master's lease",
+                 (unsigned long long)g->id);
+        nickvRefuseOther(c, "a lease", why);
+        return 0;
+    }
     if (NK.grantor_instance[0] && strcmp(instance, NK.grantor_instance)) {
-        if (g) {
-            snprintf(why, sizeof(why), "another Nic-KV (client id %llu) grants this master's lease",
-                     (unsigned long long)g->id);
-            nickvRefuseOther(c, "a lease", why);
-            return 0;
-        }
         if (nickvLeaseActive()) {
             snprintf(why, sizeof(why), "the lease another Nic-KV granted runs for %lld ms more",
                      nickvLeaseLeftMs());
@@ -310,6 +322,14 @@ static int nickvGrantorCheck(client *c, sds instance) {
     NK.grantor_id = c->id;
     memcpy(NK.grantor_instance, instance, NICKV_INSTANCE_LEN + 1);
     return 1;
+}
+
+/* A replica forgets the grantor it had as a master: promoted again, it
+ * takes the first Nic-KV that grants after the promotion. (nickvCron) */
+static void nickvGrantorForget(void) {
+    if (!server.masterhost || (!NK.grantor_id && !NK.grantor_instance[0])) return;
+    NK.grantor_id = 0;
+    NK.grantor_instance[0] = '\0';
 }
 
 int nickvIsDaemon(client *c) {
@@ -880,6 +900,7 @@ void nickvCron(void) {
     nickvMasterWatch(now);
     nickvReplicaWatch(now);
     nickvLeaseHeld();       /* logs a lease that lapsed; forgets one as a replica */
+    nickvGrantorForget();   /* ... and who granted it */
 }
 
 void nickvCountReplicaWrite(void) {

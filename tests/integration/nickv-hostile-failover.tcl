@@ -26,16 +26,21 @@ proc hf_fake_replica {mport claim priority rotate} {
 
 # claim: the text the hostile replica gives as its offset ("": a
 # well-formed number a billion bytes past the master's stream;
-# "master+N": N bytes past the master's offset, a plausible lie). With
-# replica-priority 0 it is no candidate, but its offset used to outrank
-# every real replica's and call each failover off. "new process": a
-# plausible offset that outranks the real replicas, but another process
+# "master+N": N bytes past the master's offset). outcome: "promote", a
+# real replica is promoted while the hostile one runs (its claim cannot be
+# true: it is ignored); "block", its claim may be true (a direct replica
+# can be ahead of what Nic-KV knows of the stream, or a replica restarted
+# by then), so it cannot be promoted and the failover is called off (it
+# may hold acknowledged writes), until it is gone: then a real replica is
+# promoted. With replica-priority 0 its offset used to outrank every real
+# replica's and call each failover off; "new process": another process
 # answers at its address once the master is gone.
-foreach {case claim priority rotate why} {
-    overflow      99999999999999999999 100 0 {its INFO field slave_repl_offset does not parse}
-    beyond        {}                   100 0 {it claims offset * beyond the * bytes the master's stream is known to hold*}
-    "priority 0"  {}                   0   0 {it claims offset * beyond the * bytes the master's stream is known to hold*}
-    "new process" master+100           100 1 {another process (run id eeee*) than the replica listed there}
+foreach {case claim priority rotate outcome why} {
+    overflow      99999999999999999999 100 0 promote {its INFO field slave_repl_offset does not parse}
+    beyond        {}                   100 0 promote {it claims offset * beyond the * bytes the master's stream is known to hold*}
+    "priority 0"  {}                   0   0 promote {it claims offset * beyond the * bytes the master's stream is known to hold*}
+    plausible     master+500000        1   0 block   {it claims offset *, past the * bytes the master's stream is known to hold: it cannot be checked}
+    "new process" master+100           1   1 block   {another process (run id eeee*) than the replica the master listed there: its data cannot be checked}
 } {
 start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
     set m [srv 0 client]
@@ -70,18 +75,36 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             }
             nickv_wait_failover_view $nk 3
             exec kill -9 $mpid
-            set status [catch {fo_wait_failovers $nk 1} e]
-            catch {exec kill $fpid}
-            if {$status} { error $e }
+            if {$outcome eq "block"} {
+                # Called off while it runs, and said why; then it is gone
+                # (its port refuses) and a real replica is promoted.
+                set status [catch {
+                    wait_for_condition 100 100 {
+                        [nickv_info $nk failovers_aborted] >= 2 &&
+                        [string match "*could lose acknowledged writes*" [nickv_info $nk last_failover]]
+                    } else {
+                        fail "the failover was not called off: [nickv_cmd $nk info failover]"
+                    }
+                    assert_equal 0 [nickv_info $nk failovers]
+                    assert_match "*127.0.0.1:$lport ($why) is at offset*" [nickv_info $nk last_failover]
+                } e]
+                catch {exec kill $fpid}
+                if {$status} { error $e $::errorInfo }
+                fo_wait_failovers $nk 1
+            } else {
+                set status [catch {fo_wait_failovers $nk 1} e]
+                catch {exec kill $fpid}
+                if {$status} { error $e $::errorInfo }
+                # Nic-KV said why, once.
+                set lines [exec grep -c "127.0.0.1:$lport is not trusted" [dict get $nk log]]
+                assert_equal 1 $lines
+                assert_match "*is not trusted: $why*" [exec grep "127.0.0.1:$lport is not trusted" [dict get $nk log]]
+                assert {[nickv_info $nk candidates_distrusted] >= 1}
+            }
             lassign [nickv_master_addr $nk] nhost nport
             # A real replica was promoted; the hostile one was never told to.
             assert {[lsearch $ports $nport] >= 0}
             assert {![string match -nocase "*REPLICAOF NO ONE*" [exec cat $fout]]}
-            # Nic-KV said why, once.
-            set lines [exec grep -c "127.0.0.1:$lport is not trusted" [dict get $nk log]]
-            assert_equal 1 $lines
-            assert_match "*is not trusted: $why*" [exec grep "127.0.0.1:$lport is not trusted" [dict get $nk log]]
-            assert {[nickv_info $nk candidates_distrusted] >= 1}
             # Both real replicas keep every key, the same data.
             set nm [redis 127.0.0.1 $nport]
             set others {}
@@ -140,7 +163,13 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             assert_equal {NICKV refused: only the connection that grants this master's lease (or the daemon's link) may report replicas' health} $e
             catch {$c replconf nickv "hello 127.0.0.1 1 0 $rogue_inst"} e
             assert_equal {NICKV refused: another Nic-KV grants this master's lease} $e
-            assert_equal [expr {$refused + 4}] [nickv_status $m nickv_others_refused]
+            # Nic-KV's own instance id (no secret: sent in clear, and in its
+            # INFO) on another connection takes nothing from it.
+            set nk_inst [nickv_info $nk run_id]
+            assert_equal 40 [string length $nk_inst]
+            catch {$c replconf nickv "lease 1 60000 $nk_inst"} e
+            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
+            assert_equal [expr {$refused + 5}] [nickv_status $m nickv_others_refused]
             assert_equal 1 [nickv_status $m nickv_min_slaves]
             assert_equal OK [$m set after-rogue 1]
             assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $m nickv_daemon_addr]
@@ -273,4 +302,106 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         }
     }
     nickv_stop $nk
+}
+
+# A replica takes no lease and binds no grantor: a claim made there must
+# not survive its promotion; the first Nic-KV to grant the new master has it.
+# (Its master without the lease: it serves a PSYNC without Nic-KV.)
+start_server [list tags {"nickv repl external:skip"} overrides [concat {save ""} [nickv_user_overrides]]] {
+    set mport [srv 0 port]
+    start_server [list overrides $hf_conf] {
+        set r [srv 0 client]
+        set rport [srv 0 port]
+        test {Nic-KV lease: a claim made on a replica does not survive its promotion} {
+            $r replicaof 127.0.0.1 $mport
+            wait_for_sync $r
+            set rogue [hf_nickv_client $rport]
+            assert_match {LEASE *} [$rogue replconf nickv "lease 0 0 [string repeat 7 40]"]
+            # The replica forgets what it had as a master (its cron), too.
+            after 200
+            $r replicaof no one
+            set nk [hf_nickv_client $rport]
+            set inst [string repeat 8 40]
+            set t [lindex [$nk replconf nickv "lease 0 0 $inst"] 1]
+            assert_match {LEASE *} [$nk replconf nickv "lease $t 1000 $inst"]
+            assert_equal held [nickv_status $r nickv_lease]
+            catch {$rogue replconf nickv "lease $t 60000 [string repeat 7 40]"} e
+            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
+            assert {[nickv_status $r nickv_lease_left_ms] <= 1000}
+            $rogue close
+            $nk close
+        }
+    }
+}
+
+# A Nic-KV whose lease the master refuses (another one grants it) never
+# fails that master over: it cannot know when the other one's lease ends.
+start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $hf_conf] {
+        set r [srv 0 client]
+        test {Nic-KV failover: a Nic-KV whose lease the master refuses does not fail it over} {
+            # N1 learns the topology (its state file remembers the replica),
+            # then N2 takes the master while N1 is away; N1 comes back.
+            set n1 [nickv_start $mport {*}[nickv_user_args] --failover yes]
+            $r replicaof 127.0.0.1 $mport
+            wait_for_sync $r
+            nickv_wait_failover_view $n1 1
+            after 1200
+            nickv_stop $n1
+            set n2 [nickv_start $mport {*}[nickv_user_args] --failover yes --lease-time 5000]
+            set status [catch {
+                nickv_wait_failover_view $n2 1
+                set n1 [nickv_restart $n1]
+                wait_for_condition 100 100 {
+                    [nickv_info $n1 master_lease] eq {refused}
+                } else {
+                    fail "N1's lease is not refused: [nickv_cmd $n1 info failover]"
+                }
+                exec kill -STOP $mpid
+                wait_for_condition 30 100 {
+                    [string match "*the master refused our lease*not ours to fail over*" [nickv_info $n1 failover_blocked]]
+                } else {
+                    fail "N1 is not blocked: [nickv_cmd $n1 info failover]"
+                }
+                after 1500
+                exec kill -CONT $mpid
+                assert_equal 0 [nickv_info $n1 failovers]
+                assert {![string match "*promoting*" [exec cat [dict get $n1 log]]]}
+            } e]
+            catch {exec kill -CONT $mpid}
+            nickv_stop $n1
+            nickv_stop $n2
+            if {$status} { error $e $::errorInfo }
+        }
+    }
+}
+
+start_server {tags {"nickv external:skip"} overrides {save ""}} {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    test {Nic-KV lease: a nickv-user with an empty password grants nothing} {
+        $m acl setuser nk-empty on > ~* &* +@all
+        $m config set nickv-user nk-empty
+        $m config set nickv-lease yes
+        set c [redis 127.0.0.1 $mport]
+        $c auth nk-empty ""
+        catch {$c replconf nickv "lease 0 0 [string repeat 9 40]"} e
+        assert_equal {NICKV refused: the nickv-user's password is empty, so any client can use it: give it a real one} $e
+        $c close
+        $m config set nickv-lease no
+        $m config set nickv-user default
+    }
+    test {Nic-KV: with a masteruser, its password is never the replicas' or the admin's} {
+        set port [find_available_port [expr {$::baseport + 580}] 20]
+        catch {exec [nickv_binary] --port $port --master-port $mport --masteruser nickv --masterauth pw \
+                   --requirepass pw --logfile /dev/null} out
+        assert_match {*with a masteruser, masterauth (the nickv-user's password, which grants the master its lease) must differ from requirepass and adminpass*} $out
+        set nk [nickv_start $mport --masteruser nickv --masterauth pw --requirepass rp]
+        catch {nickv_cmd $nk config set requirepass pw} e
+        assert_match {*must differ from requirepass and adminpass*} $e
+        nickv_stop $nk
+    }
 }
