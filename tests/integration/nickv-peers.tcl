@@ -144,14 +144,16 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     start_server {overrides {save ""}} {
         set r [srv 0 client]
         test {Nic-KV: masteruser and masterauth with quotes, backslashes, non-ASCII: link and replica} {
-            # The replica presents the same user and password to Nic-KV: its
-            # requirepass (with a masteruser, masterauth is Nic-KV's own).
+            # With a masteruser, masterauth is Nic-KV's own: the replica
+            # gives the master's default user's password, nasty too, which
+            # Nic-KV asks of its clients (requirepass).
+            set rpw [lindex $nasty_passwords 0]
+            $master config set requirepass [nickv_arg_bytes $rpw]
             set nk [peers_nickv_start $mport --masteruser $nasty_user --masterauth $nasty_password \
-                        --requirepass $nasty_password]
-            dict set nk auth $pass
+                        --requirepass $rpw]
+            dict set nk auth [nickv_arg_bytes $rpw]
             nickv_wait_link_up $nk
-            $r config set masteruser $user
-            $r config set masterauth $pass
+            $r config set masterauth [nickv_arg_bytes $rpw]
             $r replicaof $mhost $mport
             wait_for_sync $r
             nickv_wait_replicas $nk 1
@@ -165,4 +167,5 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         } {} {needs:debug}
     }
     peers_nickv_stop_all
+    $master config set requirepass ""
 }
