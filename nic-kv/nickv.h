@@ -504,6 +504,8 @@ int nkProbeMasterCluster(void);
 int nkProbeMasterRdmaPort(void);
 /* Why the master refused our last lease ("" if it did not). */
 const char *nkProbeLeaseError(void);
+/* ... because another Nic-KV may hold its lease: never fail it over. */
+int nkProbeLeaseForeign(void);
 
 /* nickv_failover.c: promotion when the master fails, fenced by the lease
  * the master's probe grants (the state machine is drawn at its top). */

@@ -1483,7 +1483,7 @@ static const char *foBlocker(void) {
     if (nkProbeMasterLease() == 0)
         return "the master runs with nickv-lease no: a promotion could leave two masters";
     if (nkProbeMasterLease() != 1) return "the master's nickv-lease is not known yet";
-    if (nkProbeLeaseError()[0]) {
+    if (nkProbeLeaseForeign()) {
         /* Another Nic-KV (or who holds our user's password) may grant it a
          * lease we cannot see run out: not ours to replace. */
         static char why[300];

@@ -135,6 +135,7 @@ static long long health_messages;
  * master's side), 0: none yet. The next grant runs from it. */
 static long long master_clock;
 static char lease_err[128];             /* why the master refused a lease */
+static int lease_foreign;               /* ... because another may grant it */
 static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unknown */
 static int master_granted;              /* a grant went on this connection */
 static int master_cluster;              /* its INFO says cluster_enabled:1 */
@@ -555,6 +556,24 @@ static int leaseParse(const char *payload, size_t len, int is_error, long long *
     return 1;
 }
 
+/* A refused lease: does another Nic-KV (or a client posing as one) hold
+ * the master's lease, for a time we cannot know? Then we never fail that
+ * master over (nkProbeLeaseForeign). Not when the grantor is an earlier
+ * connection of ours (its grants are ours: counted), nor when the master
+ * says how long the last one's lease runs: that is waited out as our own
+ * (src/nickv_server.c, "One Nic-KV"). */
+static int leaseForeign(const char *err) {
+    const char *p;
+    long long ms;
+    if (strstr(err, "an earlier connection of this Nic-KV")) return 0;
+    if ((p = strstr(err, "granted runs for ")) && string2ll(p + 17, strcspn(p + 17, " "), &ms) &&
+        ms >= 0 && ms <= NICKV_LEASE_MAX_MS) {
+        nkFailoverGranted(ms);
+        return 0;
+    }
+    return 1;
+}
+
 /* The master's answer to a lease. Its run id is the process we grant to:
  * the first we hear after start or a move is taken as it is; another one
  * later means the master restarted, perhaps empty (persistence off), and
@@ -569,6 +588,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
         if (strcmp(err, lease_err))
             nkLog(LL_WARNING, "Probe: the master refuses the lease we grant: %s", err);
         memcpy(lease_err, err, sizeof(lease_err));
+        lease_foreign = leaseForeign(err);
         master_clock = 0;
         /* It runs, though it cannot say which process it is. */
         master_identified = 1;
@@ -603,6 +623,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     }
     if (lease_err[0]) nkLog(LL_NOTICE, "Probe: the master takes our lease again");
     lease_err[0] = '\0';
+    lease_foreign = 0;
 }
 
 /* A restarted master's INFO: does it hold our stream, all of it (its
@@ -1300,6 +1321,12 @@ int nkProbeMasterRdmaPort(void) {
 
 int nkProbeMasterCluster(void) {
     return master_cluster;
+}
+
+/* The master refused our last lease because another Nic-KV may hold it
+ * (leaseForeign): it is not ours to fail over. */
+int nkProbeLeaseForeign(void) {
+    return lease_err[0] && lease_foreign;
 }
 
 const char *nkProbeLeaseError(void) {

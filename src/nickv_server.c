@@ -304,8 +304,14 @@ static int nickvGrantorCheck(client *c, sds instance) {
     if (g && (g->flags & CLIENT_CLOSE_ASAP)) g = NULL;
     if (g == c && !strcmp(instance, NK.grantor_instance)) return 1;
     if (g) {
-        snprintf(why, sizeof(why), "another Nic-KV (client id %llu) grants this master's lease",
-                 (unsigned long long)g->id);
+        /* (Nic-KV tells its own lingering connection, which it may wait
+         * out, from another Nic-KV, which it must never fail over.) */
+        if (!strcmp(instance, NK.grantor_instance))
+            snprintf(why, sizeof(why), "an earlier connection of this Nic-KV (client id %llu) grants "
+                     "this master's lease", (unsigned long long)g->id);
+        else
+            snprintf(why, sizeof(why), "another Nic-KV (client id %llu) grants this master's lease",
+                     (unsigned long long)g->id);
         nickvRefuseOther(c, "a lease", why);
         return 0;
     }

@@ -168,7 +168,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             set nk_inst [nickv_info $nk run_id]
             assert_equal 40 [string length $nk_inst]
             catch {$c replconf nickv "lease 1 60000 $nk_inst"} e
-            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
+            assert_match {NICKV refused: an earlier connection of this Nic-KV (client id *) grants this master's lease} $e
             assert_equal [expr {$refused + 5}] [nickv_status $m nickv_others_refused]
             assert_equal 1 [nickv_status $m nickv_min_slaves]
             assert_equal OK [$m set after-rogue 1]
