@@ -69,6 +69,12 @@ static void rdmaLogHook(int level, const char *msg) {
     serverLog(ll, "%s", msg);
 }
 
+/* At loglevel verbose (or debug) an operator asked for every line: the
+ * library then rate limits no line about refused or failed connections. */
+static int rdmaLogAll(void) {
+    return server.verbosity <= LL_VERBOSE;
+}
+
 static void rdmaAsyncEventHandler(aeEventLoop *el, int fd, void *data, int mask) {
     UNUSED(el); UNUSED(fd); UNUSED(data); UNUSED(mask);
     rdmaHandleAsyncEvents();
@@ -101,6 +107,7 @@ static int rdmaEnsureInit(void) {
     }
     rdmaSetPinnedLimit(rdmaConf.max_pinned);
     rdmaSetUnauthLimit(rdmaConf.max_unauth);
+    rdmaSetPeerLogAll(rdmaLogAll);
     rdmaServer.initialized = 1;
     return C_OK;
 }
@@ -558,17 +565,76 @@ void rdmaServerInit(void) {
                   rdmaConf.port, rdmaServer.status + strlen("error: "));
 }
 
+/* The listeners that were up while new ones are tried: kept listening, and
+ * put back if the new ones cannot listen. */
+typedef struct rdmaSavedListeners {
+    rdmaListener *listeners[CONFIG_BINDADDR_MAX];
+    int n, port, vector;
+    char *bind;
+} rdmaSavedListeners;
+
+static void rdmaSaveListeners(rdmaSavedListeners *sv) {
+    memcpy(sv->listeners, rdmaServer.listeners, sizeof(sv->listeners));
+    sv->n = rdmaServer.nlisteners;
+    sv->port = rdmaServer.open_port;
+    sv->vector = rdmaServer.open_vector;
+    sv->bind = rdmaServer.open_bind;
+    rdmaServer.nlisteners = 0;
+    rdmaServer.open_bind = NULL;
+}
+
+static void rdmaRestoreListeners(rdmaSavedListeners *sv) {
+    rdmaCloseListeners();
+    memcpy(rdmaServer.listeners, sv->listeners, sizeof(sv->listeners));
+    rdmaServer.nlisteners = sv->n;
+    rdmaServer.open_port = sv->port;
+    rdmaServer.open_vector = sv->vector;
+    rdmaServer.open_bind = sv->bind;
+    rdmaServer.retry = 0;
+    snprintf(rdmaServer.status, sizeof(rdmaServer.status), "on");
+}
+
+static void rdmaDropSavedListeners(rdmaSavedListeners *sv) {
+    for (int i = 0; i < sv->n; i++) {
+        aeDeleteFileEvent(server.el, rdmaListenerFd(sv->listeners[i]), AE_READABLE);
+        rdmaListenerClose(sv->listeners[i]);
+    }
+    zfree(sv->bind);
+}
+
+/* CONFIG SET rdma-port / rdma-bind / rdma-completion-vector. The new
+ * listeners are opened while the old ones still listen (if the new port is
+ * the old one, the old ones are closed first: they would hold its address).
+ * On failure the old ones go on listening, untouched with their
+ * connections, and the error says why the new ones could not listen:
+ * upstream's restore of the old values then finds them current and has
+ * nothing to redo. A listener that was down stays down, retried by the
+ * cron: the restore right after the failure does not try it again, which
+ * would only log the same failure a second time. */
 int rdmaApplyListener(const char **err) {
     static char msg[400];
+    static int restoring;            /* the next call restores a listener that was down */
+    rdmaSavedListeners sv;
+    int keep_old, was_down = rdmaServer.nlisteners == 0;
+
     if (!server.el) return 1;        /* startup: rdmaServerInit() opens them */
+    if (restoring) {
+        restoring = 0;
+        if (rdmaServer.nlisteners == 0 && rdmaConf.port != 0) return 1;
+    }
     /* CONFIG SET rdma-port <its value>: nothing to do if listening. */
     if (rdmaListenersCurrent()) return 1;
+    keep_old = rdmaServer.nlisteners > 0 && rdmaConf.port != 0 && rdmaConf.port != rdmaServer.open_port;
+    if (keep_old) rdmaSaveListeners(&sv);
     if (rdmaOpenListeners() == C_ERR) {
         snprintf(msg, sizeof(msg), "Unable to listen on the RDMA port: %s",
                  rdmaServer.status + strlen("error: "));
         *err = msg;
+        if (keep_old) rdmaRestoreListeners(&sv);
+        else if (was_down) restoring = 1;
         return 0;
     }
+    if (keep_old) rdmaDropSavedListeners(&sv);
     return 1;
 }
 

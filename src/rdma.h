@@ -31,7 +31,8 @@ extern rdmaServerConfig rdmaConf;
  * is returned in *err. Returns 1 on success, 0 on failure (config.c's apply
  * convention). rdma-port is a VOLATILE_CONFIG: setting it to the value it
  * has calls this too, which retries a listener that is down and leaves one
- * that is up alone. */
+ * that is up alone. On failure the listeners are as they were: one that was
+ * up still listens, so that config.c's restore of the old value succeeds. */
 int rdmaApplyListener(const char **err);
 int rdmaApplyPinnedLimit(const char **err);
 int rdmaApplyRxSize(const char **err);

@@ -53,8 +53,10 @@
  *                         --ROUTE_RESOLVED--> chanCreateQP(), rdma_connect()
  *                         --ESTABLISHED--> send our buffer --> CONNECTED
  *                         --*_ERROR, REJECTED, UNREACHABLE--> ERROR
- *   server:  CONNECT_REQUEST on the listener --> listenerAccept():
+ *   server:  CONNECT_REQUEST on the listener --> listenerAccept(), after
+ *            the other events of its batch (handshakes finish first):
  *              chanCreateQP() with the small pre-auth buffer, rdma_accept()
+ *              (the peer left meanwhile: a failed handshake)
  *              HANDSHAKE --ESTABLISHED--> send our buffer
  *                        --peer's first RegisterXferMemory--> (both done)
  *                        --> CONNECTED, handed to the owner (accept callback)
@@ -277,6 +279,7 @@ static struct {
     time_t peer_log_window;        /* peer-caused log lines: rlogPeer() */
     int peer_log_lines;
     int peer_log_dropped;
+    rdmaLogAllFn peer_log_all;     /* the owner wants every peer line now */
     rdmaStats stats;
     int async_epfd;                /* device async fds + cm_ch below */
     struct rdma_event_channel *cm_ch;   /* orphaned server channels */
@@ -335,9 +338,13 @@ static void peerLogFlush(time_t now) {
              "left out in the last %d seconds (INFO rdma counts them all)", dropped, RDMA_PEER_LOG_WINDOW);
 }
 
+void rdmaSetPeerLogAll(rdmaLogAllFn fn) { R.peer_log_all = fn; }
+
 int rdmaPeerLogAllow(int level) {
     int emit;
     if (level < RDMA_LOG_NOTICE) return 1;
+    /* The owner logs at verbose or below: it asked for every line. */
+    if (R.peer_log_all && R.peer_log_all()) return 1;
     peerLogFlush(monoSeconds());
     LOCK();
     emit = R.peer_log_lines < RDMA_PEER_LOG_BURST;
@@ -545,6 +552,9 @@ static void bufUnmap(rdmaBuf *b) {
  * the NIC's could not be had. Callers count it (rdmaStats) as such. */
 #define RDMA_NO_PINNED   -2
 #define RDMA_NO_RESOURCE -1
+/* chanCreateQP() on a server channel: the connection request was gone (the
+ * peer left while we accepted): a failed handshake, not a resource. */
+#define RDMA_PEER_GONE   -3
 
 /* Allocate and register len bytes against the pinned-memory budget: 0, or
  * RDMA_NO_PINNED / RDMA_NO_RESOURCE with err saying why. Counts nothing. */
@@ -562,6 +572,7 @@ static int bufAlloc(rdmaBuf *b, struct ibv_pd *pd, size_t len, int access,
 
 /* The counter for a connection that failed with such a code. */
 static unsigned long long *noBufCounter(int code) {
+    if (code == RDMA_PEER_GONE) return &R.stats.err_handshake;
     return code == RDMA_NO_PINNED ? &R.stats.err_pinned_limit : &R.stats.err_register;
 }
 
@@ -823,7 +834,16 @@ static int chanCreateQP(rdmaChan *ch, size_t rx_size, int comp_vector, char *err
     qpa.cap.max_recv_sge = 1;
     qpa.sq_sig_all = 0;
     if (rdma_create_qp(ch->id, ch->pd, &qpa)) {
-        seterr(err, errlen, "rdma_create_qp: %s", strerror(errno));
+        int e = errno;
+        /* The kernel moves the new queue pair to INIT with the attributes
+         * of the connection request, which it refuses (EINVAL) once the
+         * request is no longer pending: the peer rejected, disconnected or
+         * destroyed its id while we were accepting. */
+        if (ch->server && e == EINVAL) {
+            seterr(err, errlen, "the peer left during the accept (rdma_create_qp: %s)", strerror(e));
+            return RDMA_PEER_GONE;
+        }
+        seterr(err, errlen, "rdma_create_qp: %s", strerror(e));
         return -1;
     }
     if ((rv = bufAlloc(&ch->ctrl_rx, ch->pd, RDMA_MAX_WRS * RDMA_CTRL_MSG_SIZE,
@@ -1134,6 +1154,34 @@ static void chanHandleCtrl(rdmaChan *ch, const void *slot) {
     }
 }
 
+/* A receive failed: always on what the peer sent. Named by its status:
+ * only a length error is about the size of control messages. */
+static void chanFailRecv(rdmaChan *ch, enum ibv_wc_status st) {
+    const char *what = ibv_wc_status_str(st);
+    switch (st) {
+    case IBV_WC_LOC_LEN_ERR:
+        /* A SEND larger than our 32-byte slot. */
+        chanFail(ch, &R.stats.err_protocol, "a message no control slot could take (%s): "
+                 "control messages are %d bytes", what, RDMA_CTRL_MSG_SIZE);
+        break;
+    case IBV_WC_REM_ACCESS_ERR:
+    case IBV_WC_LOC_ACCESS_ERR:
+    case IBV_WC_LOC_PROT_ERR:
+        /* A write with imm_data outside the buffer we gave, or with a key
+         * we never gave: refused by our NIC, which used up a receive. */
+        chanFail(ch, &R.stats.err_protocol, "the peer's write was refused by our NIC (%s): "
+                 "outside the buffer we gave it, or with a key we never gave", what);
+        break;
+    default:
+        /* Soft-RoCE fails a SEND too long for the slot with
+         * LOC_QP_OP_ERR, which other causes give too. */
+        chanFail(ch, &R.stats.err_protocol, "a receive failed on what the peer sent (%s): a message "
+                 "longer than our %d-byte control slots, or a request our NIC refused", what,
+                 RDMA_CTRL_MSG_SIZE);
+        break;
+    }
+}
+
 static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
     if (wc->status != IBV_WC_SUCCESS) {
         /* Flushes follow an earlier failure or our own disconnect. */
@@ -1145,11 +1193,7 @@ static void chanHandleWC(rdmaChan *ch, struct ibv_wc *wc) {
                 ch->err_is_flush = 1;
             }
         } else if (wc->wr_id & RDMA_WRID_RECV)
-            /* A receive fails on what the peer sent: a SEND larger than our
-             * 32-byte slot (LOC_LEN_ERR; Soft-RoCE says REM_INV_REQ_ERR). */
-            chanFail(ch, &R.stats.err_protocol, "a message no control slot could take (%s): "
-                     "control messages are %d bytes", ibv_wc_status_str(wc->status),
-                     RDMA_CTRL_MSG_SIZE);
+            chanFailRecv(ch, wc->status);
         else
             chanFail(ch, &R.stats.err_completion, "work completion failed: %s",
                      ibv_wc_status_str(wc->status));
@@ -1427,6 +1471,13 @@ static void listenerAccept(rdmaListener *l, struct rdma_cm_id *id) {
     chanSetAckTimeout(ch);
     if ((rv = chanCreateQP(ch, preauth, l->comp_vector, err, sizeof(err))) != 0) {
         __atomic_fetch_add(noBufCounter(rv), 1, __ATOMIC_RELAXED);
+        if (rv == RDMA_PEER_GONE) {
+            /* Nobody to refuse: logged as the failed handshake it is. */
+            rlogPeer(RDMA_LOG_VERBOSE, "RDMA: handshake with %s failed: %s",
+                     ch->peer_desc[0] ? ch->peer_desc : "?", err);
+            rdmaChanClose(ch);
+            return;
+        }
         goto refuse;
     }
     memset(&param, 0, sizeof(param));
@@ -1491,9 +1542,51 @@ static void listenerMaybeReady(rdmaListener *l, rdmaChan *ch, rdmaAcceptFn accep
     accept(ch, data);
 }
 
+/* Whether ch is still one of l's handshaking channels (an accept callback
+ * may have closed or taken it since it was seen). */
+static int listenerHasHandshake(rdmaListener *l, rdmaChan *ch) {
+    rdmaChan *h;
+    for (h = l->hs; h && h != ch; h = h->hs_next);
+    return h != NULL;
+}
+
+/* Finish every handshake that can finish now: completions that arrived
+ * since the last look (the peer's RegisterXferMemory) are handled, and
+ * the channels that are done handed to the owner. What counts against
+ * rdma-max-unauthenticated is then only handshakes really in progress
+ * (and clients that have to authenticate), not ones the listener had not
+ * got round to: a client pool that keeps connects in progress would
+ * otherwise fill the cap with handshakes done but not yet seen. */
+static void listenerSettle(rdmaListener *l, rdmaAcceptFn accept, void *data) {
+    rdmaChan **all;
+    int n = 0, i;
+    rdmaChan *h;
+    for (h = l->hs; h; h = h->hs_next) n++;
+    if (!n || !(all = malloc(sizeof(*all) * (size_t)n))) return;
+    n = 0;
+    for (h = l->hs; h; h = h->hs_next) all[n++] = h;
+    for (i = 0; i < n; i++) {
+        if (!listenerHasHandshake(l, all[i])) continue;
+        chanHandleCompChannel(all[i]);
+        if (all[i]->rx_turn_pending) chanSendBuffer(all[i]);
+        listenerMaybeReady(l, all[i], accept, data);
+    }
+    free(all);
+}
+
+/* A connect request, once the handshakes of the same batch of events were
+ * handled: if the cap on unauthenticated connections would refuse it,
+ * handshakes that are done are first finished, and the cap asked again. */
+static void listenerTakeRequest(rdmaListener *l, struct rdma_cm_id *id, rdmaAcceptFn accept, void *data) {
+    int limit = __atomic_load_n(&R.unauth_limit, __ATOMIC_RELAXED);
+    if (limit > 0 && __atomic_load_n(&R.unauth, __ATOMIC_RELAXED) >= limit) listenerSettle(l, accept, data);
+    listenerAccept(l, id);
+}
+
 void rdmaListenerHandleEvents(rdmaListener *l, rdmaAcceptFn accept, void *data) {
     struct epoll_event evs[64];
-    int n, i;
+    struct rdma_cm_id **reqs = NULL;   /* connect requests, taken last */
+    int n, i, nreqs = 0, reqcap = 0;
 
     n = epoll_wait(l->epfd, evs, 64, 0);
     LOCK();       /* server channels' cm events: their owners may close them */
@@ -1503,7 +1596,18 @@ void rdmaListenerHandleEvents(rdmaListener *l, rdmaAcceptFn accept, void *data) 
             while (getCmEvent(l->cm_ch, &e) == 0) {
                 rdmaChan *ch;
                 if (e.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-                    listenerAccept(l, e.id);
+                    if (nreqs == reqcap) {
+                        int cap = reqcap ? reqcap * 2 : 16;
+                        struct rdma_cm_id **r = realloc(reqs, sizeof(*reqs) * (size_t)cap);
+                        if (!r) {
+                            rdma_reject(e.id, NULL, 0);
+                            rdma_destroy_id(e.id);
+                            continue;
+                        }
+                        reqs = r;
+                        reqcap = cap;
+                    }
+                    reqs[nreqs++] = e.id;
                     continue;
                 }
                 if (e.id == l->id) {
@@ -1521,7 +1625,10 @@ void rdmaListenerHandleEvents(rdmaListener *l, rdmaAcceptFn accept, void *data) 
                         chanSetPeerDesc(ch);
                         if (chanSendBuffer(ch) == -1 && errno != EAGAIN)
                             chanFail(ch, NULL, "cannot send our buffer");
+                        /* The peer's buffer may be in already: done now. */
+                        else chanHandleCompChannel(ch);
                     } else if (e.type == RDMA_CM_EVENT_DISCONNECTED ||
+                               e.type == RDMA_CM_EVENT_REJECTED ||
                                e.type == RDMA_CM_EVENT_DEVICE_REMOVAL ||
                                e.type == RDMA_CM_EVENT_CONNECT_ERROR ||
                                e.type == RDMA_CM_EVENT_UNREACHABLE) {
@@ -1533,17 +1640,19 @@ void rdmaListenerHandleEvents(rdmaListener *l, rdmaAcceptFn accept, void *data) 
                 }
             }
         } else {
-            rdmaChan *ch = evs[i].data.ptr, *h;
+            rdmaChan *ch = evs[i].data.ptr;
             /* An earlier event of this batch (its ESTABLISHED, its peer's
              * DISCONNECTED) may have handed it over or closed it: then it
              * is no longer ours, or no longer at all. */
-            for (h = l->hs; h && h != ch; h = h->hs_next);
-            if (!h) continue;
+            if (!listenerHasHandshake(l, ch)) continue;
             chanHandleCompChannel(ch);
             if (ch->rx_turn_pending) chanSendBuffer(ch);
             listenerMaybeReady(l, ch, accept, data);
         }
     }
+    /* New connections last: the handshakes above finished first. */
+    for (i = 0; i < nreqs; i++) listenerTakeRequest(l, reqs[i], accept, data);
+    free(reqs);
     UNLOCK();
 }
 

@@ -135,6 +135,10 @@ typedef struct rdmaStats {
 #define RDMA_PEER_LOG_WINDOW 10
 typedef void (*rdmaLogFn)(int level, const char *msg);
 int rdmaPeerLogAllow(int level);
+/* fn, when set, says whether the owner logs at its verbose level now (an
+ * operator asked for every line): then no peer line is rate limited. */
+typedef int (*rdmaLogAllFn)(void);
+void rdmaSetPeerLogAll(rdmaLogAllFn fn);
 
 /* Called when a channel's state changed outside of its own fd events (the
  * peer disconnected, a fatal async event): the owner should look at it. */

@@ -53,6 +53,7 @@ void rdmaSetUnauthLimit(int n) { (void)n; }
 int rdmaUnauthCount(void) { return 0; }
 int rdmaWatchdogCount(void) { return 0; }
 int rdmaPeerLogAllow(int level) { (void)level; return 1; }
+void rdmaSetPeerLogAll(rdmaLogAllFn fn) { (void)fn; }
 int rdmaProbeMemory(const char *addr, char *err, size_t errlen) {
     (void)addr;
     return notBuilt(err, errlen);

@@ -26,6 +26,11 @@
  *       ("reason: ..." lines), then holds the
  *       connections for <seconds> before exiting. For the server's limits:
  *       what it accepts it must serve, what it cannot serve it must refuse.
+ *       SKV_TOOL_INFLIGHT=<n> keeps up to n connects in progress at once
+ *       (as a busy client pool does) instead of one after another.
+ *   skv-rdma-tool churn <host> <port> <count>
+ *       <count> times: a raw connect request, then the id destroyed at once
+ *       (the peer leaves while the server accepts). Prints "churned N".
  *
  * Everything here is test and operator tooling: the server does not need it.
  */
@@ -526,7 +531,7 @@ static size_t rawCommand(rawConn *rc, size_t off, const char *cmd) {
 
 static const char *badCases =
     "short-ctrl long-ctrl bad-opcode hs-bad-opcode feature xfer-zero xfer-huge imm-overflow "
-    "imm-past-end rdma-read atomic no-handshake no-read kill-mid go-silent early-burst";
+    "imm-past-end rdma-read atomic bad-rkey no-handshake no-read kill-mid go-silent early-burst";
 
 /* An RDMA READ (atomic = 0) or fetch-and-add (atomic = 1) on the peer's
  * receive buffer, which it registered for remote writes only. */
@@ -574,6 +579,12 @@ static int cmdBad(int argc, char **argv) {
     } else if (!strcmp(what, "atomic")) {
         rawHandshake(&rc);
         rawReadOrAtomic(&rc, 1);
+    } else if (!strcmp(what, "bad-rkey")) {
+        /* A write with imm_data into the server's buffer, with a key it
+         * never gave: its NIC refuses it (a remote access error). */
+        rawHandshake(&rc);
+        rc.peer_rkey ^= 0x5a5a;
+        rawWrite(&rc, 0, 8, 8);
     } else if (!strcmp(what, "feature")) {
         rawHandshake(&rc);
         rawCtrl(&rc, RDMA_OP_SET_CLIENT_FEATURE, 0, 0, 0, 0x1);
@@ -705,9 +716,59 @@ static int connsPing(rdmaChan *ch, const char *pass, char *why, size_t whylen) {
     return 0;
 }
 
+static long long toolMillis(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Open count connections with up to inflight connects in progress at once:
+ * a new one starts as soon as one is connected or refused (5 s each). */
+static void connsOpenPipelined(const char *host, int port, rdmaChan **chans, int count, int inflight,
+                               int *accepted, int *refused, char reasons[][200], int *nreasons) {
+    long long *started = calloc((size_t)count, sizeof(*started));
+    int next = 0, done = 0, busy = 0;
+    char err[256];
+    if (!started) die("conns: out of memory");
+    while (done < count) {
+        while (busy < inflight && next < count) {
+            chans[next] = rdmaChanConnect(host, port, NULL, RDMA_RX_SIZE_MIN, -1, 5000, err, sizeof(err));
+            if (!chans[next]) {
+                (*refused)++;
+                done++;
+                connsNote(reasons, nreasons, err);
+            } else {
+                started[next] = toolMillis();
+                busy++;
+            }
+            next++;
+        }
+        for (int i = 0; i < next; i++) {
+            rdmaChanState st;
+            if (!chans[i] || !started[i]) continue;
+            rdmaChanHandleEvents(chans[i]);
+            st = rdmaChanGetState(chans[i]);
+            if (st == RDMA_CHAN_CONNECTING && toolMillis() - started[i] < 5000) continue;
+            started[i] = 0;
+            busy--;
+            done++;
+            if (st == RDMA_CHAN_CONNECTED) {
+                (*accepted)++;
+                continue;
+            }
+            (*refused)++;
+            connsNote(reasons, nreasons, rdmaChanError(chans[i]) ? rdmaChanError(chans[i]) : "not connected");
+            rdmaChanClose(chans[i]);
+            chans[i] = NULL;
+        }
+        usleep(200);
+    }
+    free(started);
+}
+
 static int cmdConns(int argc, char **argv) {
     char err[256], why[300], reasons[CONNS_REASONS][200];
-    int count, accepted = 0, refused = 0, replied = 0, failed = 0, nreasons = 0;
+    int count, accepted = 0, refused = 0, replied = 0, failed = 0, nreasons = 0, inflight = 1;
     rdmaChan **chans;
 
     const char *pass = argc == 7 ? argv[6] : NULL;
@@ -715,7 +776,11 @@ static int cmdConns(int argc, char **argv) {
     count = atoi(argv[4]);
     if (count <= 0 || !(chans = calloc((size_t)count, sizeof(*chans)))) die("conns: bad count");
     if (rdmaInit(NULL, err, sizeof(err)) == -1) die("conns: %s", err);
-    for (int i = 0; i < count; i++) {
+    if (getenv("SKV_TOOL_INFLIGHT")) inflight = atoi(getenv("SKV_TOOL_INFLIGHT"));
+    if (inflight > 1) {
+        connsOpenPipelined(argv[2], atoi(argv[3]), chans, count, inflight, &accepted, &refused,
+                           reasons, &nreasons);
+    } else for (int i = 0; i < count; i++) {
         chans[i] = rdmaChanConnect(argv[2], atoi(argv[3]), NULL, RDMA_RX_SIZE_MIN, -1, 5000, err, sizeof(err));
         if (chans[i] && rdmaChanWaitConnected(chans[i], 5000) == 0 &&
             rdmaChanGetState(chans[i]) == RDMA_CHAN_CONNECTED) {
@@ -744,6 +809,55 @@ static int cmdConns(int argc, char **argv) {
     return 0;
 }
 
+/* ------------------------------------------------------ Churn ---------- */
+
+/* Connect requests whose peer is gone by the time the server accepts. */
+static int cmdChurn(int argc, char **argv) {
+    struct addrinfo *res;
+    struct rdma_event_channel *cmch;
+    int count, done = 0;
+    char portstr[16];
+
+    if (argc != 5) die("usage: skv-rdma-tool churn <host> <port> <count>");
+    count = atoi(argv[4]);
+    snprintf(portstr, sizeof(portstr), "%d", atoi(argv[3]));
+    if (getaddrinfo(argv[2], portstr, NULL, &res)) die("cannot resolve %s", argv[2]);
+    if (!(cmch = rdma_create_event_channel())) die("rdma_create_event_channel: %s", strerror(errno));
+    for (int i = 0; i < count; i++) {
+        struct rdma_cm_id *id;
+        struct rdma_cm_event *ev;
+        struct ibv_qp_init_attr qpa;
+        struct rdma_conn_param param;
+        int ok = 1;
+        if (rdma_create_id(cmch, &id, NULL, RDMA_PS_TCP)) die("rdma_create_id: %s", strerror(errno));
+        if (rdma_resolve_addr(id, NULL, res->ai_addr, 5000)) die("rdma_resolve_addr: %s", strerror(errno));
+        if (rdma_get_cm_event(cmch, &ev)) die("rdma_get_cm_event: %s", strerror(errno));
+        ok = ev->event == RDMA_CM_EVENT_ADDR_RESOLVED;
+        rdma_ack_cm_event(ev);
+        if (ok && !rdma_resolve_route(id, 5000) && !rdma_get_cm_event(cmch, &ev)) {
+            ok = ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED;
+            rdma_ack_cm_event(ev);
+        } else ok = 0;
+        memset(&qpa, 0, sizeof(qpa));
+        qpa.qp_type = IBV_QPT_RC;
+        qpa.cap.max_send_wr = qpa.cap.max_recv_wr = 4;
+        qpa.cap.max_send_sge = qpa.cap.max_recv_sge = 1;
+        if (ok && !rdma_create_qp(id, NULL, &qpa)) {
+            memset(&param, 0, sizeof(param));
+            param.responder_resources = param.initiator_depth = 1;
+            param.retry_count = param.rnr_retry_count = 7;
+            if (!rdma_connect(id, &param)) done++;
+            rdma_destroy_qp(id);
+        }
+        /* Gone at once: no reply awaited, no disconnect sent. */
+        rdma_destroy_id(id);
+    }
+    freeaddrinfo(res);
+    rdma_destroy_event_channel(cmch);
+    printf("churned %d\n", done);
+    return 0;
+}
+
 /* -------------------------------------------------------------- Main --- */
 
 int main(int argc, char **argv) {
@@ -753,7 +867,8 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "bad")) return cmdBad(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "hold")) return cmdHold(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "conns")) return cmdConns(argc, argv);
-    fprintf(stderr, "usage: skv-rdma-tool proxy|async|bad|hold|conns ... (see src/rdma_tool.c)\n"
+    if (argc >= 2 && !strcmp(argv[1], "churn")) return cmdChurn(argc, argv);
+    fprintf(stderr, "usage: skv-rdma-tool proxy|async|bad|hold|conns|churn ... (see src/rdma_tool.c)\n"
                     "bad cases: %s\n", badCases);
     return 1;
 }
