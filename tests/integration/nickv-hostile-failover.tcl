@@ -7,6 +7,15 @@ source tests/skv/helpers.tcl
 
 set hf_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 
+# Wait until the master m holds Nic-KV's lease: it takes a write (key k).
+proc hf_wait_lease {m} {
+    wait_for_condition 100 100 {
+        [catch {$m set k v}] == 0
+    } else {
+        fail "no lease: [$m info nickv]"
+    }
+}
+
 # tests/fake-peer.tcl replica: PSYNCs from the master on mport, announces a
 # port of its own, claims slave_repl_offset:$claim with replica-priority
 # $priority; with rotate 1, its run id changes once the master is gone.
@@ -54,11 +63,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         foreach r $replicas { $r replicaof 127.0.0.1 $mport }
 
         test "Nic-KV failover: a hostile replica ($case) is not promoted, and wipes nothing" {
-            wait_for_condition 100 100 {
-                [catch {$m set k v}] == 0
-            } else {
-                fail "no lease: [$m info nickv]"
-            }
+            hf_wait_lease $m
             foreach r $replicas { wait_for_sync $r }
             nickv_wait_replicas $nk 2
             $m select 9
@@ -143,11 +148,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         set rogue_inst [string repeat 5 40]
 
         test {Nic-KV lease: another client of the nickv-user cannot grant a lease, report health or take the daemon role} {
-            wait_for_condition 100 100 {
-                [catch {$m set k v}] == 0
-            } else {
-                fail "no lease: [$m info nickv]"
-            }
+            hf_wait_lease $m
             wait_for_sync $r
             nickv_wait_replicas $nk 1
             nickv_wait_failover_view $nk 1
@@ -207,11 +208,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         $r replicaof 127.0.0.1 $mport
         test {Nic-KV lease: a second Nic-KV for the same master is refused loudly} {
-            wait_for_condition 100 100 {
-                [catch {$m set k v}] == 0
-            } else {
-                fail "no lease: [$m info nickv]"
-            }
+            hf_wait_lease $m
             wait_for_sync $r
             wait_for_condition 100 100 {
                 [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
@@ -277,11 +274,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
     set mport [srv 0 port]
     set nk [nickv_start $mport {*}[nickv_user_args]]
     test {Nic-KV lease: a nickv-user with nopass grants nothing} {
-        wait_for_condition 100 100 {
-            [catch {$m set k v}] == 0
-        } else {
-            fail "no lease: [$m info nickv]"
-        }
+        hf_wait_lease $m
         $m acl setuser $::nickv_test_user nopass
         wait_for_condition 100 100 {
             [nickv_status $m nickv_lease] eq {expired}
