@@ -638,6 +638,17 @@ static nkConfigOption nkConfigs[] = {
     {"state-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.state_file, 0, 0, 0, "nic-kv.state", NULL, NULL, NULL,
      NULL, "<path>", "the failover's view (epoch, master, demoted), kept\n"
      "                        across restarts (\"\": not kept)"},
+    {"coordinator", NK_CFG_STRING, IMM, &nk.cfg.coordinator, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<urls>", "etcd://h1:2379,h2:2379,...: one Nic-KV per server, the\n"
+     "                        leader elected in etcd (see NIC-KV.md, \"Many\n"
+     "                        Nic-KVs\"); unset: this Nic-KV is the only authority"},
+    {"local-node", NK_CFG_STRING, IMM, &nk.cfg.local_node, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<ip:port>", "with coordinator: the SKV node on this Nic-KV's own\n"
+     "                        server (numeric address); this Nic-KV fans out\n"
+     "                        while it is the master"},
+    {"leader-ttl", NK_CFG_INT, IMM, &nk.cfg.leader_ttl, 1, 60, 2, NULL, NULL, NULL, NULL, NULL,
+     "<secs>", "with coordinator: the etcd lease of the leader key; a\n"
+     "                        dead leader's server is replaced after about this"},
     {"daemonize", NK_CFG_BOOL, IMM, &nk.cfg.daemonize, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "run in the background"},
     {"logfile", NK_CFG_STRING, IMM|PROT, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
@@ -1076,6 +1087,9 @@ static sds genInfo(int nsec, sds *secs) {
     if (infoWants(nsec, secs, "failover", NULL)) {
         s = nkProbeInfo(s);
         s = nkFailoverInfo(s);
+    }
+    if (infoWants(nsec, secs, "coordinator", NULL)) {
+        s = nkCoordInfo(s);
     }
     if (infoWants(nsec, secs, "rdma", NULL)) {
         rdmaStats st;
@@ -1687,6 +1701,7 @@ static int nkCron(aeEventLoop *el, long long id, void *data) {
         nkLinkShutdown();
         nkReplicasDropAll("Nic-KV is shutting down");
         nkFailoverShutdown();
+        nkCoordShutdown();
         if (nk.cfg.pidfile) unlink(nk.cfg.pidfile);
         aeStop(el);
         return AE_NOMORE;
@@ -1838,6 +1853,7 @@ int main(int argc, char **argv) {
     }
     nkRdmaStart();
     if (nkFailoverInit() == -1) return 1;
+    if (nkCoordInit() == -1) return 1;
     nkProbeStart();
     aeCreateTimeEvent(nk.el, 1, nkCron, NULL, NULL);
     aeSetBeforeSleepProc(nk.el, beforeSleep);

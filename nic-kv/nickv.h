@@ -157,6 +157,9 @@ typedef struct nkConfig {
     char *state_file;         /* where the failover's view is kept ("": nowhere) */
     char *fence_command;      /* run before a promotion; must exit 0 */
     int failback;             /* the configured master takes over again */
+    char *coordinator;        /* etcd endpoints ("" or NULL: none, see nickv_coord.c) */
+    char *local_node;         /* ip:port of the node on our own server */
+    int leader_ttl;           /* secs: the leader key's etcd lease */
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master
@@ -528,6 +531,37 @@ sds nkFailoverInfo(sds s);
 void nkFailoverResetStats(void);
 /* Nic-KV exits: a fence-command still running is killed, with its group. */
 void nkFailoverShutdown(void);
+
+/* Follow a master change another Nic-KV made (the coordinator's record). */
+void nkFailoverFollow(const char *ip, int port, long long epoch);
+
+/* nickv_coord.c: a Nic-KV on every server, one leader, through etcd (the
+ * roles and the chain of deadlines are at its top). Without a coordinator
+ * every answer is the only Nic-KV's: it leads, grants, fans out. */
+#define NK_COORD_ADDR 64
+int nkCoordInit(void);
+void nkCoordShutdown(void);
+int nkCoordOn(void);
+int nkCoordLeader(void);
+int nkCoordMayGrant(long long ms);
+int nkCoordLocal(const char *ip, int port);
+int nkCoordFanout(const char *ip, int port);
+int nkCoordMayName(const char *ip, int port);
+int nkCoordNamed(const char *ip, int port);
+int nkCoordRecordNamed(char ip[][NK_COORD_ADDR], int *ports, int max);
+int nkCoordRecordMaster(char *ip, size_t iplen, int *port, long long *epoch);
+void nkCoordPublish(long long epoch, const char *ip, int port);
+int nkCoordPublished(long long epoch);
+void nkCoordTick(const char *master_ip, int master_port, int master_valid, int watching, long long epoch,
+                 long long lease_bound_us);
+const char *nkCoordRole(void);
+sds nkCoordInfo(sds s);
+/* nickv_probe.c: close the master's probe connection (it may hold the
+ * master's grantor place: another leader's turn). */
+void nkProbeDropMasterConn(void);
+/* nickv_upstream.c: open or close the link as nkCoordFanout says. */
+void nkLinkFanoutCheck(void);
+int nkLinkStreamedLately(void);
 
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */

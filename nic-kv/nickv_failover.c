@@ -208,6 +208,11 @@ static struct {
     long long known_saved_us;
     long long retry_after_us;   /* a failed fence-command: not before then */
     int promote_reply;          /* 0: none yet, 1: +OK, -1: an error */
+    int promote_sent;           /* REPLICAOF NO ONE went (with a coordinator,
+                                 * once the record names the winner) */
+    int refusing;               /* the attempt replaces a master that answers but
+                                 * refuses our lease (a previous leader holds it) */
+    long long foreign_since_us; /* ... since then (0: it takes our lease) */
     char promote_err[128];
     foRepoint repoint[NK_FO_REPOINT];
     int nrepoint;
@@ -236,7 +241,8 @@ static void foSetState(foState to) {
 /* ------------------------------------------------------------- Lease --- */
 
 int nkFailoverGranting(void) {
-    return F.state == FO_WATCHING;
+    long long ms = nk.cfg.lease_time > F.lease_max_ms ? nk.cfg.lease_time : F.lease_max_ms;
+    return F.state == FO_WATCHING && nkCoordMayGrant(ms);
 }
 
 static int stateSave(void);
@@ -613,6 +619,9 @@ start:
 
 void nkFailoverMasterIs(const char *ip, int port) {
     if (F.have_master && F.master.port == port && !strcmp(F.master.reach, ip)) return;
+    /* With a coordinator a standby takes the master from the leader's
+     * record (nkFailoverFollow), not from its own probes: one owner. */
+    if (nkCoordOn() && !nkCoordLeader()) return;
     /* Our own failover owns the master meanwhile: from foPromote on,
      * F.master is the winner, while the probes still read the old master
      * (a planned handover's answers "role:master") until foPromoted moves
@@ -628,6 +637,25 @@ void nkFailoverMasterIs(const char *ip, int port) {
     F.master_runid[0] = '\0';
     F.have_master = 1;
     F.epoch++;
+    stateSave();
+}
+
+/* Another Nic-KV (the leader, through the coordinator's record) moved the
+ * master: follow it, as the probes do when they see a master move. */
+void nkFailoverFollow(const char *ip, int port, long long epoch) {
+    if (F.state != FO_WATCHING) return;
+    if (!F.have_master || F.master.port != port || strcmp(F.master.reach, ip)) {
+        nkLog(LL_NOTICE, "Failover: the record in etcd names the master %s:%d (epoch %lld)", ip, port, epoch);
+        if (F.have_master) nkSentinelSwitchMaster(F.master.reach, F.master.port, ip, port);
+        snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
+        snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
+        F.master.port = port;
+        F.master_rdma_port = 0;
+        F.master_runid[0] = '\0';
+        F.have_master = 1;
+        nkProbeRetargetMaster(ip, port);
+    }
+    if (epoch > F.epoch) F.epoch = epoch;
     stateSave();
 }
 
@@ -853,7 +881,9 @@ static int collectCandidates(void) {
     for (int i = 0; i < n && F.ncand < NK_FO_CANDIDATES; i++) {
         const char *why = NULL;
         char buf[64];
-        int named = nk.cfg.min_slaves > 0 && v[i].named_ms_ago >= 0 && v[i].named_ms_ago <= window;
+        int named = nk.cfg.min_slaves > 0 && ((v[i].named_ms_ago >= 0 && v[i].named_ms_ago <= window) ||
+                                              nkCoordNamed(v[i].addr, v[i].port) ||
+                                              nkCoordNamed(v[i].reach, v[i].port));
         if (v[i].is_master || (!v[i].listed && !named)) continue;
         /* The master itself, as the replica it was before a promotion. */
         if (n && v[0].is_master && v[i].port == v[0].port &&
@@ -901,6 +931,19 @@ static void foAbort(const char *why) {
 static void foQuery(void);
 static void foChoose(void);
 
+/* The replicas the coordinator's record names may hold acknowledged
+ * writes (a previous leader named them): probed, even with the master
+ * gone and never having listed them to us. */
+static void coordRecordWatch(void) {
+    char ip[NK_FO_CANDIDATES][NK_COORD_ADDR];
+    int ports[NK_FO_CANDIDATES];
+    int n = nkCoordRecordNamed(ip, ports, NK_FO_CANDIDATES);
+    for (int i = 0; i < n; i++) {
+        nkProbeView v;
+        if (!nkProbeFind(ip[i], ports[i], &v)) nkProbeWatch(ip[i], ports[i], 1);
+    }
+}
+
 static int fenceTimer(aeEventLoop *el, long long id, void *data) {
     (void)el; (void)id; (void)data;
     nkFailoverTick();
@@ -910,6 +953,7 @@ static int fenceTimer(aeEventLoop *el, long long id, void *data) {
 static void foStart(nkProbeView *m) {
     long long left = (F.lease_bound_us - foNowUs()) / 1000;
     F.planned = 0;
+    F.refusing = 0;
     F.tag++;
     F.started_us = foNowUs();
     snprintf(F.old.ip, sizeof(F.old.ip), "%s", m->addr);
@@ -1030,7 +1074,13 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
             foDistrust(c);
             return;
         }
-        unchecked = 1;
+        /* A leader that did not fan out (a standby that took over, with a
+         * coordinator) knows the master's stream only from its INFO, once a
+         * second: every replica is past that bound under writes, and
+         * "cannot be checked" would call every such failover off. It
+         * takes a plausible claim as it is (NIC-KV.md, "Many Nic-KVs":
+         * what a standby cannot check). */
+        unchecked = !(nkCoordOn() && !nkLinkStreamedLately());
     }
     c->priority = priority;
     c->usable = 1;
@@ -1079,6 +1129,29 @@ static void promoteReply(long long tag, const char *ip, int port, const char *re
 /* Every candidate has answered (or cannot): the best one is promoted. */
 static void fenceStart(void);
 static void foPromote(void);
+
+/* The promotion could not be made: the old master stays, as recorded. */
+static void promoteUndo(const char *why) {
+    F.master = F.old;
+    F.master_runid[0] = '\0';
+    F.master_rdma_port = 0;
+    /* With a coordinator the record may name the winner already: a new
+     * epoch names the old master again (epochs only grow). */
+    if (nkCoordOn()) F.epoch++;
+    else F.epoch--;
+    repointRemove(F.old.reach, F.old.port);
+    stateSave();
+    foAbort(why);
+}
+
+static int promoteSend(void) {
+    if (nkProbeCommand(F.winner.ip, F.winner.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
+        promoteUndo("the candidate's probe connection is down");
+        return -1;
+    }
+    F.promote_sent = 1;
+    return 0;
+}
 
 /* ------------------------------------------------------ fence-command --- */
 
@@ -1186,6 +1259,10 @@ static int better(const foCandidate *c, const foCandidate *best) {
     if (c->unstable != best->unstable) return !c->unstable;
     if (c->demoted != best->demoted) return !c->demoted;
     if (c->priority != best->priority) return c->priority < best->priority;
+    /* With a coordinator, the node on our own server: we then fan out
+     * for it and lead it without handing leadership over. */
+    int cl = nkCoordLocal(c->node.reach, c->node.port), bl = nkCoordLocal(best->node.reach, best->node.port);
+    if (cl != bl) return cl;
     int cmp = strcmp(c->node.reach, best->node.reach);
     return cmp ? cmp < 0 : c->node.port < best->node.port;
 }
@@ -1252,22 +1329,18 @@ static void foPromote(void) {
         return;
     }
     F.promote_reply = 0;
-    if (nkProbeCommand(F.winner.ip, F.winner.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
-        F.master = F.old;
-        F.master_runid[0] = '\0';
-        F.master_rdma_port = 0;
-        F.epoch--;
-        repointRemove(F.old.reach, F.old.port);
-        stateSave();
-        foAbort("the candidate's probe connection is down");
-        return;
-    }
+    F.promote_sent = 0;
+    /* With a coordinator the record names the winner first (guarded by
+     * our leadership): REPLICAOF NO ONE goes once it does (promoteSend). */
+    nkCoordPublish(F.epoch, F.winner.reach, F.winner.port);
+    if (nkCoordPublished(F.epoch) == 1 && promoteSend() == -1) return;
     /* Once per epoch: a promotion that fails is tried again at once. */
     char key[64];
     snprintf(key, sizeof(key), "Failover: promoting, epoch %lld", F.epoch);
     nkLogRepeat(LL_WARNING, key, "Failover: promoting %s:%d (offset %lld, replica-priority %d), epoch %lld",
                 F.winner.reach, F.winner.port, F.winner_offset, F.winner_priority, F.epoch);
     foSetState(FO_PROMOTING);
+    F.step_us = foNowUs();
 }
 
 /* The winner is a master: everything follows it. */
@@ -1370,6 +1443,10 @@ static void plannedTick(long long now) {
 int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size_t errlen) {
     nkProbeView v[NK_FO_CANDIDATES + 1], m;
     int n, found = -1;
+    if (!nkCoordLeader()) {
+        snprintf(err, errlen, "this Nic-KV is a standby: ask the leader (INFO coordinator: leader)");
+        return -1;
+    }
     if (F.state != FO_WATCHING) {
         snprintf(err, errlen, "a failover is already in progress (%s)", foStateNames[F.state]);
         return -1;
@@ -1483,7 +1560,7 @@ static const char *foBlocker(void) {
     if (nkProbeMasterLease() == 0)
         return "the master runs with nickv-lease no: a promotion could leave two masters";
     if (nkProbeMasterLease() != 1) return "the master's nickv-lease is not known yet";
-    if (nkProbeLeaseForeign()) {
+    if (nkProbeLeaseForeign() && !nkCoordOn()) {
         /* Another Nic-KV (or who holds our user's password) may grant it a
          * lease we cannot see run out: not ours to replace. */
         static char why[300];
@@ -1556,9 +1633,44 @@ void nkFailoverTick(void) {
     int have_m = nkProbeNodes(&m, 1) == 1 && m.is_master;
     const char *why;
 
+    if (nkCoordOn()) {
+        nkCoordTick(F.master.reach, F.have_master ? F.master.port : 0, have_m && m.valid,
+                    F.state == FO_WATCHING, F.epoch, F.lease_bound_us);
+        have_m = nkProbeNodes(&m, 1) == 1 && m.is_master;
+        coordRecordWatch();
+        if (F.state != FO_WATCHING && !nkCoordLeader() && !(F.state == FO_PROMOTING && F.promote_sent)) {
+            foAbort("this Nic-KV no longer leads (coordinator)");
+            return;
+        }
+        /* A master that answers but refuses our lease because another
+         * Nic-KV's connection holds its grantor's place (a previous
+         * leader, stopped or cut off from etcd): its lease ran out before
+         * we led, nobody can renew it, so it takes no writes: replace it. */
+        if (nkCoordLeader() && have_m && m.valid && nkProbeLeaseForeign()) {
+            if (!F.foreign_since_us) F.foreign_since_us = now;
+        } else F.foreign_since_us = 0;
+    }
+
     switch (F.state) {
     case FO_WATCHING:
+        if (!nkCoordLeader()) {
+            /* A standby: the leader decides (and the master's probe is
+             * only a PING here: it answers once connected). */
+            setBlocked(!have_m || m.valid || m.answered_ms_ago < 0 ? "" :
+                       "this Nic-KV is a standby: the leader decides (INFO coordinator)");
+            break;
+        }
         repointTick();
+        if (have_m && m.valid && F.foreign_since_us && now - F.foreign_since_us > 2000LL * nk.cfg.waiting_time) {
+            why = foBlocker();
+            setBlocked(why);
+            if (!why[0] && now >= F.retry_after_us) {
+                m.why = "it refuses our lease: another Nic-KV's connection holds it";
+                foStart(&m);
+                F.refusing = 1;
+            }
+            break;
+        }
         if (have_m && m.valid) failbackTick(now);
         if (!have_m || m.valid) {
             setBlocked("");
@@ -1570,7 +1682,7 @@ void nkFailoverTick(void) {
         break;
     case FO_FENCING:
         if (!nk.cfg.failover && !F.planned) foAbort("failover was turned off");
-        else if (have_m && m.valid && !F.planned) foAbort("the master answers again");
+        else if (have_m && m.valid && !F.planned && !F.refusing) foAbort("the master answers again");
         else if (now >= F.lease_bound_us) foQuery();
         break;
     case FO_QUERYING: {
@@ -1579,7 +1691,7 @@ void nkFailoverTick(void) {
             plannedTick(now);
             break;
         }
-        if (have_m && m.valid) {
+        if (have_m && m.valid && !F.refusing) {
             foAbort("the master answers again");
             break;
         }
@@ -1634,6 +1746,13 @@ void nkFailoverTick(void) {
         fenceCheck(now);
         break;
     case FO_PROMOTING:
+        if (!F.promote_sent) {
+            int r = nkCoordPublished(F.epoch);
+            if (r == 1) promoteSend();
+            else if (r == -1) promoteUndo("this Nic-KV no longer leads: the record was not written");
+            else if (now - F.step_us > 2000LL * nk.cfg.waiting_time) promoteUndo("etcd did not take the record in time");
+            break;
+        }
         if (F.promote_reply == 1) {
             foPromoted();
         } else if (F.promote_reply == -1 || now - F.step_us > 2000LL * nk.cfg.waiting_time) {

@@ -506,7 +506,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         sdsfreesplitres(lines, count);
         return;
     }
-    if (master_lease == 1 && !granted) {
+    if (master_lease == 1 && !granted && nkCoordLeader()) {
         /* It serves no PSYNC before our first grant: the link follows it
          * once an INFO sent after a grant is answered (the next tick's). */
         sdsfreesplitres(lines, count);
@@ -521,7 +521,10 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         if (!nkInfoReplicaLine(lines[i], &rl)) continue;
         const char *ip = rl.ip, *state = rl.state;
         int port = rl.port, via = rl.via_nickv;
-        if (via || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
+        /* Those behind a Nic-KV are its own (nodesRefresh) ... unless
+         * another Nic-KV fans out (a coordinator): then the master's list
+         * is how we know them. */
+        if ((via && !nkCoordOn()) || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
         if (port == nk.cfg.port && addrOurs(ip))
             continue;   /* our own link, to a master that does not offload to us */
         if (ndirect == NICKV_HEALTH_MAX) break;
@@ -778,7 +781,7 @@ static void probeConnected(nkConn *conn, void *data) {
      * A replica's answers nothing but PING, for which -NOAUTH is as good an
      * answer as +PONG: no password goes to an address a replica announced. */
     if (n->is_master && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
-    probeSend(n, n->is_master ? PROBE_LEASE : PROBE_PING);
+    probeSend(n, n->is_master && nkCoordLeader() ? PROBE_LEASE : PROBE_PING);
     /* Which process a replica is, while it is one the master lists: a
      * failover promotes only that process (nickv_failover.c). Asked
      * without a password (see above): a replica that requires one says
@@ -998,7 +1001,7 @@ static void healthSend(void) {
      * A link that went: they go on the probe connection from now on. */
     if (streaming != was_streaming) health_dirty = 1;
     was_streaming = streaming;
-    if (!view_read) return;
+    if (!view_read || !nkCoordLeader()) return;
     /* Without the link, the master counts our verdicts only while we grant
      * it the lease (src/nickv_server.c, nickvHealthActive): they go with
      * the grants, on the master's probe connection. */
@@ -1023,6 +1026,9 @@ static void healthSend(void) {
             n->warned = 1;
             continue;
         }
+        /* With a coordinator, once the record in etcd lists it: a leader
+         * after us hears it before promoting (nickv_coord.c, 5.). */
+        if (!nkCoordMayName(n->ip, n->port)) continue;
         list = sdscatprintf(list, " %s %d", n->ip, n->port);
         n->named_ms = nowMs();
         nvalid++;
@@ -1055,7 +1061,9 @@ static void nodeTick(probeNode *n, long long now) {
     } else if (n->connected && n->qlen == 0 && now - n->ping_us >= nk.cfg.probe_interval * 1000LL) {
         /* The master's PING renews its lease (a query only, once a
          * failover began): its answer says which process it is. */
-        probeSend(n, n->is_master ? PROBE_LEASE : PROBE_PING);
+        /* With a coordinator only the leader speaks the lease: a standby
+         * PINGs the master like any node (nickv_coord.c). */
+        probeSend(n, n->is_master && nkCoordLeader() ? PROBE_LEASE : PROBE_PING);
         /* The master's INFO once a second; every time until it is read
          * (a master we just moved to: see probeReadView). */
         if (n->is_master && (now >= next_info_us || (!view_read && !view_err[0]))) {
@@ -1252,6 +1260,12 @@ void nkProbeWatch(const char *ip, int port, int on) {
         snprintf(n->why, sizeof(n->why), "demoted: not heard from since");
     }
     if (n) n->watched = on;
+}
+
+void nkProbeDropMasterConn(void) {
+    if (!nodes || !listLength(nodes)) return;
+    probeNode *m = listNodeValue(listFirst(nodes));
+    if (m->is_master && m->conn) probeConnect(m);
 }
 
 void nkProbeRetargetMaster(const char *ip, int port) {

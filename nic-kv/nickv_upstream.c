@@ -578,6 +578,8 @@ static void linkConnect(void) {
     char err[256];
     int rdma = M.rdma_port > 0;
     int port = rdma ? M.rdma_port : M.port;
+    /* With a coordinator only the leader on the master's server links. */
+    if (!nkCoordFanout(M.host, M.port)) return;
     L.link = nkConnConnect(nk.loop, M.host, port, rdma, NULL,
                             (size_t)nk.cfg.rdma_rx_size, err, sizeof(err));
     if (!L.link && errno == EAGAIN) {
@@ -614,6 +616,21 @@ void nkLinkHeartbeat(void) {
     ll2string(off, sizeof(off), last);
     linkCommand("REPLCONF", "ACK", off, NULL);
     nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
+}
+
+/* Our link streamed from the master within the last few seconds: the end
+ * of our stream is a fresh bound on what the master wrote. */
+int nkLinkStreamedLately(void) {
+    return L.link_state == NK_LINK_STREAMING || (L.link_down_since && time(NULL) - L.link_down_since <= 3);
+}
+
+void nkLinkFanoutCheck(void) {
+    if (leaving) return;
+    if (!nkCoordFanout(M.host, M.port)) {
+        if (L.link_state != NK_LINK_NONE) linkClose("not the Nic-KV that fans out now (INFO coordinator)");
+    } else if (L.link_state == NK_LINK_NONE) {
+        linkConnect();
+    }
 }
 
 void nkLinkShutdown(void) {

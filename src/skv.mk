@@ -12,7 +12,7 @@ vpath %.c $(SKV_SRC)
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
 # The daemon's own sources (../nic-kv), named once: nic-kv and nic-kv-debug
 # below are built from this list.
-NICKV_OWN = nickv nickv_probe nickv_failover nickv_sentinel nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn nickv_resolve nickv_info
+NICKV_OWN = nickv nickv_probe nickv_failover nickv_coord nickv_etcd nickv_sentinel nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn nickv_resolve nickv_info
 SKV_OWN_OBJ = rdma_chan.o rdma_none.o rdma_ae.o rdma.o nickv_server.o nickv_lease.o hiredis_rdma.o rdma_tool.o $(addsuffix .o,$(NICKV_OWN))
 # SKV_DEBUG=yes: our sources check their invariants (rdmaInvariant in
 # rdma_chan.h). Objects do not notice the switch: make clean first.
@@ -74,6 +74,17 @@ NICKV_OBJ = $(addsuffix .o,$(NICKV_OWN)) $(SKV_RDMA_OBJ) ae.o anet.o sds.o zmall
 all: $(NICKV_NAME)
 
 $(NICKV_NAME): $(NICKV_OBJ)
+	$(REDIS_LD) -o $@ $^ $(FINAL_LIBS)
+
+# nickv-etcd-check: one call of Nic-KV's etcd client (nickv_etcd.c) from the
+# shell, for tests/unit/etcd-client.tcl and for operators.
+NICKV_ETCD_CHECK_NAME = nickv-etcd-check
+NICKV_ETCD_CHECK_OBJ = nickv_etcd_check.o nickv_etcd.o sds.o zmalloc.o util.o sha256.o
+-include nickv_etcd_check.d
+nickv_etcd_check.o: FINAL_CFLAGS := -I. $(FINAL_CFLAGS) $(SKV_DEBUG_CFLAGS)
+all: $(NICKV_ETCD_CHECK_NAME)
+
+$(NICKV_ETCD_CHECK_NAME): $(NICKV_ETCD_CHECK_OBJ)
 	$(REDIS_LD) -o $@ $^ $(FINAL_LIBS)
 
 # nic-kv-debug: the same daemon with its invariants checked, nkBug() aborting

@@ -1,0 +1,829 @@
+/* nickv_coord.c -- many Nic-KVs, one leader: leadership and the shard's record in etcd.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * ========================================================================
+ * Why, and what
+ * ========================================================================
+ *
+ * One Nic-KV on the master's own DPU dies with the master's server (power,
+ * its uplink). With `coordinator` set, a Nic-KV runs on every server's DPU,
+ * all for one master-name, and etcd (not a consensus of ours) says which one
+ * leads. The leader alone grants the master's lease, names replicas valid
+ * to it (health), promotes, repoints and writes the shard's record; the
+ * others (standbys) probe, answer SENTINEL from the record, and campaign
+ * when the leader key is gone. Without `coordinator` nothing here runs and
+ * every function below answers as for the only Nic-KV there is.
+ *
+ * Keys, under /skv/<master-name>/ (values are text):
+ *
+ *   leader             "<instance> <local-node>", attached to the holder's
+ *                      etcd lease (leader-ttl seconds), created only if absent
+ *   record             "epoch <n> master <ip> <port> named <k> (<ip> <port>)*k
+ *                       successor <instance|->", written only by a txn that
+ *                      checks that the leader key is the writer's
+ *   member/<ip:port>   "<instance>": the Nic-KV local to that node, alive
+ *                      (attached to its etcd lease)
+ *
+ * ========================================================================
+ * The chain of deadlines (why two masters never both take writes)
+ * ========================================================================
+ *
+ * 1. A keep-alive of our etcd lease sent at s (our CLOCK_MONOTONIC) and
+ *    answered with TTL T: etcd received it after s, so the lease, and the
+ *    leader key with it, cannot expire before s + T on etcd's clock, and no
+ *    other Nic-KV can create the leader key before that.
+ * 2. We count our leadership as held until held = s + T - 10 % of T - 10 ms
+ *    (the clocks' rates differ by less than 10 %, as for the master's lease).
+ * 3. A grant of the master's lease sent at g for ms runs out, in real time,
+ *    by g + ms (src/nickv_lease.c); we send it only when g + ms + 10 % of ms
+ *    + 10 ms <= held (nkCoordMayGrant). So every lease we granted has run
+ *    out before the leader key can expire.
+ * 4. A new leader creates the key after it expired: by then the old
+ *    leader's grants have all run out, whatever became of the old leader
+ *    (killed, stopped, cut off from etcd, its whole server gone). It
+ *    promotes (after hearing the replicas the record names: 5.) and grants.
+ * 5. Acknowledged writes: the master counts for WAIT and min-replicas only
+ *    replicas its grantor named valid (health). The leader names a replica
+ *    only once the record in etcd lists it (nkCoordMayName): a new leader
+ *    reads the record and hears every replica it names before promoting,
+ *    as the single Nic-KV hears those it named itself.
+ * 6. A promotion is written to the record (guarded by the leader key)
+ *    before REPLICAOF NO ONE is sent (nkCoordPublish): a Nic-KV that leads
+ *    later knows the master, and its epoch.
+ *
+ * It assumes what the master's lease assumes (clock rates within 10 %),
+ * etcd's own guarantee that a lease does not expire before its TTL after a
+ * keep-alive it acknowledged, and that a Nic-KV that is not the leader sends
+ * no grant (one instance id per process; the master takes grants from one
+ * process at a time: src/nickv_server.c, "One Nic-KV").
+ *
+ * ========================================================================
+ * Roles
+ * ========================================================================
+ *
+ *   STANDBY    --the leader key is absent, no successor was named to us
+ *                lately (coordThread: create)--> LEADER
+ *   LEADER     --a keep-alive failed for longer than held allows, the key
+ *                is gone or another's, or etcd says the lease expired--> STANDBY
+ *   LEADER     --not on the master's server, the master valid for
+ *                NK_COORD_MOVE_STABLE_MS, a Nic-KV on its server alive
+ *                (member key): no more grants--> RESIGNING
+ *   RESIGNING  --every lease granted has run out: the record names that
+ *                Nic-KV successor, the leader key is deleted--> STANDBY
+ *
+ * Only the leader on the master's own server (local-node) opens the link:
+ * it fans the stream out (nkCoordFanout). Leadership moves to that Nic-KV
+ * after a promotion made elsewhere (RESIGNING), costing writes at most one
+ * lease-time.
+ *
+ * The etcd calls block, so they run in a thread of their own (coordThread),
+ * which shares with the main thread only the struct below, under its lock.
+ */
+
+#include "nickv.h"
+#include "nickv_etcd.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "monotonic.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define NK_COORD_DRIFT_PCT 10            /* clock rates differ by less */
+#define NK_COORD_MARGIN_US 10000         /* ms reads, scheduling */
+#define NK_COORD_TICK_US 100000          /* the thread's round, at most this often */
+#define NK_COORD_NAMED 32                /* replicas the record can name */
+
+#define NK_COORD_MOVE_STABLE_MS 5000     /* master valid this long before leadership moves */
+#define NK_COORD_SUCCESSOR_MS 3000       /* a named successor has this long to campaign */
+#define NK_COORD_RESIGN_PAUSE_MS 3000    /* a leader that resigned campaigns no sooner */
+
+typedef struct coordAddr {
+    char ip[NK_COORD_ADDR];
+    int port;
+} coordAddr;
+
+typedef struct coordRecord {
+    long long epoch;                     /* 0: no record */
+    coordAddr master;
+    coordAddr named[NK_COORD_NAMED];
+    int nnamed;
+    char successor[NICKV_INSTANCE_LEN + 1];
+} coordRecord;
+
+typedef enum { CO_OFF, CO_STANDBY, CO_LEADER, CO_RESIGNING } coordRole;
+static const char *roleNames[] = {"off", "standby", "leader", "resigning"};
+
+/* Shared with the thread, under lock. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int running, stop;
+    /* main -> thread */
+    int campaign;                        /* create the leader key if absent */
+    int resign;                          /* publish, then delete our leader key */
+    sds publish;                         /* the record to write (NULL: none) */
+    long long publish_epoch;
+    char member_check[NK_COORD_ADDR + 8]; /* ip:port whose member key to read ("") */
+    /* thread -> main */
+    int leader;                          /* the leader key is ours, as last read */
+    long long held_us;                   /* ... and counts as ours until then */
+    long long lease_ttl;                 /* granted by etcd */
+    sds leader_val;                      /* the leader key ("" none) */
+    sds record_val;                      /* the record ("" none) */
+    long long published_epoch;           /* the last record written, its epoch */
+    int publish_refused;                 /* ... or refused (not the leader) */
+    int member_present;                  /* member_check's key exists */
+    char member_instance[NICKV_INSTANCE_LEN + 1];
+    int resigned;                        /* the key was deleted on resign */
+    int etcd_ok;
+    char etcd_err[256];
+    char endpoint[128];
+    long long keepalive_failures, rounds;
+} S;
+
+/* Main thread only. */
+static struct {
+    coordRole role;
+    coordAddr local;
+    sds key_leader, key_record, key_member_prefix;
+    sds my_value;                        /* the leader key's value when ours */
+    coordRecord rec;                     /* as last read */
+    long long rec_seen_us;               /* it last changed */
+    /* Replicas the record lists (so the leader may name them), and when we
+     * last named each: one not named for a while leaves the record. */
+    struct { coordAddr a; long long named_ms; } recorded[NK_COORD_NAMED];
+    int nrecorded;
+    coordAddr wanted[NK_COORD_NAMED];    /* to name, once recorded */
+    int nwanted;
+    long long publishing_epoch;          /* a publish in flight (-1: none) */
+    coordAddr publishing_named[NK_COORD_NAMED];
+    int publishing_nnamed;
+    long long master_valid_since_ms;
+    long long resign_started_us;
+    long long resigned_at_us;
+    int resign_sent;
+    char last_err[256];
+    long long won, lost, resigns;
+    int was_leader;
+    char successor[NICKV_INSTANCE_LEN + 1];
+} C;
+
+static long long coordNowUs(void) { return (long long)getMonotonicUs(); }
+
+int nkCoordOn(void) {
+    return nk.cfg.coordinator && nk.cfg.coordinator[0];
+}
+
+/* ---------------------------------------------------------- The record --- */
+
+static int addrParse(const char *s, coordAddr *a) {
+    const char *colon = strrchr(s, ':');
+    long long port;
+    if (!colon || colon == s || (size_t)(colon - s) >= sizeof(a->ip)) return 0;
+    if (!string2ll(colon + 1, strlen(colon + 1), &port) || port <= 0 || port > 65535) return 0;
+    memcpy(a->ip, s, (size_t)(colon - s));
+    a->ip[colon - s] = '\0';
+    a->port = (int)port;
+    return nkAddrNumeric(a->ip);
+}
+
+static int addrIs(const coordAddr *a, const char *ip, int port) {
+    return a->port == port && !strcmp(a->ip, ip);
+}
+
+/* Strictly, as INFO is read: a record that does not parse is no record
+ * (and said so). */
+static int recordParse(const char *v, coordRecord *r) {
+    int argc, ok = 0;
+    sds *argv = sdssplitargs(v, &argc);
+    long long n, port;
+    memset(r, 0, sizeof(*r));
+    if (!argv || argc < 8) goto end;
+    if (strcmp(argv[0], "epoch") || !string2ll(argv[1], sdslen(argv[1]), &r->epoch) || r->epoch < 1) goto end;
+    if (strcmp(argv[2], "master") || sdslen(argv[3]) >= NK_COORD_ADDR || !nkAddrNumeric(argv[3])) goto end;
+    if (!string2ll(argv[4], sdslen(argv[4]), &port) || port <= 0 || port > 65535) goto end;
+    snprintf(r->master.ip, sizeof(r->master.ip), "%s", argv[3]);
+    r->master.port = (int)port;
+    if (strcmp(argv[5], "named") || !string2ll(argv[6], sdslen(argv[6]), &n) || n < 0 ||
+        n > NK_COORD_NAMED || argc != 7 + 2 * n + 2)
+        goto end;
+    for (int i = 0; i < n; i++) {
+        sds ip = argv[7 + 2 * i], p = argv[8 + 2 * i];
+        if (sdslen(ip) >= NK_COORD_ADDR || !nkAddrNumeric(ip) || !string2ll(p, sdslen(p), &port) ||
+            port <= 0 || port > 65535)
+            goto end;
+        snprintf(r->named[i].ip, sizeof(r->named[i].ip), "%s", ip);
+        r->named[i].port = (int)port;
+    }
+    r->nnamed = (int)n;
+    if (strcmp(argv[7 + 2 * n], "successor")) goto end;
+    sds succ = argv[8 + 2 * n];
+    if (strcmp(succ, "-")) {
+        if (sdslen(succ) != NICKV_INSTANCE_LEN) goto end;
+        memcpy(r->successor, succ, NICKV_INSTANCE_LEN + 1);
+    }
+    ok = 1;
+end:
+    if (argv) sdsfreesplitres(argv, argc);
+    if (!ok) memset(r, 0, sizeof(*r));
+    return ok;
+}
+
+static sds recordFormat(long long epoch, const char *ip, int port, const coordAddr *named, int nnamed,
+                        const char *successor) {
+    sds s = sdscatprintf(sdsempty(), "epoch %lld master %s %d named %d", epoch, ip, port, nnamed);
+    for (int i = 0; i < nnamed; i++) s = sdscatprintf(s, " %s %d", named[i].ip, named[i].port);
+    return sdscatprintf(s, " successor %s", successor && successor[0] ? successor : "-");
+}
+
+/* ---------------------------------------------------------- The thread --- */
+
+/* The leader key is free: does the record name another Nic-KV its
+ * successor (a leader resigned for it, the one on the master's server),
+ * named less than NK_COORD_SUCCESSOR_MS ago? Then it has that long to take
+ * the key first. Read here, in the round that campaigns, not from the
+ * main thread's older copy: the resigner writes the record, then frees
+ * the key. On an etcd error: no campaign this round. */
+static int successorWaits(nkEtcd *e, char *succ, long long *seen_us) {
+    char err[256];
+    sds v = NULL;
+    coordRecord r;
+    if (nkEtcdGet(e, C.key_record, &v, NULL, err, sizeof(err)) == -1) return 1;
+    int has = v && recordParse(v, &r) && r.successor[0];
+    sdsfree(v);
+    if (!has || !strcmp(r.successor, nk.instance)) {
+        succ[0] = '\0';
+        return 0;
+    }
+    if (strcmp(succ, r.successor)) {
+        memcpy(succ, r.successor, NICKV_INSTANCE_LEN + 1);
+        *seen_us = coordNowUs();
+    }
+    return coordNowUs() - *seen_us < NK_COORD_SUCCESSOR_MS * 1000LL;
+}
+
+static void *coordThread(void *arg) {
+    char err[256];
+    nkEtcd *e = arg;
+    long long lease = 0, ttl = 0;
+    int member_put = 0;
+    char succ[NICKV_INSTANCE_LEN + 1] = "";
+    long long succ_seen_us = 0;
+    sds member_key = sdscatfmt(sdsempty(), "%S%s:%i", C.key_member_prefix, C.local.ip, C.local.port);
+    while (1) {
+        long long t0 = coordNowUs(), s, left;
+        int ok = 1, campaign, resign, leader = 0, refused = 0, present = -1;
+        long long pub_epoch = 0, published = -1, held = 0;
+        sds pub = NULL, lval = NULL, rval = NULL;
+        char check[sizeof(S.member_check)], inst[NICKV_INSTANCE_LEN + 1] = "";
+        err[0] = '\0';
+        pthread_mutex_lock(&S.lock);
+        if (S.stop) {
+            pthread_mutex_unlock(&S.lock);
+            break;
+        }
+        campaign = S.campaign;
+        resign = S.resign;
+        if (S.publish) {
+            pub = sdsdup(S.publish);
+            pub_epoch = S.publish_epoch;
+        }
+        memcpy(check, S.member_check, sizeof(check));
+        held = S.held_us;
+        pthread_mutex_unlock(&S.lock);
+
+        /* Our etcd lease: granted once, kept alive every round. */
+        s = coordNowUs();
+        if (!lease) {
+            if (nkEtcdLeaseGrant(e, nk.cfg.leader_ttl, &lease, &ttl, err, sizeof(err)) == -1) {
+                lease = 0;
+                ok = 0;
+            } else {
+                member_put = 0;
+            }
+        } else {
+            long long t;
+            if (nkEtcdLeaseKeepAlive(e, lease, &t, err, sizeof(err)) == -1) {
+                ok = 0;
+            } else if (t <= 0) {
+                snprintf(err, sizeof(err), "our etcd lease %lld expired", lease);
+                lease = 0;
+                held = 0;
+                ok = 0;
+            }
+        }
+        long long until = 0;
+        if (ok && lease) until = s + ttl * 1000000LL - ttl * 1000000LL * NK_COORD_DRIFT_PCT / 100 - NK_COORD_MARGIN_US;
+        if (ok && lease && !member_put && C.local.port) {
+            int won;
+            sds cur = NULL;
+            if (nkEtcdCreate(e, member_key, nk.instance, lease, &won, &cur, err, sizeof(err)) == -1) ok = 0;
+            else if (won) member_put = 1;
+            else if (cur && strcmp(cur, nk.instance)) {
+                snprintf(err, sizeof(err), "another Nic-KV (instance %.40s) says it is on the server of %s:%d "
+                         "(local-node): two Nic-KVs for one node", cur, C.local.ip, C.local.port);
+            } else member_put = 1;
+            sdsfree(cur);
+        }
+        /* The leader key. */
+        if (ok && nkEtcdGet(e, C.key_leader, &lval, NULL, err, sizeof(err)) == -1) ok = 0;
+        if (ok && lval && !strcmp(lval, C.my_value)) {
+            leader = 1;
+            if (resign) {
+                int done;
+                if (pub && nkEtcdPutIf(e, C.key_leader, C.my_value, C.key_record, pub, &done, err,
+                                       sizeof(err)) == 0 && done)
+                    published = pub_epoch;
+                if (nkEtcdDeleteIf(e, C.key_leader, C.my_value, &done, err, sizeof(err)) == 0 && done) {
+                    leader = 0;
+                    sdsfree(lval);
+                    lval = NULL;
+                    pthread_mutex_lock(&S.lock);
+                    S.resigned = 1;
+                    S.resign = 0;
+                    pthread_mutex_unlock(&S.lock);
+                }
+            }
+        } else if (ok && !lval && campaign && lease && until > coordNowUs() &&
+                   !successorWaits(e, succ, &succ_seen_us)) {
+            int won;
+            if (nkEtcdCreate(e, C.key_leader, C.my_value, lease, &won, &lval, err, sizeof(err)) == -1) ok = 0;
+            else if (won) {
+                leader = 1;
+                lval = sdsnew(C.my_value);
+            }
+        }
+        /* The record: ours to write while we lead. */
+        if (ok && leader && pub && published < 0 && !resign) {
+            int done;
+            if (nkEtcdPutIf(e, C.key_leader, C.my_value, C.key_record, pub, &done, err, sizeof(err)) == -1) ok = 0;
+            else if (done) published = pub_epoch;
+            else refused = 1;
+        } else if (pub && !leader && ok) {
+            refused = 1;
+        }
+        if (ok && nkEtcdGet(e, C.key_record, &rval, NULL, err, sizeof(err)) == -1) ok = 0;
+        if (ok && check[0]) {
+            sds mk = sdscatfmt(sdsempty(), "%S%s", C.key_member_prefix, check), v = NULL;
+            if (nkEtcdGet(e, mk, &v, NULL, err, sizeof(err)) == 0) {
+                present = v != NULL;
+                if (v && sdslen(v) == NICKV_INSTANCE_LEN) memcpy(inst, v, NICKV_INSTANCE_LEN + 1);
+                else if (v) present = 0;
+                sdsfree(v);
+            } else ok = 0;
+            sdsfree(mk);
+        }
+
+        pthread_mutex_lock(&S.lock);
+        S.rounds++;
+        S.etcd_ok = ok;
+        if (!ok) {
+            memcpy(S.etcd_err, err, sizeof(S.etcd_err));
+            S.keepalive_failures++;
+        } else S.etcd_err[0] = '\0';
+        snprintf(S.endpoint, sizeof(S.endpoint), "%s", nkEtcdEndpoint(e));
+        S.lease_ttl = ttl;
+        /* Leadership counts only from a keep-alive that etcd answered
+         * (until), and never longer than the last one allows (held). */
+        if (!lease) {
+            S.leader = 0;
+            S.held_us = 0;
+        } else if (ok) {
+            S.leader = leader;
+            S.held_us = leader ? until : 0;
+        } else {
+            S.held_us = held;    /* runs out by itself */
+        }
+        if (lval || ok) {
+            sdsfree(S.leader_val);
+            S.leader_val = lval ? lval : sdsempty();
+            lval = NULL;
+        }
+        if (ok) {
+            sdsfree(S.record_val);
+            S.record_val = rval ? rval : sdsempty();
+            rval = NULL;
+        }
+        if (published >= 0) {
+            S.published_epoch = published;
+            if (S.publish && S.publish_epoch == published) {
+                sdsfree(S.publish);
+                S.publish = NULL;
+            }
+        }
+        if (refused) S.publish_refused = 1;
+        if (present >= 0) {
+            S.member_present = present;
+            memcpy(S.member_instance, inst, sizeof(inst));
+        }
+        pthread_mutex_unlock(&S.lock);
+        sdsfree(lval);
+        sdsfree(rval);
+        sdsfree(pub);
+
+        left = NK_COORD_TICK_US - (coordNowUs() - t0);
+        if (left > 0) usleep((useconds_t)left);
+    }
+    if (lease) nkEtcdLeaseRevoke(e, lease, err, sizeof(err));
+    sdsfree(member_key);
+    nkEtcdFree(e);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ Start-up --- */
+
+int nkCoordInit(void) {
+    char err[256];
+    C.role = CO_OFF;
+    C.publishing_epoch = -1;
+    if (!nkCoordOn()) return 0;
+    if (!nk.cfg.local_node || !addrParse(nk.cfg.local_node, &C.local)) {
+        nkLog(LL_WARNING, "Coordinator: local-node must be the numeric ip:port of the SKV node on this "
+              "Nic-KV's server (it is \"%s\")", nk.cfg.local_node ? nk.cfg.local_node : "");
+        return -1;
+    }
+    int timeout = nk.cfg.leader_ttl * 1000 / 4;
+    if (timeout > 500) timeout = 500;
+    nkEtcd *e = nkEtcdNew(nk.cfg.coordinator, timeout, err, sizeof(err));
+    if (!e) {
+        nkLog(LL_WARNING, "Coordinator: %s", err);
+        return -1;
+    }
+    C.key_leader = sdscatfmt(sdsempty(), "/skv/%s/leader", nk.cfg.master_name);
+    C.key_record = sdscatfmt(sdsempty(), "/skv/%s/record", nk.cfg.master_name);
+    C.key_member_prefix = sdscatfmt(sdsempty(), "/skv/%s/member/", nk.cfg.master_name);
+    C.my_value = sdscatfmt(sdsempty(), "%s %s:%i", nk.instance, C.local.ip, C.local.port);
+    C.role = CO_STANDBY;
+    pthread_mutex_init(&S.lock, NULL);
+    S.leader_val = sdsempty();
+    S.record_val = sdsempty();
+    S.published_epoch = -1;
+    if (pthread_create(&S.thread, NULL, coordThread, e) != 0) {
+        nkLog(LL_WARNING, "Coordinator: cannot start its thread");
+        nkEtcdFree(e);
+        return -1;
+    }
+    S.running = 1;
+    nkLog(LL_NOTICE, "Coordinator: %s, leader key %s (etcd lease %d s), this Nic-KV on the server of %s:%d",
+          nk.cfg.coordinator, C.key_leader, nk.cfg.leader_ttl, C.local.ip, C.local.port);
+    return 0;
+}
+
+void nkCoordShutdown(void) {
+    if (!S.running) return;
+    pthread_mutex_lock(&S.lock);
+    S.stop = 1;
+    pthread_mutex_unlock(&S.lock);
+    pthread_join(S.thread, NULL);    /* it revokes our lease: a standby leads at once */
+    S.running = 0;
+}
+
+/* ----------------------------------------------------- What others ask --- */
+
+static long long heldUs(void) {
+    long long held;
+    if (!S.running) return 0;
+    pthread_mutex_lock(&S.lock);
+    held = S.leader ? S.held_us : 0;
+    pthread_mutex_unlock(&S.lock);
+    return held;
+}
+
+int nkCoordLeader(void) {
+    if (!nkCoordOn()) return 1;
+    return C.role == CO_LEADER && heldUs() > coordNowUs();
+}
+
+/* A grant of ms sent now runs out before our leadership can have (3.). */
+int nkCoordMayGrant(long long ms) {
+    if (!nkCoordOn()) return 1;
+    if (C.role != CO_LEADER) return 0;
+    long long end = coordNowUs() + ms * 1000 + ms * 1000 * NK_COORD_DRIFT_PCT / 100 + NK_COORD_MARGIN_US;
+    return end <= heldUs();
+}
+
+int nkCoordLocal(const char *ip, int port) {
+    return nkCoordOn() && addrIs(&C.local, ip, port);
+}
+
+/* The link: only the leader on the master's own server fans out. */
+int nkCoordFanout(const char *ip, int port) {
+    if (!nkCoordOn()) return 1;
+    return C.role == CO_LEADER && nkCoordLocal(ip, port) && heldUs() > coordNowUs();
+}
+
+/* May the leader name ip:port valid to the master? Once the record lists it
+ * (5.); until then it is asked for, and counts out. */
+int nkCoordMayName(const char *ip, int port) {
+    if (!nkCoordOn()) return 1;
+    for (int i = 0; i < C.nrecorded; i++)
+        if (addrIs(&C.recorded[i].a, ip, port)) {
+            C.recorded[i].named_ms = coordNowUs() / 1000;
+            return 1;
+        }
+    for (int i = 0; i < C.nwanted; i++)
+        if (addrIs(&C.wanted[i], ip, port)) return 0;
+    if (C.nwanted < NK_COORD_NAMED && strlen(ip) < NK_COORD_ADDR) {
+        snprintf(C.wanted[C.nwanted].ip, NK_COORD_ADDR, "%s", ip);
+        C.wanted[C.nwanted++].port = port;
+    }
+    return 0;
+}
+
+/* Named in the record (a previous leader may have named it): heard from
+ * before a promotion. */
+int nkCoordNamed(const char *ip, int port) {
+    if (!nkCoordOn()) return 0;
+    for (int i = 0; i < C.rec.nnamed; i++)
+        if (addrIs(&C.rec.named[i], ip, port)) return 1;
+    return 0;
+}
+
+/* The record's replicas, to be probed even after the master is gone. */
+int nkCoordRecordNamed(char ip[][NK_COORD_ADDR], int *ports, int max) {
+    int n = 0;
+    for (int i = 0; i < C.rec.nnamed && n < max; i++, n++) {
+        memcpy(ip[n], C.rec.named[i].ip, NK_COORD_ADDR);
+        ports[n] = C.rec.named[i].port;
+    }
+    return n;
+}
+
+/* The record names the master at epoch: 1 with them, 0 if there is none. */
+int nkCoordRecordMaster(char *ip, size_t iplen, int *port, long long *epoch) {
+    if (!nkCoordOn() || !C.rec.epoch) return 0;
+    snprintf(ip, iplen, "%s", C.rec.master.ip);
+    *port = C.rec.master.port;
+    *epoch = C.rec.epoch;
+    return 1;
+}
+
+/* Write the record (master, epoch, and the replicas recorded so far),
+ * guarded by our leadership. nkCoordPublished says when it is written. */
+static void publish(long long epoch, const char *ip, int port, const coordAddr *named, int nnamed,
+                    const char *successor) {
+    sds v = recordFormat(epoch, ip, port, named, nnamed, successor);
+    pthread_mutex_lock(&S.lock);
+    sdsfree(S.publish);
+    S.publish = v;
+    S.publish_epoch = epoch;
+    S.publish_refused = 0;
+    pthread_mutex_unlock(&S.lock);
+    C.publishing_epoch = epoch;
+    C.publishing_nnamed = nnamed;
+    memcpy(C.publishing_named, named, sizeof(coordAddr) * (size_t)nnamed);
+}
+
+static int recordedList(coordAddr *out) {
+    int n = 0;
+    for (int i = 0; i < C.nrecorded; i++) out[n++] = C.recorded[i].a;
+    return n;
+}
+
+void nkCoordPublish(long long epoch, const char *ip, int port) {
+    coordAddr named[NK_COORD_NAMED];
+    int n;
+    if (!nkCoordOn()) return;
+    n = recordedList(named);
+    publish(epoch, ip, port, named, n, NULL);
+}
+
+/* 1: the record of epoch is written; -1: refused (we do not lead); 0: not yet. */
+int nkCoordPublished(long long epoch) {
+    int r = 0;
+    if (!nkCoordOn()) return 1;
+    pthread_mutex_lock(&S.lock);
+    if (S.published_epoch >= epoch) r = 1;
+    else if (S.publish_refused) r = -1;
+    pthread_mutex_unlock(&S.lock);
+    return r;
+}
+
+/* ---------------------------------------------------------------- Tick --- */
+
+static void adoptRecord(void) {
+    long long now_ms = coordNowUs() / 1000;
+    C.nrecorded = 0;
+    for (int i = 0; i < C.rec.nnamed; i++) {
+        C.recorded[C.nrecorded].a = C.rec.named[i];
+        C.recorded[C.nrecorded++].named_ms = now_ms;
+    }
+}
+
+/* Called by the failover's tick: what the thread found, into the roles. */
+void nkCoordTick(const char *master_ip, int master_port, int master_valid, int watching, long long epoch,
+                 long long lease_bound_us) {
+    int leader, etcd_ok, resigned, present;
+    long long held, now = coordNowUs();
+    char err[256], inst[NICKV_INSTANCE_LEN + 1];
+    sds rv;
+    if (!nkCoordOn()) return;
+    pthread_mutex_lock(&S.lock);
+    leader = S.leader && S.held_us > now;
+    held = S.held_us;
+    etcd_ok = S.etcd_ok;
+    memcpy(err, S.etcd_err, sizeof(err));
+    rv = sdsdup(S.record_val);
+    resigned = S.resigned;
+    S.resigned = 0;
+    present = S.member_present;
+    memcpy(inst, S.member_instance, sizeof(inst));
+    pthread_mutex_unlock(&S.lock);
+    (void)held;
+
+    if (!etcd_ok && strcmp(err, C.last_err))
+        nkLogRepeat(LL_WARNING, "Coordinator: etcd", "Coordinator: %s%s", err, C.role == CO_LEADER ?
+                    " (the master's lease is granted only while our leadership surely holds)" : "");
+    else if (etcd_ok && C.last_err[0])
+        nkLog(LL_NOTICE, "Coordinator: etcd answers again");
+    snprintf(C.last_err, sizeof(C.last_err), "%s", etcd_ok ? "" : err);
+
+    /* The record. */
+    coordRecord r;
+    if (sdslen(rv) && recordParse(rv, &r)) {
+        if (memcmp(&r, &C.rec, sizeof(r))) C.rec_seen_us = now;
+        C.rec = r;
+    } else if (sdslen(rv)) {
+        nkLogRepeat(LL_WARNING, "Coordinator: record", "Coordinator: the record %s does not parse "
+                    "(\"%.200s\"): ignored", C.key_record, rv);
+    }
+    sdsfree(rv);
+
+    /* Roles. */
+    if (C.role == CO_RESIGNING && resigned) {
+        nkLog(LL_WARNING, "Coordinator: leadership handed to the Nic-KV on the master's server");
+        C.role = CO_STANDBY;
+        C.resigned_at_us = now;
+        C.resigns++;
+        nkProbeDropMasterConn();
+    } else if (C.role == CO_STANDBY && leader) {
+        C.role = CO_LEADER;
+        C.won++;
+        adoptRecord();
+        /* Every lease a previous leader granted ran out before we could
+         * create the key (the chain at the top); ours start now. */
+        nkFailoverGranted(0);
+        nkLog(LL_WARNING, "Coordinator: this Nic-KV leads %s (record: epoch %lld, master %s:%d)",
+              nk.cfg.master_name, C.rec.epoch, C.rec.epoch ? C.rec.master.ip : "-",
+              C.rec.epoch ? C.rec.master.port : 0);
+    } else if (C.role != CO_STANDBY && !leader) {
+        nkLog(LL_WARNING, "Coordinator: this Nic-KV no longer leads %s%s%s", nk.cfg.master_name,
+              etcd_ok ? "" : ": ", etcd_ok ? "" : err);
+        C.role = CO_STANDBY;
+        C.lost++;
+        pthread_mutex_lock(&S.lock);
+        S.resign = 0;
+        pthread_mutex_unlock(&S.lock);
+        /* Our probe connection to the master may hold its grantor's
+         * place: the new leader takes it once our lease ran out. */
+        nkProbeDropMasterConn();
+    }
+
+    /* Campaign: when the key is free, unless a successor was named to
+     * somebody else lately, or we resigned lately. */
+    int campaign = C.role == CO_STANDBY;
+    if (C.rec.successor[0] && strcmp(C.rec.successor, nk.instance) &&
+        now - C.rec_seen_us < NK_COORD_SUCCESSOR_MS * 1000LL)
+        campaign = 0;
+    if (C.resigned_at_us && now - C.resigned_at_us < NK_COORD_RESIGN_PAUSE_MS * 1000LL) campaign = 0;
+    /* A newer record: the master moved. A standby also takes the record's
+     * master over what its own probes saw: the leader owns that. */
+    if (C.rec.epoch && watching &&
+        (C.rec.epoch > epoch || (C.role == CO_STANDBY && !addrIs(&C.rec.master, master_ip, master_port)))) {
+        nkFailoverFollow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
+        return;     /* again at the next tick, with the new view */
+    }
+
+    if (master_valid) {
+        if (!C.master_valid_since_ms) C.master_valid_since_ms = now / 1000;
+    } else C.master_valid_since_ms = 0;
+
+    char check[sizeof(S.member_check)] = "";
+    if (C.role == CO_LEADER) {
+        /* Names to record; replicas not named for a while leave the record. */
+        long long now_ms = now / 1000, window = NICKV_HEALTH_TIMEOUT_MS + 2LL * nk.cfg.lease_time + 1000;
+        if (C.publishing_epoch >= 0) {
+            int r2 = nkCoordPublished(C.publishing_epoch);
+            if (r2 == 1) {
+                for (int i = 0; i < C.publishing_nnamed; i++) {
+                    int have = 0;
+                    for (int j = 0; j < C.nrecorded; j++)
+                        if (addrIs(&C.recorded[j].a, C.publishing_named[i].ip, C.publishing_named[i].port)) have = 1;
+                    if (!have && C.nrecorded < NK_COORD_NAMED) {
+                        C.recorded[C.nrecorded].a = C.publishing_named[i];
+                        C.recorded[C.nrecorded++].named_ms = now_ms;
+                    }
+                }
+                /* Dropped from the record: no longer ours to name. */
+                for (int j = 0; j < C.nrecorded; j++) {
+                    int in = 0;
+                    for (int i = 0; i < C.publishing_nnamed; i++)
+                        if (addrIs(&C.recorded[j].a, C.publishing_named[i].ip, C.publishing_named[i].port)) in = 1;
+                    if (!in) C.recorded[j--] = C.recorded[--C.nrecorded];
+                }
+                C.nwanted = 0;
+                C.publishing_epoch = -1;
+            } else if (r2 == -1) {
+                C.publishing_epoch = -1;
+            }
+        }
+        int stale = 0;
+        for (int j = 0; j < C.nrecorded; j++)
+            if (now_ms - C.recorded[j].named_ms > window) stale = 1;
+        int differs = !C.rec.epoch || C.rec.epoch != epoch || !addrIs(&C.rec.master, master_ip, master_port);
+        if (epoch < 1) epoch = 1;     /* a record's epochs start at 1 */
+        if (C.publishing_epoch < 0 && watching && epoch >= C.rec.epoch && master_ip[0] &&
+            (C.nwanted || stale || differs)) {
+            coordAddr named[NK_COORD_NAMED];
+            int n = 0;
+            for (int j = 0; j < C.nrecorded; j++)
+                if (now_ms - C.recorded[j].named_ms <= window) named[n++] = C.recorded[j].a;
+            for (int i = 0; i < C.nwanted && n < NK_COORD_NAMED; i++) named[n++] = C.wanted[i];
+            publish(epoch, master_ip, master_port, named, n, NULL);
+        }
+        /* Leadership moves to the Nic-KV on the master's server. */
+        if (!nkCoordLocal(master_ip, master_port) && master_ip[0]) {
+            snprintf(check, sizeof(check), "%s:%d", master_ip, master_port);
+            if (watching && master_valid && present == 1 && strcmp(inst, nk.instance) &&
+                now / 1000 - C.master_valid_since_ms >= NK_COORD_MOVE_STABLE_MS && C.publishing_epoch < 0 &&
+                C.rec.epoch == epoch) {
+                C.role = CO_RESIGNING;
+                C.resign_started_us = now;
+                C.resign_sent = 0;
+                memcpy(C.successor, inst, sizeof(C.successor));
+                nkLog(LL_WARNING, "Coordinator: the Nic-KV on the master's server (%s:%d) is alive: "
+                      "no more grants; leadership goes to it once our last lease ran out",
+                      master_ip, master_port);
+            }
+        }
+    }
+    if (C.role == CO_RESIGNING && !C.resign_sent && now > lease_bound_us) {
+        coordAddr named[NK_COORD_NAMED];
+        int n = recordedList(named);
+        publish(epoch, master_ip, master_port, named, n, C.successor);
+        pthread_mutex_lock(&S.lock);
+        S.resign = 1;
+        pthread_mutex_unlock(&S.lock);
+        C.resign_sent = 1;
+    }
+    if (C.role != CO_LEADER && C.role != CO_RESIGNING) C.nwanted = 0;
+
+    pthread_mutex_lock(&S.lock);
+    S.campaign = campaign;
+    memcpy(S.member_check, check, sizeof(check));
+    pthread_mutex_unlock(&S.lock);
+    if ((C.role == CO_LEADER) != C.was_leader) nkLinkFanoutCheck();
+    C.was_leader = C.role == CO_LEADER;
+}
+
+const char *nkCoordRole(void) {
+    return roleNames[C.role];
+}
+
+/* ---------------------------------------------------------------- INFO --- */
+
+sds nkCoordInfo(sds s) {
+    long long now = coordNowUs(), held;
+    int etcd_ok;
+    char err[256], endpoint[128];
+    sds lv;
+    if (!nkCoordOn()) return sdscat(s, "# Coordinator\r\ncoordinator:\r\ncoordinator_role:off\r\n");
+    pthread_mutex_lock(&S.lock);
+    held = S.leader ? S.held_us : 0;
+    etcd_ok = S.etcd_ok;
+    memcpy(err, S.etcd_err, sizeof(err));
+    memcpy(endpoint, S.endpoint, sizeof(endpoint));
+    lv = sdsdup(S.leader_val);
+    long long ttl = S.lease_ttl, failures = S.keepalive_failures, rounds = S.rounds;
+    pthread_mutex_unlock(&S.lock);
+    s = sdscatprintf(s,
+        "# Coordinator\r\n"
+        "coordinator:%s\r\n"
+        "coordinator_role:%s\r\n"
+        "local_node:%s:%d\r\n"
+        "leader:%s\r\n"
+        "leader_held_ms:%lld\r\n"
+        "etcd_lease_ttl:%lld\r\n"
+        "etcd_ok:%d\r\n"
+        "etcd_endpoint:%s\r\n"
+        "etcd_error:%s\r\n"
+        "etcd_rounds:%lld\r\n"
+        "etcd_failed_rounds:%lld\r\n"
+        "record_epoch:%lld\r\n"
+        "record_master:%s:%d\r\n"
+        "record_named:%d\r\n"
+        "leaderships_won:%lld\r\n"
+        "leaderships_lost:%lld\r\n"
+        "leaderships_handed_over:%lld\r\n",
+        nk.cfg.coordinator, roleNames[C.role], C.local.ip, C.local.port, lv,
+        held > now ? (held - now) / 1000 : 0, ttl, etcd_ok, endpoint, err, rounds, failures, C.rec.epoch,
+        C.rec.epoch ? C.rec.master.ip : "", C.rec.epoch ? C.rec.master.port : 0, C.rec.nnamed, C.won,
+        C.lost, C.resigns);
+    sdsfree(lv);
+    return s;
+}

@@ -1,0 +1,54 @@
+/* nickv_etcd.h -- a small etcd v3 client: leases, a leader key, a record.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * Blocking calls, for the coordinator's thread only (nickv_coord.c): never
+ * call them from the event loop. They speak etcd's JSON gateway (HTTP/1.1
+ * POST /v3/..., keys and values in base64, 64-bit numbers as strings), which
+ * Debian's etcd-server 3.4 serves on its client port, so Nic-KV needs no
+ * gRPC library. Each call tries the current endpoint and, when it cannot be
+ * reached or does not answer in time, the next ones, within one deadline
+ * (timeout_ms of nkEtcdNew). On failure a call returns -1 and says in err
+ * which endpoint failed and why; an answer that does not parse is a failure
+ * (what etcd says is read as strictly as INFO is: nickv_info.c).
+ */
+
+#ifndef NICKV_ETCD_H
+#define NICKV_ETCD_H
+
+#include <stddef.h>
+#include "sds.h"
+
+typedef struct nkEtcd nkEtcd;
+
+/* urls: "etcd://h1:2379,h2:2379" or "http://h1:2379,http://h2:2379" (numeric
+ * addresses or names; names are resolved at each connect). NULL and err on a
+ * malformed list. */
+nkEtcd *nkEtcdNew(const char *urls, int timeout_ms, char *err, size_t errlen);
+void nkEtcdFree(nkEtcd *e);
+/* The endpoint the last call used ("h:p"). */
+const char *nkEtcdEndpoint(nkEtcd *e);
+
+/* A lease of ttl seconds; *granted: the TTL etcd gave (it raises a TTL below
+ * its minimum). */
+int nkEtcdLeaseGrant(nkEtcd *e, long long ttl, long long *id, long long *granted, char *err, size_t errlen);
+/* One keep-alive; *ttl: the TTL left, 0 when the lease has expired. */
+int nkEtcdLeaseKeepAlive(nkEtcd *e, long long id, long long *ttl, char *err, size_t errlen);
+int nkEtcdLeaseRevoke(nkEtcd *e, long long id, char *err, size_t errlen);
+
+/* key = val attached to lease, only if key does not exist: *won = 1. Else
+ * *won = 0 and *cur (when not NULL) is the key's value (an sds the caller
+ * frees). */
+int nkEtcdCreate(nkEtcd *e, const char *key, const char *val, long long lease, int *won, sds *cur,
+                 char *err, size_t errlen);
+/* *val: the key's value (sds, caller frees) or NULL when it does not exist;
+ * *mod_rev (when not NULL): its mod_revision. */
+int nkEtcdGet(nkEtcd *e, const char *key, sds *val, long long *mod_rev, char *err, size_t errlen);
+/* key = val (no lease), only if guard's value is guard_val: *ok = 1; else
+ * *ok = 0 and nothing changed. */
+int nkEtcdPutIf(nkEtcd *e, const char *guard, const char *guard_val, const char *key, const char *val,
+                int *ok, char *err, size_t errlen);
+/* Delete key only if its value is val: *ok = 1 when deleted. */
+int nkEtcdDeleteIf(nkEtcd *e, const char *key, const char *val, int *ok, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,157 @@
+# etcd.tcl -- a real etcd cluster for SKV's tests (sourced by a test file).
+#
+# Debian's etcd-server (3.4) members on 127.0.0.1, each with its client and
+# peer port from find_available_port, its data directory and its log under
+# tests/tmp (kept after the run). --heartbeat-interval 50 and
+# --election-timeout 500 make a lost leader be replaced in well under a
+# second and let leases as short as 1 s be granted (etcd's minimum TTL is
+# 1.5 election timeouts, rounded up to a second).
+#
+#   etcd_cluster_start ?n?   start n members (3), wait until all are healthy;
+#                            returns the cluster (a dict: members, urls)
+#   etcd_cluster_urls        "etcd://h:p,h:p,h:p", in the members' order
+#   etcd_member_kill i       SIGKILL member i (0-based), wait until it is gone
+#   etcd_member_start i      restart member i on its data directory
+#                            (--initial-cluster-state existing), wait until
+#                            it is healthy
+#   etcd_member_stop_all     kill every member, keep the cluster's files
+#   etcd_cluster_stop        the same, and forget the cluster
+#
+# The cluster is in ::etcd_cluster: dir, initial (the --initial-cluster
+# string) and members, a list of dicts with name, client (port), peer
+# (port), url, data, log and pid (0 while it is not running).
+
+# Members a previous test file left running (it failed before its
+# etcd_cluster_stop) are killed here, as helpers.tcl does with nic-kv.
+if {![info exists ::etcd_pids]} { set ::etcd_pids {} }
+foreach pid $::etcd_pids { catch {exec kill -9 $pid} }
+set ::etcd_pids {}
+
+proc etcd_available {} {
+    expr {[auto_execok etcd] ne {} && [auto_execok etcdctl] ne {}}
+}
+
+proc etcd_member_args {m initial state} {
+    set name [dict get $m name]
+    list --name $name --data-dir [dict get $m data] \
+        --listen-client-urls [dict get $m url] --advertise-client-urls [dict get $m url] \
+        --listen-peer-urls http://127.0.0.1:[dict get $m peer] \
+        --initial-advertise-peer-urls http://127.0.0.1:[dict get $m peer] \
+        --initial-cluster $initial --initial-cluster-state $state \
+        --initial-cluster-token skv-test \
+        --heartbeat-interval 50 --election-timeout 500
+}
+
+proc etcd_member_spawn {i state} {
+    set m [lindex [dict get $::etcd_cluster members] $i]
+    set args [etcd_member_args $m [dict get $::etcd_cluster initial] $state]
+    set pid [exec etcd {*}$args >>& [dict get $m log] &]
+    lappend ::etcd_pids $pid
+    dict set m pid $pid
+    set members [dict get $::etcd_cluster members]
+    lset members $i $m
+    dict set ::etcd_cluster members $members
+    return $pid
+}
+
+proc etcd_pid_alive {pid} {
+    expr {$pid != 0 && [file exists /proc/$pid] && ![catch {exec kill -0 $pid}] &&
+          ![string match {*State:*Z*} [etcd_proc_state $pid]]}
+}
+
+proc etcd_proc_state {pid} {
+    if {[catch {set fd [open /proc/$pid/status]}]} { return {} }
+    set text [read $fd]
+    close $fd
+    regexp -line {^State:.*$} $text line
+    return $line
+}
+
+# Is every url in the list healthy (etcdctl endpoint health: a quorum read)?
+proc etcd_healthy {urls} {
+    expr {![catch {exec etcdctl --endpoints=[join $urls ,] --command-timeout=2s endpoint health 2>@1} out]}
+}
+
+proc etcd_member_url {i} {
+    dict get [lindex [dict get $::etcd_cluster members] $i] url
+}
+
+proc etcd_running_urls {} {
+    set urls {}
+    foreach m [dict get $::etcd_cluster members] {
+        if {[dict get $m pid] != 0} { lappend urls [dict get $m url] }
+    }
+    return $urls
+}
+
+proc etcd_cluster_start {{n 3}} {
+    if {[info exists ::etcd_cluster]} { error "an etcd cluster is already running" }
+    set dir [file normalize [tmpdir etcd]]
+    set members {}
+    set initial {}
+    for {set i 0} {$i < $n} {incr i} {
+        set client [find_available_port [expr {$::baseport + 600}] 100]
+        set peer [find_available_port [expr {$::baseport + 600}] 100]
+        set name m$i
+        lappend members [dict create name $name client $client peer $peer \
+            url http://127.0.0.1:$client data $dir/$name.data log $dir/$name.log pid 0]
+        lappend initial $name=http://127.0.0.1:$peer
+    }
+    set ::etcd_cluster [dict create dir $dir initial [join $initial ,] members $members]
+    for {set i 0} {$i < $n} {incr i} { etcd_member_spawn $i new }
+    set urls [etcd_running_urls]
+    wait_for_condition 100 100 {
+        [etcd_healthy $urls]
+    } else {
+        set why [catch {exec etcdctl --endpoints=[join $urls ,] endpoint health 2>@1} out]
+        etcd_cluster_stop
+        fail "etcd cluster not healthy in 10 s (logs in $dir): $out"
+    }
+    return $::etcd_cluster
+}
+
+proc etcd_cluster_urls {} {
+    set hps {}
+    foreach m [dict get $::etcd_cluster members] { lappend hps 127.0.0.1:[dict get $m client] }
+    return etcd://[join $hps ,]
+}
+
+proc etcd_member_kill {i} {
+    set m [lindex [dict get $::etcd_cluster members] $i]
+    set pid [dict get $m pid]
+    if {$pid == 0} return
+    catch {exec kill -9 $pid}
+    wait_for_condition 50 100 {
+        ![etcd_pid_alive $pid]
+    } else {
+        fail "etcd member $i (pid $pid) did not die"
+    }
+    # Reap it (exec ... & leaves a zombie until Tcl waits for it).
+    catch {exec true}
+    dict set m pid 0
+    set members [dict get $::etcd_cluster members]
+    lset members $i $m
+    dict set ::etcd_cluster members $members
+}
+
+proc etcd_member_start {i} {
+    etcd_member_spawn $i existing
+    set url [etcd_member_url $i]
+    wait_for_condition 100 100 {
+        [etcd_healthy [list $url]]
+    } else {
+        fail "etcd member $i did not come back healthy (log [dict get [lindex [dict get $::etcd_cluster members] $i] log])"
+    }
+}
+
+proc etcd_member_stop_all {} {
+    if {![info exists ::etcd_cluster]} return
+    set n [llength [dict get $::etcd_cluster members]]
+    for {set i 0} {$i < $n} {incr i} { etcd_member_kill $i }
+}
+
+proc etcd_cluster_stop {} {
+    if {![info exists ::etcd_cluster]} return
+    etcd_member_stop_all
+    unset ::etcd_cluster
+}

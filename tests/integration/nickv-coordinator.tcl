@@ -1,0 +1,367 @@
+# A Nic-KV on every server, leadership in etcd (NIC-KV.md, "Many Nic-KVs"):
+# three SKV nodes, each with "its" Nic-KV (--local-node), all three
+# Nic-KVs for one master-name, coordinated through a real 3-member etcd
+# cluster (Debian's etcd-server) on loopback. A list-append checker, in the
+# manner of nickv-failover-faults.tcl: three clients append, each append
+# followed by WAIT 1 (min-slaves 1), through the master the Nic-KVs name
+# (asked in turn, as clients ask Sentinels), while whole-server faults are
+# injected one after another: a server's node and Nic-KV killed together
+# or stopped together, the master's Nic-KV alone killed, the leader cut off
+# from etcd, an etcd member killed, etcd's quorum lost and restored, a
+# standby killed, the master's process alone killed. After each, the
+# writers go on until the topology is whole again. At the end every
+# acknowledged append must be on the final master, in order, no replaced
+# master may have taken a write, and every node must have the same data.
+
+source tests/skv/helpers.tcl
+source tests/skv/etcd.tcl
+
+# ------------------------------------------------------------ Helpers ---
+
+# The Nic-KVs, by node index (0..2); a killed one is {}.
+proc co_nk {i} { return $::co(nk,$i) }
+
+proc co_alive {} {
+    set l {}
+    for {set i 0} {$i < 3} {incr i} { if {$::co(nk,$i) ne {}} { lappend l $i } }
+    return $l
+}
+
+# The master as the Nic-KVs name it: the first live one that answers.
+proc co_master_addr {} {
+    foreach i [co_alive] {
+        if {![catch {nickv_cmd $::co(nk,$i) sentinel get-master-addr-by-name mymaster} a] &&
+            [llength $a] == 2} {
+            return $a
+        }
+    }
+    return {}
+}
+
+proc co_role {i} {
+    if {$::co(nk,$i) eq {}} { return dead }
+    return [nickv_info $::co(nk,$i) coordinator_role]
+}
+
+proc co_leaders {} {
+    set l {}
+    foreach i [co_alive] { if {[co_role $i] eq {leader}} { lappend l $i } }
+    return $l
+}
+
+# Index of the node on port.
+proc co_index {port} {
+    for {set i 0} {$i < 3} {incr i} { if {$::co(port,$i) == $port} { return $i } }
+    fail "no node on port $port"
+}
+
+proc co_level {i} { expr {$i - 2} }
+
+# Start node i's Nic-KV (etcd through urls).
+proc co_nickv_start {i urls} {
+    set a [list {*}[nickv_user_args] --failover yes --min-slaves 1 --coordinator $urls \
+               --local-node 127.0.0.1:$::co(port,$i) --master-host 127.0.0.1]
+    set ::co(nk,$i) [nickv_start $::co(port,0) {*}$a]
+}
+
+proc co_connect {} {
+    global co
+    catch {$co(r) close}
+    set co(r) {}
+    set deadline [expr {[clock milliseconds] + 20000}]
+    while {[clock milliseconds] < $deadline} {
+        set a [co_master_addr]
+        if {$a ne {} && ![catch {redis {*}$a} r]} {
+            if {![catch {$r select 9}]} {
+                set co(r) $r
+                set co(rport) [lindex $a 1]
+                return
+            }
+            catch {$r close}
+        }
+        after 50
+    }
+    fail "no master to connect to: [co_state]"
+}
+
+# What each Nic-KV says, for failure messages.
+proc co_state {} {
+    set s {}
+    foreach i [co_alive] {
+        append s "\n--- Nic-KV of node $i ($::co(port,$i), [co_role $i]):\n"
+        append s [nickv_cmd [co_nk $i] info coordinator]
+        append s [nickv_cmd [co_nk $i] info failover]
+        append s [exec tail -n 25 [dict get [co_nk $i] log]]
+    }
+    return $s
+}
+
+# One append by each client, round robin; the time of the last
+# acknowledged one, for the longest pause.
+proc co_round {} {
+    global co
+    for {set c 0} {$c < 3} {incr c} {
+        set v $co(next,$c)
+        incr co(next,$c)
+        incr co(attempted)
+        if {$co(r) eq {}} { co_connect }
+        set pushed [expr {[catch {$co(r) rpush list:$c $v} e] == 0}]
+        if {$pushed && $co(r) eq $co(stopped)} {
+            # The stopped master took a write after it resumed: it must
+            # have been refused (its lease ran out).
+            lappend co(split) "list:$c $v"
+        }
+        if {$pushed && [catch {$co(r) wait 1 1000} w] == 0 && $w >= 1} {
+            lappend co(acked,$c) $v
+            incr co(acknowledged)
+            set now [clock milliseconds]
+            if {$now - $co(last_ack) > $co(pause)} { set co(pause) [expr {$now - $co(last_ack)}] }
+            set co(last_ack) $now
+        } elseif {[string match {*READONLY*} $e] || [catch {$co(r) ping}]} {
+            # A replica now, or gone: ask the Nic-KVs again.
+            co_connect
+        } else {
+            after 10
+        }
+    }
+}
+
+# Whole: one leader, on the master's server, streaming from it; three
+# valid replicas... (two: the master and two replicas); nothing to
+# repoint; every live Nic-KV names the same master.
+proc co_whole {} {
+    set l [co_leaders]
+    if {[llength $l] != 1} { return 0 }
+    set nk [co_nk [lindex $l 0]]
+    set info [nickv_cmd $nk info all]
+    foreach {field want} {valid_replicas 2 repoint_pending 0 failover_state watching
+                          master_lease on master_link_status up} {
+        if {![regexp "\r\n$field:(\[^\r\n\]*)" "\r\n$info" -> v] || $v ne $want} { return 0 }
+    }
+    set m [nickv_cmd $nk sentinel get-master-addr-by-name mymaster]
+    if {[co_index [lindex $m 1]] != [lindex $l 0]} { return 0 }
+    foreach i [co_alive] {
+        if {[nickv_cmd [co_nk $i] sentinel get-master-addr-by-name mymaster] ne $m} { return 0 }
+    }
+    return 1
+}
+
+proc co_until {cond what {ms 40000}} {
+    set deadline [expr {[clock milliseconds] + $ms}]
+    set rounds 0
+    while {$rounds < 5 || ![uplevel 1 [list expr $cond]]} {
+        co_round
+        incr rounds
+        if {[clock milliseconds] > $deadline} {
+            fail "not $what in time: [co_state]"
+        }
+    }
+}
+
+proc co_until_whole {what} {
+    co_until {[co_whole]} "whole again after $what" 60000
+}
+
+# ------------------------------------------------------------- The test ---
+
+set co_conf [concat {save "" nickv-lease yes appendonly no} [nickv_user_overrides]]
+
+start_server [list tags {"nickv repl external:skip"} overrides $co_conf] {
+start_server [list overrides $co_conf] {
+start_server [list overrides $co_conf] {
+    global co
+    array unset co
+    for {set i 0} {$i < 3} {incr i} { set co(port,$i) [srv [co_level $i] port] }
+    for {set i 1} {$i < 3} {incr i} { [srv [co_level $i] client] replicaof 127.0.0.1 $co(port,0) }
+    set etcd [etcd_cluster_start 3]
+    set urls [etcd_cluster_urls]
+    # Node 0's Nic-KV reaches etcd through relays the test can cut.
+    set relays {}
+    set relay_urls {}
+    foreach u [split [string map {etcd:// {}} $urls] ,] {
+        lassign [split $u :] h p
+        set lp [find_available_port [expr {$::baseport + 300}] 100]
+        set fd [open "|tclsh tests/skv/tcp-proxy.tcl $lp $h $p" r]
+        gets $fd
+        lappend relays $fd
+        lappend relay_urls 127.0.0.1:$lp
+    }
+    set relay_pids {}
+    foreach fd $relays { lappend relay_pids [pid $fd] }
+    co_nickv_start 0 etcd://[join $relay_urls ,]
+    co_nickv_start 1 $urls
+    co_nickv_start 2 $urls
+
+    test {Many Nic-KVs: one leader, the one on the master's server, fans out; every one names the master} {
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]\n[nickv_cmd [co_nk 0] info coordinator]"
+        }
+        assert_equal standby [co_role 1]
+        assert_equal standby [co_role 2]
+        # The link, and so the fan-out, is the leader's alone.
+        wait_for_condition 100 100 {
+            [nickv_info [co_nk 0] master_link_status] eq {up}
+        } else {
+            fail "the leader does not stream: [nickv_cmd [co_nk 0] info upstream]"
+        }
+        assert_match "127.0.0.1:$co(port,0)" [nickv_info [co_nk 1] record_master]
+        for {set i 1} {$i < 3} {incr i} {
+            assert {[nickv_info [co_nk $i] master_link_status] ne {up}}
+            assert_equal [list 127.0.0.1 $co(port,0)] [nickv_master_addr [co_nk $i]]
+        }
+        # A standby refuses a planned handover: the leader decides.
+        assert_match {*standby*} [nickv_cmd [co_nk 1] failover]
+    }
+
+    test {Many Nic-KVs: a checker under whole-server faults keeps every acknowledged append} {
+        set co(r) {}
+        set co(stopped) {}
+        set co(split) {}
+        set co(attempted) 0
+        set co(acknowledged) 0
+        set co(pause) 0
+        set co(last_ack) [clock milliseconds]
+        for {set c 0} {$c < 3} {incr c} {
+            set co(next,$c) 0
+            set co(acked,$c) {}
+        }
+        co_until_whole "the start"
+        set pauses {}
+        set faults {nickv-of-master leader-etcd-cut etcd-member whole-server-kill standby-kill
+                    whole-server-stop etcd-quorum master-process}
+        foreach fault $faults {
+            if {$::verbose} { puts "    fault: $fault" }
+            set m [co_index [lindex [co_master_addr] 1]]
+            set epoch [nickv_info [co_nk $m] record_epoch]
+            set co(pause) 0
+            set co(last_ack) [clock milliseconds]
+            switch $fault {
+                nickv-of-master {
+                    # The master's DPU reboots: a standby leads, grants, and
+                    # the master keeps its role; back, its Nic-KV leads again.
+                    nickv_stop [co_nk $m] KILL
+                    set saved [co_nk $m]
+                    set co(nk,$m) {}
+                    co_until {[llength [co_leaders]] == 1} "led by a standby"
+                    set co(nk,$m) [nickv_restart $saved]
+                }
+                leader-etcd-cut {
+                    # Node 0's Nic-KV (it leads: the master is node 0) loses
+                    # etcd, silently: it stops granting before its key can
+                    # expire, a standby takes over.
+                    assert_equal 0 $m
+                    foreach p $relay_pids { exec kill -STOP $p }
+                    co_until {[co_role 0] ne {leader} && [llength [co_leaders]] == 1} "led elsewhere"
+                    foreach p $relay_pids { exec kill -CONT $p }
+                }
+                etcd-member {
+                    etcd_member_kill 0
+                    for {set k 0} {$k < 20} {incr k} { co_round }
+                    etcd_member_start 0
+                }
+                whole-server-kill {
+                    # The master's server loses power: node and Nic-KV at once.
+                    exec kill -9 [srv [co_level $m] pid] [dict get [co_nk $m] pid]
+                    set saved [co_nk $m]
+                    set co(nk,$m) {}
+                    co_until {[co_index [lindex [co_master_addr] 1]] != $m} "failed over"
+                    # It comes back, empty (no persistence): made a replica.
+                    restart_server [co_level $m] true false
+                    set co(nk,$m) [nickv_restart $saved]
+                }
+                standby-kill {
+                    set s [expr {($m + 1) % 3}]
+                    nickv_stop [co_nk $s] KILL
+                    set saved [co_nk $s]
+                    set co(nk,$s) {}
+                    for {set k 0} {$k < 20} {incr k} { co_round }
+                    set co(nk,$s) [nickv_restart $saved]
+                }
+                whole-server-stop {
+                    # Stopped past leader-ttl with writes queued: a standby
+                    # promotes; resumed, the old master refuses them and its
+                    # Nic-KV does not lead.
+                    if {$co(r) eq {}} { co_connect }
+                    set co(stopped) $co(r)
+                    set pids [list [srv [co_level $m] pid] [dict get [co_nk $m] pid]]
+                    exec kill -STOP {*}$pids
+                    # Resumed 6 s later, by a process of its own: the
+                    # writer blocks on the stopped master meanwhile.
+                    exec sh -c "sleep 6; kill -CONT $pids" &
+                    set resume [expr {[clock milliseconds] + 6000}]
+                    set saved [co_nk $m]
+                    set co(nk,$m) {}
+                    co_until {[co_index [lindex [co_master_addr] 1]] != $m} "failed over"
+                    while {[clock milliseconds] < $resume + 200} { after 100 }
+                    set co(nk,$m) $saved
+                }
+                etcd-quorum {
+                    # Two members of three gone: no promotion, and the
+                    # master's lease lapses with its leader's; restored,
+                    # writes resume, the same master.
+                    etcd_member_kill 1
+                    etcd_member_kill 2
+                    co_until {[llength [co_leaders]] == 0} "without a leader"
+                    for {set k 0} {$k < 10} {incr k} { co_round }
+                    etcd_member_start 1
+                    etcd_member_start 2
+                }
+                master-process {
+                    # The master's process dies, its Nic-KV lives: the fast
+                    # path, as without a coordinator.
+                    exec kill -9 [srv [co_level $m] pid]
+                    co_until {[co_index [lindex [co_master_addr] 1]] != $m} "failed over"
+                    restart_server [co_level $m] true false
+                }
+            }
+            co_until_whole $fault
+            set co(stopped) {}
+            lappend pauses "$fault: [expr {$co(pause)}] ms"
+        }
+        catch {$co(r) close}
+
+        # The final master has every acknowledged append, in order.
+        lassign [co_master_addr] host port
+        set mm [redis 127.0.0.1 $port]
+        $mm select 9
+        nickv_wait_served $mm
+        set lost 0
+        for {set c 0} {$c < 3} {incr c} {
+            set got [$mm lrange list:$c 0 -1]
+            set pos 0
+            foreach v $co(acked,$c) {
+                set i [lsearch -exact -start $pos $got $v]
+                if {$i < 0} { incr lost; continue }
+                set pos [expr {$i + 1}]
+            }
+            foreach v $got {
+                if {![string is integer -strict $v] || $v < 0 || $v >= $co(next,$c)} {
+                    fail "list:$c holds a value never written: $v"
+                }
+            }
+        }
+        set others {}
+        for {set i 0} {$i < 3} {incr i} {
+            if {$co(port,$i) == $port} continue
+            set r [redis 127.0.0.1 $co(port,$i)]
+            $r select 9
+            lappend others $r
+        }
+        nickv_assert_digests $mm $others
+        foreach r $others { $r close }
+        $mm close
+        puts "    (longest pause of acknowledged writes per fault: [join $pauses {, }])"
+        puts "    ($co(attempted) appends attempted, $co(acknowledged) acknowledged, $lost lost, [llength $co(split)] taken by a replaced master)"
+        assert_equal 0 $lost
+        assert_equal {} $co(split)
+        assert {$co(acknowledged) > 100}
+    }
+
+    foreach i [co_alive] { nickv_stop [co_nk $i] }
+    foreach p $relay_pids { catch {exec kill -9 $p} }
+    etcd_cluster_stop
+}
+}
+}
