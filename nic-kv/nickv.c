@@ -503,6 +503,18 @@ static int applyBacklogSize(const char **err) {
     return 1;
 }
 
+/* With a coordinator a grant must end well within the leader's etcd lease
+ * (nickv_coord.c): a lease-time that does not fit is refused, not left to
+ * hold every grant back. */
+static int applyLeaseTime(const char **err) {
+    static char buf[256];
+    if (nkCoordCheckLeaseTime(nk.cfg.lease_time, buf, sizeof(buf)) == -1) {
+        *err = buf;
+        return 0;
+    }
+    return 1;
+}
+
 /* enable-protected-configs, as upstream's PROTECTED_ACTION_ALLOWED_*. */
 #define NK_PROTECTED_NO 0
 #define NK_PROTECTED_YES 1
@@ -626,7 +638,7 @@ static nkConfigOption nkConfigs[] = {
      "yes|no", "promote the best replica when the master fails (the\n"
      "                        master needs nickv-lease yes); no: detect only"},
     {"lease-time", NK_CFG_INT, 0, &nk.cfg.lease_time, 50, NICKV_LEASE_MAX_MS, 500, NULL, NULL, NULL,
-     NULL, NULL, "<ms>", "the master's write lease: a promotion waits this long\n"
+     NULL, applyLeaseTime, "<ms>", "the master's write lease: a promotion waits this long\n"
      "                        after the last grant"},
     {"failback", NK_CFG_BOOL, 0, &nk.cfg.failback, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "the configured master, back and caught up as a\n"

@@ -426,6 +426,7 @@ typedef struct nkInfo {
     int rdma_port, rdma_listener, rdma_replication;
     int lease;                          /* nickv_lease: 1 any but off, 0 off */
     int cluster;                        /* cluster_enabled */
+    long long lease_left_ms;            /* nickv_lease_left_ms, -1: not said */
     char bad[64];
 } nkInfo;
 void nkInfoParse(const char *reply, size_t len, nkInfo *in);
@@ -509,6 +510,10 @@ int nkProbeMasterRdmaPort(void);
 const char *nkProbeLeaseError(void);
 /* ... because another Nic-KV may hold its lease: never fail it over. */
 int nkProbeLeaseForeign(void);
+/* ... that refusal was "another Nic-KV (client id N) grants", and an INFO
+ * of the master read since says its lease has run out (nickv_lease_left_ms
+ * 0): whoever holds its grantor's place no longer grants. */
+int nkProbeLeaseHeldByIdle(void);
 
 /* nickv_failover.c: promotion when the master fails, fenced by the lease
  * the master's probe grants (the state machine is drawn at its top). */
@@ -562,6 +567,11 @@ void nkProbeDropMasterConn(void);
 /* nickv_upstream.c: open or close the link as nkCoordFanout says. */
 void nkLinkFanoutCheck(void);
 int nkLinkStreamedLately(void);
+/* nickv_failover.c: no lease we (or a previous leader) granted outlives this. */
+long long nkFailoverLeaseBoundUs(void);
+long long nkFailoverLeaseMaxMs(void);
+/* nickv_coord.c: may lease-time ms be granted under leader-ttl? err says why not. */
+int nkCoordCheckLeaseTime(long long ms, char *err, size_t errlen);
 
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */

@@ -84,6 +84,7 @@
 #include "nickv.h"
 #include "nickv_etcd.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -171,6 +172,8 @@ static struct {
     long long won, lost, resigns;
     int was_leader;
     char successor[NICKV_INSTANCE_LEN + 1];
+    long long tampered;                  /* records the leader did not write */
+    long long held_back;                 /* grants not sent: leadership too short */
 } C;
 
 static long long coordNowUs(void) { return (long long)getMonotonicUs(); }
@@ -204,7 +207,11 @@ static int recordParse(const char *v, coordRecord *r) {
     long long n, port;
     memset(r, 0, sizeof(*r));
     if (!argv || argc < 8) goto end;
-    if (strcmp(argv[0], "epoch") || !string2ll(argv[1], sdslen(argv[1]), &r->epoch) || r->epoch < 1) goto end;
+    /* Epochs grow by one per master change: far below 2^62, which leaves
+     * room for the failover's increments. */
+    if (strcmp(argv[0], "epoch") || !string2ll(argv[1], sdslen(argv[1]), &r->epoch) || r->epoch < 1 ||
+        r->epoch > (1LL << 62))
+        goto end;
     if (strcmp(argv[2], "master") || sdslen(argv[3]) >= NK_COORD_ADDR || !nkAddrNumeric(argv[3])) goto end;
     if (!string2ll(argv[4], sdslen(argv[4]), &port) || port <= 0 || port > 65535) goto end;
     snprintf(r->master.ip, sizeof(r->master.ip), "%s", argv[3]);
@@ -325,8 +332,13 @@ static void *coordThread(void *arg) {
             if (nkEtcdCreate(e, member_key, nk.instance, lease, &won, &cur, err, sizeof(err)) == -1) ok = 0;
             else if (won) member_put = 1;
             else if (cur && strcmp(cur, nk.instance)) {
+                /* Another Nic-KV for our node: a previous run of ours whose
+                 * lease has not expired yet (killed), or a mistake. We do
+                 * not lead until the key is ours. */
                 snprintf(err, sizeof(err), "another Nic-KV (instance %.40s) says it is on the server of %s:%d "
-                         "(local-node): two Nic-KVs for one node", cur, C.local.ip, C.local.port);
+                         "(local-node): this one does not campaign until that key expires", cur, C.local.ip,
+                         C.local.port);
+                ok = 0;
             } else member_put = 1;
             sdsfree(cur);
         }
@@ -358,16 +370,25 @@ static void *coordThread(void *arg) {
                 lval = sdsnew(C.my_value);
             }
         }
-        /* The record: ours to write while we lead. */
+        /* The record: ours to write while we lead, never back to an older
+         * epoch than it holds (a write of ours that waited while another
+         * leader wrote a newer one). */
+        if (ok && nkEtcdGet(e, C.key_record, &rval, NULL, err, sizeof(err)) == -1) ok = 0;
         if (ok && leader && pub && published < 0 && !resign) {
             int done;
-            if (nkEtcdPutIf(e, C.key_leader, C.my_value, C.key_record, pub, &done, err, sizeof(err)) == -1) ok = 0;
-            else if (done) published = pub_epoch;
-            else refused = 1;
+            coordRecord cur;
+            if (rval && recordParse(rval, &cur) && cur.epoch > pub_epoch) {
+                refused = 1;
+            } else if (nkEtcdPutIf(e, C.key_leader, C.my_value, C.key_record, pub, &done, err, sizeof(err)) == -1) {
+                ok = 0;
+            } else if (done) {
+                published = pub_epoch;
+                sdsfree(rval);
+                rval = sdsdup(pub);
+            } else refused = 1;
         } else if (pub && !leader && ok) {
             refused = 1;
         }
-        if (ok && nkEtcdGet(e, C.key_record, &rval, NULL, err, sizeof(err)) == -1) ok = 0;
         if (ok && check[0]) {
             sds mk = sdscatfmt(sdsempty(), "%S%s", C.key_member_prefix, check), v = NULL;
             if (nkEtcdGet(e, mk, &v, NULL, err, sizeof(err)) == 0) {
@@ -442,11 +463,26 @@ int nkCoordInit(void) {
     C.role = CO_OFF;
     C.publishing_epoch = -1;
     if (!nkCoordOn()) return 0;
+    for (const char *p = nk.cfg.master_name; *p; p++) {
+        if (!isalnum((unsigned char)*p) && !strchr("._-", *p)) {
+            nkLog(LL_WARNING, "Coordinator: master-name \"%s\" names keys in etcd: use letters, digits, "
+                  "'.', '_' and '-' only", nk.cfg.master_name);
+            return -1;
+        }
+    }
     if (!nk.cfg.local_node || !addrParse(nk.cfg.local_node, &C.local)) {
         nkLog(LL_WARNING, "Coordinator: local-node must be the numeric ip:port of the SKV node on this "
               "Nic-KV's server (it is \"%s\")", nk.cfg.local_node ? nk.cfg.local_node : "");
         return -1;
     }
+    char lerr[256];
+    if (nkCoordCheckLeaseTime(nkFailoverLeaseMaxMs(), lerr, sizeof(lerr)) == -1) {
+        nkLog(LL_WARNING, "Coordinator: %s", lerr);
+        return -1;
+    }
+    if (!nk.cfg.failover)
+        nkLog(LL_WARNING, "Coordinator: failover is off: the leader grants and names replicas, but a "
+              "master that dies is not replaced");
     int timeout = nk.cfg.leader_ttl * 1000 / 4;
     if (timeout > 500) timeout = 500;
     nkEtcd *e = nkEtcdNew(nk.cfg.coordinator, timeout, err, sizeof(err));
@@ -503,8 +539,31 @@ int nkCoordLeader(void) {
 int nkCoordMayGrant(long long ms) {
     if (!nkCoordOn()) return 1;
     if (C.role != CO_LEADER) return 0;
-    long long end = coordNowUs() + ms * 1000 + ms * 1000 * NK_COORD_DRIFT_PCT / 100 + NK_COORD_MARGIN_US;
-    return end <= heldUs();
+    long long now = coordNowUs(), held = heldUs();
+    long long end = now + ms * 1000 + ms * 1000 * NK_COORD_DRIFT_PCT / 100 + NK_COORD_MARGIN_US;
+    if (end <= held) return 1;
+    if (held > now) {
+        /* We lead, but not for long enough: the last keep-alive answered
+         * is too old (etcd slow), or lease-time too long for leader-ttl. */
+        C.held_back++;
+        nkLogRepeat(LL_WARNING, "Coordinator: held back", "Coordinator: a grant of %lld ms held back: our "
+                    "leadership surely holds only %lld ms more (etcd answers slowly?)", ms, (held - now) / 1000);
+    }
+    return 0;
+}
+
+/* lease-time must fit in a leadership with a few rounds of the thread to
+ * spare: a grant needs lease-time + 10 % + 10 ms before held, which a
+ * keep-alive moves to 90 % of leader-ttl after it was sent. */
+int nkCoordCheckLeaseTime(long long ms, char *err, size_t errlen) {
+    long long room = (long long)nk.cfg.leader_ttl * 1000 * (100 - NK_COORD_DRIFT_PCT) / 100 -
+                     NK_COORD_MARGIN_US / 1000 - 3 * NK_COORD_TICK_US / 1000;
+    long long need = ms + ms * NK_COORD_DRIFT_PCT / 100 + NK_COORD_MARGIN_US / 1000;
+    if (!nkCoordOn() || need <= room / 2) return 0;
+    snprintf(err, errlen, "lease-time %lld is too long for leader-ttl %d: with a coordinator it must be at "
+             "most %lld ms (a grant must end well before the leader's etcd lease can)", ms, nk.cfg.leader_ttl,
+             (room / 2 - NK_COORD_MARGIN_US / 1000) * 100 / (100 + NK_COORD_DRIFT_PCT));
+    return -1;
 }
 
 int nkCoordLocal(const char *ip, int port) {
@@ -618,7 +677,7 @@ static void adoptRecord(void) {
 /* Called by the failover's tick: what the thread found, into the roles. */
 void nkCoordTick(const char *master_ip, int master_port, int master_valid, int watching, long long epoch,
                  long long lease_bound_us) {
-    int leader, etcd_ok, resigned, present;
+    int leader, etcd_ok, resigned, present, just_won = 0;
     long long held, now = coordNowUs();
     char err[256], inst[NICKV_INSTANCE_LEN + 1];
     sds rv;
@@ -649,8 +708,10 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         if (memcmp(&r, &C.rec, sizeof(r))) C.rec_seen_us = now;
         C.rec = r;
     } else if (sdslen(rv)) {
+        sds shown = sdscatrepr(sdsempty(), rv, sdslen(rv) > 200 ? 200 : sdslen(rv));
         nkLogRepeat(LL_WARNING, "Coordinator: record", "Coordinator: the record %s does not parse "
-                    "(\"%.200s\"): ignored", C.key_record, rv);
+                    "(%s): ignored", C.key_record, shown);
+        sdsfree(shown);
     }
     sdsfree(rv);
 
@@ -665,9 +726,14 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         C.role = CO_LEADER;
         C.won++;
         adoptRecord();
-        /* Every lease a previous leader granted ran out before we could
-         * create the key (the chain at the top); ours start now. */
-        nkFailoverGranted(0);
+        just_won = 1;
+        /* Every lease a previous leader granted ran out before its key
+         * could expire (the chain at the top). But a key can also vanish
+         * before its time: deleted by hand (etcdctl del), its lease revoked,
+         * or by an etcd bug (etcd-io/etcd#15247, a stale etcd leader
+         * revoking leases, fixed after 3.4.23). So we promote nobody for
+         * one more lease-time, as a restarted Nic-KV does. */
+        nkFailoverGranted(nkFailoverLeaseMaxMs());
         nkLog(LL_WARNING, "Coordinator: this Nic-KV leads %s (record: epoch %lld, master %s:%d)",
               nk.cfg.master_name, C.rec.epoch, C.rec.epoch ? C.rec.master.ip : "-",
               C.rec.epoch ? C.rec.master.port : 0);
@@ -676,9 +742,14 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
               etcd_ok ? "" : ": ", etcd_ok ? "" : err);
         C.role = CO_STANDBY;
         C.lost++;
+        /* A record we did not get written is not written later, when we
+         * may lead again with another view. */
         pthread_mutex_lock(&S.lock);
         S.resign = 0;
+        sdsfree(S.publish);
+        S.publish = NULL;
         pthread_mutex_unlock(&S.lock);
+        C.publishing_epoch = -1;
         /* Our probe connection to the master may hold its grantor's
          * place: the new leader takes it once our lease ran out. */
         nkProbeDropMasterConn();
@@ -693,10 +764,25 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     if (C.resigned_at_us && now - C.resigned_at_us < NK_COORD_RESIGN_PAUSE_MS * 1000LL) campaign = 0;
     /* A newer record: the master moved. A standby also takes the record's
      * master over what its own probes saw: the leader owns that. */
-    if (C.rec.epoch && watching &&
-        (C.rec.epoch > epoch || (C.role == CO_STANDBY && !addrIs(&C.rec.master, master_ip, master_port)))) {
+    if (C.rec.epoch && watching && C.role != CO_LEADER &&
+        (C.rec.epoch > epoch || !addrIs(&C.rec.master, master_ip, master_port))) {
         nkFailoverFollow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
         return;     /* again at the next tick, with the new view */
+    }
+    if (C.rec.epoch && watching && C.role == CO_LEADER && C.rec.epoch > epoch) {
+        if (just_won) {
+            nkFailoverFollow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
+            return;
+        }
+        /* Only the leader writes the record, guarded by its key: a newer
+         * one while we lead was written by someone else. Not followed. */
+        nkLogRepeat(LL_WARNING, "Coordinator: tampered", "Coordinator: the record %s names epoch %lld, "
+                    "newer than ours (%lld), while this Nic-KV leads: written by something else than the "
+                    "leader; ignored, and rewritten", C.key_record, C.rec.epoch, epoch);
+        C.tampered++;
+        /* Our master, at its epoch: the record is rewritten next tick. */
+        if (master_ip[0]) nkFailoverFollow(master_ip, master_port, C.rec.epoch);
+        return;
     }
 
     if (master_valid) {
@@ -741,8 +827,11 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
             (C.nwanted || stale || differs)) {
             coordAddr named[NK_COORD_NAMED];
             int n = 0;
+            /* One not named for the window leaves the record, and from now
+             * on is not named again until a record lists it anew. */
             for (int j = 0; j < C.nrecorded; j++)
-                if (now_ms - C.recorded[j].named_ms <= window) named[n++] = C.recorded[j].a;
+                if (now_ms - C.recorded[j].named_ms > window) C.recorded[j--] = C.recorded[--C.nrecorded];
+            for (int j = 0; j < C.nrecorded; j++) named[n++] = C.recorded[j].a;
             for (int i = 0; i < C.nwanted && n < NK_COORD_NAMED; i++) named[n++] = C.wanted[i];
             publish(epoch, master_ip, master_port, named, n, NULL);
         }
@@ -819,11 +908,13 @@ sds nkCoordInfo(sds s) {
         "record_named:%d\r\n"
         "leaderships_won:%lld\r\n"
         "leaderships_lost:%lld\r\n"
-        "leaderships_handed_over:%lld\r\n",
+        "leaderships_handed_over:%lld\r\n"
+        "records_not_ours:%lld\r\n"
+        "grants_held_back:%lld\r\n",
         nk.cfg.coordinator, roleNames[C.role], C.local.ip, C.local.port, lv,
         held > now ? (held - now) / 1000 : 0, ttl, etcd_ok, endpoint, err, rounds, failures, C.rec.epoch,
         C.rec.epoch ? C.rec.master.ip : "", C.rec.epoch ? C.rec.master.port : 0, C.rec.nnamed, C.won,
-        C.lost, C.resigns);
+        C.lost, C.resigns, C.tampered, C.held_back);
     sdsfree(lv);
     return s;
 }

@@ -262,6 +262,14 @@ long long nkFailoverLeaseTime(void) {
     return nk.cfg.lease_time;
 }
 
+long long nkFailoverLeaseBoundUs(void) {
+    return F.lease_bound_us;
+}
+
+long long nkFailoverLeaseMaxMs(void) {
+    return nk.cfg.lease_time > F.lease_max_ms ? nk.cfg.lease_time : F.lease_max_ms;
+}
+
 void nkFailoverGranted(long long ms) {
     long long bound = foNowUs() + ms * 1000 + ms * NK_LEASE_DRIFT_PPM / 1000 + NK_LEASE_MARGIN_US;
     if (bound > F.lease_bound_us) F.lease_bound_us = bound;
@@ -1150,6 +1158,7 @@ static int promoteSend(void) {
         return -1;
     }
     F.promote_sent = 1;
+    F.step_us = foNowUs();      /* the reply's time starts now, not at the record's write */
     return 0;
 }
 
@@ -1560,7 +1569,7 @@ static const char *foBlocker(void) {
     if (nkProbeMasterLease() == 0)
         return "the master runs with nickv-lease no: a promotion could leave two masters";
     if (nkProbeMasterLease() != 1) return "the master's nickv-lease is not known yet";
-    if (nkProbeLeaseForeign() && !nkCoordOn()) {
+    if (nkProbeLeaseForeign() && !(nkCoordOn() && nkProbeLeaseHeldByIdle())) {
         /* Another Nic-KV (or who holds our user's password) may grant it a
          * lease we cannot see run out: not ours to replace. */
         static char why[300];
@@ -1638,15 +1647,18 @@ void nkFailoverTick(void) {
                     F.state == FO_WATCHING, F.epoch, F.lease_bound_us);
         have_m = nkProbeNodes(&m, 1) == 1 && m.is_master;
         coordRecordWatch();
-        if (F.state != FO_WATCHING && !nkCoordLeader() && !(F.state == FO_PROMOTING && F.promote_sent)) {
-            foAbort("this Nic-KV no longer leads (coordinator)");
+        if (F.state != FO_WATCHING && !nkCoordLeader()) {
+            /* Whatever we were doing is the new leader's to decide: it
+             * follows the record, where a promotion we sent is written. */
+            if (F.state == FO_PROMOTING) promoteUndo("this Nic-KV no longer leads (coordinator)");
+            else foAbort("this Nic-KV no longer leads (coordinator)");
             return;
         }
         /* A master that answers but refuses our lease because another
          * Nic-KV's connection holds its grantor's place (a previous
          * leader, stopped or cut off from etcd): its lease ran out before
          * we led, nobody can renew it, so it takes no writes: replace it. */
-        if (nkCoordLeader() && have_m && m.valid && nkProbeLeaseForeign()) {
+        if (nkCoordLeader() && have_m && m.valid && nkProbeLeaseHeldByIdle()) {
             if (!F.foreign_since_us) F.foreign_since_us = now;
         } else F.foreign_since_us = 0;
     }

@@ -93,6 +93,9 @@ static void infoField(nkInfo *in, const char *name, size_t nlen, const char *v, 
         in->rdma_replication = vlen == 1 && v[0] == '1';
     } else if (IS("nickv_lease")) {
         in->lease = !(vlen == 3 && !memcmp(v, "off", 3));
+    } else if (IS("nickv_lease_left_ms")) {
+        if (infoNumber(v, vlen, 0, LLONG_MAX, &n)) in->lease_left_ms = n;
+        else infoBad(in, name, nlen);
     } else if (IS("cluster_enabled")) {
         if (infoNumber(v, vlen, 0, 1, &n)) in->cluster = (int)n;
         else infoBad(in, name, nlen);
@@ -109,6 +112,7 @@ void nkInfoParse(const char *reply, size_t len, nkInfo *in) {
     in->priority = -1;
     in->lease = -1;
     in->cluster = -1;
+    in->lease_left_ms = -1;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *eol = nl ? nl : end;

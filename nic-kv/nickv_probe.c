@@ -136,6 +136,9 @@ static long long health_messages;
 static long long master_clock;
 static char lease_err[128];             /* why the master refused a lease */
 static int lease_foreign;               /* ... because another may grant it */
+static long long foreign_since_us;      /* ... since then (0: not refused so) */
+static long long lease_zero_us;         /* the master's INFO last said its lease ran out */
+static long long lease_busy_us;         /* ... or last said it holds one */
 static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unknown */
 static int master_granted;              /* a grant went on this connection */
 static int master_cluster;              /* its INFO says cluster_enabled:1 */
@@ -469,6 +472,8 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
     int mport = in.master_port, rdma_port = in.rdma_port, rdma_on = in.rdma_listener;
     long long offset = in.master_repl_offset;
     if (in.lease >= 0) master_lease = in.lease;
+    if (in.lease_left_ms == 0) lease_zero_us = getMonotonicUs();
+    else if (in.lease_left_ms > 0) lease_busy_us = getMonotonicUs();
     if (in.cluster >= 0) master_cluster = in.cluster == 1;
     if (!strcmp(role, "master")) {
         streamHistory(replid, replid2);
@@ -592,6 +597,8 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
             nkLog(LL_WARNING, "Probe: the master refuses the lease we grant: %s", err);
         memcpy(lease_err, err, sizeof(lease_err));
         lease_foreign = leaseForeign(err);
+        if (!lease_foreign) foreign_since_us = 0;
+        else if (!foreign_since_us) foreign_since_us = now;
         master_clock = 0;
         /* It runs, though it cannot say which process it is. */
         master_identified = 1;
@@ -627,6 +634,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     if (lease_err[0]) nkLog(LL_NOTICE, "Probe: the master takes our lease again");
     lease_err[0] = '\0';
     lease_foreign = 0;
+    foreign_since_us = 0;
 }
 
 /* A restarted master's INFO: does it hold our stream, all of it (its
@@ -1341,6 +1349,11 @@ int nkProbeMasterCluster(void) {
  * (leaseForeign): it is not ours to fail over. */
 int nkProbeLeaseForeign(void) {
     return lease_err[0] && lease_foreign;
+}
+
+int nkProbeLeaseHeldByIdle(void) {
+    return nkProbeLeaseForeign() && strstr(lease_err, "another Nic-KV (client id ") && foreign_since_us &&
+           lease_zero_us > foreign_since_us && lease_zero_us > lease_busy_us;
 }
 
 const char *nkProbeLeaseError(void) {
