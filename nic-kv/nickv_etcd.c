@@ -6,9 +6,12 @@
  *
  *   client                                       etcd member
  *   connect (non-blocking, poll()ed)      --->
+ *   [TLS handshake, when the endpoints
+ *    are etcds:// or https://]           <-->
  *   POST /v3/<service>/<method> HTTP/1.1
  *   Host, Content-Type: application/json,
- *   Content-Length, Connection: close
+ *   Content-Length, Connection: close,
+ *   [Authorization: <token>]
  *   <JSON request>                        --->
  *                                         <---   HTTP/1.1 <status>
  *                                         <---   headers (usually
@@ -17,6 +20,7 @@
  *
  * The requests (64-bit numbers are JSON strings, keys and values base64):
  *
+ *   /v3/auth/authenticate {"name":u,"password":p} -> {"token":".."}
  *   /v3/lease/grant     {"TTL":"n","ID":"0"}   -> {"ID":"..","TTL":".."}
  *   /v3/lease/keepalive {"ID":"n"}             -> {"result":{"ID":"..",
  *                                                 "TTL":".."}}; no TTL: the
@@ -48,6 +52,34 @@
  * timeout may find its own earlier effect (a create that did happen then
  * "loses" to its own value): callers compare what they find.
  *
+ * Authentication (nkEtcdSetAuth). With a user set, an attempt made without
+ * a token authenticates first, on the endpoint it is about to use (an
+ * authentication goes through raft, so its token serves every member), and
+ * every request carries the token. When etcd answers that the token is
+ * invalid (it expired: --auth-token-ttl after its last use, or the members
+ * restarted) or that the auth store changed since it was issued, the attempt
+ * authenticates again and repeats the request once. (etcd 3.4 does not check
+ * the token of a lease keep-alive, so a keep-alive alone never renews it.) A refused authentication (wrong
+ * password, unknown user, authentication not enabled) ends the call like any
+ * refusal, and for NK_ETCD_AUTH_HOLD_MS afterwards calls fail at once with
+ * the same error instead of asking again: each authentication costs etcd a
+ * bcrypt and a raft round, and a caller retrying a failed call must not turn
+ * into a flood of them.
+ *
+ *   no token --authenticate--> token --request--> answer
+ *                                 ^                  | "invalid auth token",
+ *                                 |                  | "auth store is old"
+ *                                 +--authenticate----+ (once per attempt)
+ *
+ * TLS (nkEtcdSetTls, USE_OPENSSL builds only). The server's certificate must
+ * chain to the CA file (the system's CAs when none is given) and name the
+ * endpoint's host: its IP address for a numeric host, else its DNS name. A
+ * client certificate is sent when one is set (etcd's --client-cert-auth).
+ * The handshake is non-blocking, bounded by the attempt's share of the
+ * deadline like connect(); a handshake that fails counts as an endpoint
+ * that cannot be reached, so the error lists each endpoint's reason. OpenSSL
+ * writes with write(2): the process must ignore SIGPIPE (nic-kv does).
+ *
  * Names are resolved with getaddrinfo() at each connect, which poll() does
  * not bound; use numeric addresses where a slow resolver matters.
  *
@@ -58,6 +90,7 @@
 
 #include "fmacros.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -74,6 +107,12 @@
 #include "util.h"
 #include "zmalloc.h"
 
+#ifdef USE_OPENSSL
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#endif
+
 #define C_OK 0
 #define C_ERR -1
 
@@ -83,6 +122,8 @@
 #define NK_ETCD_HOST_MAX 256
 #define NK_ETCD_NAME_MAX (NK_ETCD_HOST_MAX + 8)
 #define NK_ETCD_JSON_DEPTH 32
+/* After a refused authentication, calls fail at once for this long. */
+#define NK_ETCD_AUTH_HOLD_MS 1000
 
 typedef struct nkEtcdPeer {
     char host[NK_ETCD_HOST_MAX]; /* as given, without IPv6 brackets */
@@ -96,7 +137,19 @@ struct nkEtcd {
     int cur;  /* the endpoint the next call tries first */
     int last; /* the endpoint the last attempt used */
     int timeout_ms;
+    int tls; /* etcds:// or https:// */
+#ifdef USE_OPENSSL
+    SSL_CTX *ssl_ctx; /* set by nkEtcdNew when tls, replaced by nkEtcdSetTls */
+#endif
+    sds user, password;      /* NULL: no authentication */
+    sds token;               /* NULL until authenticated */
+    long long auths;         /* successful authentications */
+    sds auth_refusal;        /* the last refused authentication's error */
+    long long auth_hold_end; /* ms: until then, calls fail with auth_refusal */
 };
+
+static int etcdTlsContext(nkEtcd *e, const char *ca_file, const char *cert_file, const char *key_file, char *err,
+                          size_t errlen);
 
 /* ------------------------------ Endpoints -------------------------------- */
 
@@ -140,8 +193,8 @@ bad:
 
 nkEtcd *nkEtcdNew(const char *urls, int timeout_ms, char *err, size_t errlen) {
     nkEtcd *e;
-    const char *s, *end;
-    int etcd_scheme, count = 1;
+    const char *s, *end, *item_scheme;
+    int list_scheme, tls, count = 1;
 
     if (!urls || !*urls) {
         snprintf(err, errlen, "etcd: no endpoints given");
@@ -151,31 +204,38 @@ nkEtcd *nkEtcdNew(const char *urls, int timeout_ms, char *err, size_t errlen) {
         snprintf(err, errlen, "etcd: the timeout must be positive, not %d ms", timeout_ms);
         return NULL;
     }
-    /* "etcd://h1:p1,h2:p2": one scheme for the list. Otherwise each item is
-     * "http://h:p". */
-    etcd_scheme = !strncmp(urls, "etcd://", 7);
-    s = etcd_scheme ? urls + 7 : urls;
+    /* "etcd://h1:p1,h2:p2" (or etcds:// for TLS): one scheme for the list.
+     * Otherwise each item is "http://h:p", or each is "https://h:p". */
+    list_scheme = !strncmp(urls, "etcd://", 7) || !strncmp(urls, "etcds://", 8);
+    tls = !strncmp(urls, "etcds://", 8) || !strncmp(urls, "https://", 8);
+    item_scheme = list_scheme ? NULL : tls ? "https://" : "http://";
+    s = list_scheme ? strstr(urls, "://") + 3 : urls;
     for (const char *c = s; *c; c++) count += *c == ',';
 
     e = zcalloc(sizeof(*e));
     e->peers = zcalloc(sizeof(nkEtcdPeer) * count);
     e->timeout_ms = timeout_ms;
+    e->tls = tls;
     while (1) {
         end = strchr(s, ',');
         if (!end) end = s + strlen(s);
-        if (!etcd_scheme) {
-            if (strncmp(s, "http://", 7)) {
-                snprintf(err, errlen, "etcd: bad endpoint '%.*s' (want etcd://h:p,h:p or http://h:p,http://h:p)",
+        if (item_scheme) {
+            if (strncmp(s, item_scheme, strlen(item_scheme))) {
+                snprintf(err, errlen,
+                         "etcd: bad endpoint '%.*s' (want etcd://h:p,h:p, etcds://h:p,h:p, "
+                         "http://h:p,http://h:p or https://h:p,https://h:p)",
                          (int)(end - s > 200 ? 200 : end - s), s);
                 goto err;
             }
-            s += 7;
+            s += strlen(item_scheme);
         }
         if (etcdParsePeer(s, end - s, &e->peers[e->npeers], err, errlen) == C_ERR) goto err;
         e->npeers++;
         if (!*end) break;
         s = end + 1;
     }
+    /* TLS until told otherwise verifies against the system's CAs. */
+    if (tls && etcdTlsContext(e, NULL, NULL, NULL, err, errlen) == C_ERR) goto err;
     return e;
 
 err:
@@ -183,10 +243,135 @@ err:
     return NULL;
 }
 
+/* Overwrite a secret before its memory goes back to the allocator. */
+static void etcdForget(sds s) {
+    if (!s) return;
+    memset(s, 0, sdslen(s));
+    sdsfree(s);
+}
+
 void nkEtcdFree(nkEtcd *e) {
     if (!e) return;
+#ifdef USE_OPENSSL
+    if (e->ssl_ctx) SSL_CTX_free(e->ssl_ctx);
+#endif
+    sdsfree(e->user);
+    etcdForget(e->password);
+    etcdForget(e->token);
+    sdsfree(e->auth_refusal);
     zfree(e->peers);
     zfree(e);
+}
+
+int nkEtcdSetAuth(nkEtcd *e, const char *user, const char *password) {
+    if (user && (!*user || !password)) return C_ERR;
+    sdsfree(e->user);
+    etcdForget(e->password);
+    etcdForget(e->token);
+    sdsfree(e->auth_refusal);
+    e->user = user ? sdsnew(user) : NULL;
+    e->password = user ? sdsnew(password) : NULL;
+    e->token = NULL;
+    e->auth_refusal = NULL;
+    e->auth_hold_end = 0;
+    return C_OK;
+}
+
+long long nkEtcdAuthentications(nkEtcd *e) {
+    return e->auths;
+}
+
+/* --------------------------------- TLS ----------------------------------- */
+
+#ifdef USE_OPENSSL
+/* OpenSSL's reason for the last failure on this thread, or fallback. */
+static const char *etcdTlsError(const char *fallback, char *buf, size_t len) {
+    unsigned long code = ERR_peek_last_error();
+    const char *why = code ? ERR_reason_error_string(code) : NULL;
+    if (why) return why;
+    if (code) {
+        ERR_error_string_n(code, buf, len);
+        return buf;
+    }
+    return fallback;
+}
+
+/* A client context: TLS 1.2 or later, the peer verified against ca_file (the
+ * system's CAs when NULL), cert_file/key_file sent when given. Replaces
+ * e->ssl_ctx only when all of it loaded. */
+static int etcdTlsContext(nkEtcd *e, const char *ca_file, const char *cert_file, const char *key_file, char *err,
+                          size_t errlen) {
+    SSL_CTX *ctx;
+    char eb[256];
+
+    ERR_clear_error();
+    if (!(ctx = SSL_CTX_new(TLS_client_method()))) {
+        snprintf(err, errlen, "etcd: SSL_CTX_new: %s", etcdTlsError("failed", eb, sizeof(eb)));
+        return C_ERR;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    /* A close without close_notify ends the answer; httpParse still
+     * refuses an answer cut short of its length or its last chunk. */
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+    if (ca_file) {
+        if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+            snprintf(err, errlen, "etcd: TLS CA file '%s': %s", ca_file, etcdTlsError("cannot load", eb, sizeof(eb)));
+            goto err;
+        }
+    } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        snprintf(err, errlen, "etcd: TLS: the system's CAs: %s", etcdTlsError("cannot load", eb, sizeof(eb)));
+        goto err;
+    }
+    if (!cert_file != !key_file) {
+        snprintf(err, errlen, "etcd: TLS: a client certificate needs both a certificate and a key file");
+        goto err;
+    }
+    if (cert_file) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+            snprintf(err, errlen, "etcd: TLS certificate file '%s': %s", cert_file,
+                     etcdTlsError("cannot load", eb, sizeof(eb)));
+            goto err;
+        }
+        if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+            snprintf(err, errlen, "etcd: TLS key file '%s': %s", key_file,
+                     etcdTlsError("cannot load", eb, sizeof(eb)));
+            goto err;
+        }
+        if (SSL_CTX_check_private_key(ctx) != 1) {
+            snprintf(err, errlen, "etcd: TLS key file '%s' does not match certificate '%s'", key_file, cert_file);
+            goto err;
+        }
+    }
+    if (e->ssl_ctx) SSL_CTX_free(e->ssl_ctx);
+    e->ssl_ctx = ctx;
+    return C_OK;
+
+err:
+    SSL_CTX_free(ctx);
+    return C_ERR;
+}
+#else
+static int etcdTlsContext(nkEtcd *e, const char *ca_file, const char *cert_file, const char *key_file, char *err,
+                          size_t errlen) {
+    (void)e;
+    (void)ca_file;
+    (void)cert_file;
+    (void)key_file;
+    snprintf(err, errlen, "etcd: TLS endpoints, but TLS support was not built (BUILD_TLS=no)");
+    return C_ERR;
+}
+#endif
+
+int nkEtcdSetTls(nkEtcd *e, const char *ca_file, const char *cert_file, const char *key_file, char *err,
+                 size_t errlen) {
+    if (!e->tls) {
+        snprintf(err, errlen, "etcd: TLS files given, but the endpoints are not etcds:// or https://");
+        return C_ERR;
+    }
+    return etcdTlsContext(e, ca_file, cert_file, key_file, err, errlen);
 }
 
 const char *nkEtcdEndpoint(nkEtcd *e) {
@@ -268,10 +453,104 @@ static int etcdConnect(const nkEtcdPeer *p, long long deadline, char *reason, si
     return fd;
 }
 
-static int etcdSendAll(int fd, const char *buf, size_t len, long long deadline, char *reason, size_t rlen) {
+/* One exchange's connection: a socket, and its TLS session when the
+ * endpoints are TLS. */
+typedef struct etcdConn {
+    int fd;
+#ifdef USE_OPENSSL
+    SSL *ssl;
+#endif
+} etcdConn;
+
+static void etcdConnClose(etcdConn *c) {
+#ifdef USE_OPENSSL
+    if (c->ssl) SSL_free(c->ssl);
+    c->ssl = NULL;
+#endif
+    if (c->fd != -1) close(c->fd);
+    c->fd = -1;
+}
+
+#ifdef USE_OPENSSL
+/* After an SSL_* call returned rv <= 0: wait for what it wants (1), or say
+ * why it failed in reason (0). what names the call ("TLS handshake"). */
+static int etcdTlsRetry(etcdConn *c, int rv, const char *what, long long deadline, char *reason, size_t rlen) {
+    char eb[256];
+    int want = SSL_get_error(c->ssl, rv), saved = errno;
+
+    if (want == SSL_ERROR_WANT_READ || want == SSL_ERROR_WANT_WRITE) {
+        int w = etcdWait(c->fd, want == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+        if (w > 0) return 1;
+        snprintf(reason, rlen, w == 0 ? "%s: timed out" : "%s: poll failed", what);
+        return 0;
+    }
+    /* A close (with SSL_OP_IGNORE_UNEXPECTED_EOF, even one without
+     * close_notify) reads as ZERO_RETURN: during a handshake, typically a
+     * peer that does not speak TLS. */
+    if (want == SSL_ERROR_ZERO_RETURN || (want == SSL_ERROR_SYSCALL && !ERR_peek_last_error())) {
+        if (want == SSL_ERROR_SYSCALL && saved)
+            snprintf(reason, rlen, "%s: %s", what, etcdStrerror(saved, eb, sizeof(eb)));
+        else snprintf(reason, rlen, "%s: connection closed by the peer", what);
+        return 0;
+    }
+    snprintf(reason, rlen, "%s: %s", what, etcdTlsError("failed", eb, sizeof(eb)));
+    return 0;
+}
+
+/* TLS on c's connected socket to p: the handshake, the peer's certificate
+ * checked against the CA and p's host (address or name). */
+static int etcdTlsStart(nkEtcd *e, const nkEtcdPeer *p, etcdConn *c, long long deadline, char *reason,
+                        size_t rlen) {
+    unsigned char addr[sizeof(struct in6_addr)];
+    char eb[256];
+    int numeric = inet_pton(AF_INET, p->host, addr) == 1 || inet_pton(AF_INET6, p->host, addr) == 1;
+
+    ERR_clear_error();
+    if (!(c->ssl = SSL_new(e->ssl_ctx)) || SSL_set_fd(c->ssl, c->fd) != 1) {
+        snprintf(reason, rlen, "SSL_new: %s", etcdTlsError("failed", eb, sizeof(eb)));
+        return C_ERR;
+    }
+    if (numeric) {
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), p->host) != 1) {
+            snprintf(reason, rlen, "TLS: cannot check the certificate against address %s", p->host);
+            return C_ERR;
+        }
+    } else if (SSL_set_tlsext_host_name(c->ssl, p->host) != 1 || SSL_set1_host(c->ssl, p->host) != 1) {
+        snprintf(reason, rlen, "TLS: cannot check the certificate against name %s", p->host);
+        return C_ERR;
+    }
+    while (1) {
+        ERR_clear_error();
+        errno = 0;
+        int rv = SSL_connect(c->ssl);
+        if (rv == 1) return C_OK;
+        if (etcdTlsRetry(c, rv, "TLS handshake", deadline, reason, rlen)) continue;
+        long vr = SSL_get_verify_result(c->ssl);
+        if (vr != X509_V_OK)
+            snprintf(reason, rlen, "TLS handshake: certificate verify failed: %s", X509_verify_cert_error_string(vr));
+        return C_ERR;
+    }
+}
+#endif
+
+static int etcdSendAll(etcdConn *c, const char *buf, size_t len, long long deadline, char *reason, size_t rlen) {
     char eb[128];
     while (len) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+#ifdef USE_OPENSSL
+        if (c->ssl) {
+            ERR_clear_error();
+            errno = 0;
+            int n = SSL_write(c->ssl, buf, len > 1 << 30 ? 1 << 30 : (int)len);
+            if (n > 0) {
+                buf += n;
+                len -= n;
+            } else if (!etcdTlsRetry(c, n, "TLS send", deadline, reason, rlen)) {
+                return C_ERR;
+            }
+            continue;
+        }
+#endif
+        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
         if (n > 0) {
             buf += n;
             len -= n;
@@ -282,7 +561,7 @@ static int etcdSendAll(int fd, const char *buf, size_t len, long long deadline, 
             snprintf(reason, rlen, "send: %s", etcdStrerror(errno, eb, sizeof(eb)));
             return C_ERR;
         }
-        int rv = etcdWait(fd, POLLOUT, deadline);
+        int rv = etcdWait(c->fd, POLLOUT, deadline);
         if (rv <= 0) {
             snprintf(reason, rlen, rv == 0 ? "send: timed out" : "send: poll failed");
             return C_ERR;
@@ -292,14 +571,27 @@ static int etcdSendAll(int fd, const char *buf, size_t len, long long deadline, 
 }
 
 /* Everything the peer sends until it closes, at most NK_ETCD_ANSWER_MAX. */
-static sds etcdRecvAll(int fd, long long deadline, char *reason, size_t rlen) {
+static sds etcdRecvAll(etcdConn *c, long long deadline, char *reason, size_t rlen) {
     sds buf = sdsempty();
     char eb[128];
     while (1) {
         buf = sdsMakeRoomFor(buf, 16384);
         size_t room = sdsavail(buf);
+        ssize_t n;
         if (sdslen(buf) + room > NK_ETCD_ANSWER_MAX + 1) room = NK_ETCD_ANSWER_MAX + 1 - sdslen(buf);
-        ssize_t n = recv(fd, buf + sdslen(buf), room, 0);
+#ifdef USE_OPENSSL
+        if (c->ssl) {
+            ERR_clear_error();
+            errno = 0;
+            n = SSL_read(c->ssl, buf + sdslen(buf), (int)room);
+            if (n <= 0) {
+                if (SSL_get_error(c->ssl, (int)n) == SSL_ERROR_ZERO_RETURN) return buf;
+                if (etcdTlsRetry(c, (int)n, "TLS recv", deadline, reason, rlen)) continue;
+                goto err;
+            }
+        } else
+#endif
+            n = recv(c->fd, buf + sdslen(buf), room, 0);
         if (n > 0) {
             sdsIncrLen(buf, n);
             if (sdslen(buf) > NK_ETCD_ANSWER_MAX) {
@@ -314,7 +606,7 @@ static sds etcdRecvAll(int fd, long long deadline, char *reason, size_t rlen) {
             snprintf(reason, rlen, "recv: %s", etcdStrerror(errno, eb, sizeof(eb)));
             goto err;
         }
-        int rv = etcdWait(fd, POLLIN, deadline);
+        int rv = etcdWait(c->fd, POLLIN, deadline);
         if (rv <= 0) {
             snprintf(reason, rlen, rv == 0 ? "no answer in time (%zu bytes read)" : "recv: poll failed",
                      sdslen(buf));
@@ -844,26 +1136,46 @@ static sds etcdErrorText(const etcdAnswer *a) {
 /* ------------------------------- Exchange -------------------------------- */
 
 /* What one attempt on one endpoint ended with. */
-typedef enum { ETCD_ANSWERED, ETCD_REFUSED, ETCD_UNAVAILABLE } etcdOutcome;
+typedef enum {
+    ETCD_ANSWERED,
+    ETCD_REFUSED,
+    ETCD_UNAVAILABLE,
+    ETCD_TOKEN_REJECTED, /* the token expired or is stale: authenticate again */
+    ETCD_AUTH_REFUSED,   /* the credentials were refused */
+} etcdOutcome;
 
-/* POST body to path on p, before deadline. ETCD_ANSWERED: *doc is a 200's
- * JSON object without an error. ETCD_REFUSED: etcd said no (reason says
- * what it said). ETCD_UNAVAILABLE: try another endpoint (reason says why). */
-static etcdOutcome etcdExchange(const nkEtcdPeer *p, const char *path, const char *body, long long deadline,
-                                sds *doc, char *reason, size_t rlen) {
-    sds req, raw = NULL, resp = NULL, msg;
-    int fd, status;
+/* Does etcd's refusal (reason) say the token is no longer good? */
+static int etcdTokenRejected(const char *reason) {
+    return strstr(reason, "invalid auth token") != NULL || strstr(reason, "revision of auth store is old") != NULL;
+}
+
+/* POST body to path on p, with the token (when not NULL), before deadline.
+ * ETCD_ANSWERED: *doc is a 200's JSON object without an error. ETCD_REFUSED
+ * or ETCD_TOKEN_REJECTED: etcd said no (reason says what it said).
+ * ETCD_UNAVAILABLE: try another endpoint (reason says why). */
+static etcdOutcome etcdExchange(nkEtcd *e, const nkEtcdPeer *p, const char *path, const char *body,
+                                const char *token, long long deadline, sds *doc, char *reason, size_t rlen) {
+    sds req = NULL, raw = NULL, resp = NULL, msg;
+    int status;
     etcdOutcome out = ETCD_UNAVAILABLE;
     etcdAnswer a = {NULL, p->name, path};
+    etcdConn c = {.fd = -1};
 
     *doc = NULL;
-    if ((fd = etcdConnect(p, deadline, reason, rlen)) == -1) return ETCD_UNAVAILABLE;
+    if ((c.fd = etcdConnect(p, deadline, reason, rlen)) == -1) return ETCD_UNAVAILABLE;
+#ifdef USE_OPENSSL
+    if (e->tls && etcdTlsStart(e, p, &c, deadline, reason, rlen) == C_ERR) goto done;
+#else
+    (void)e;
+#endif
     req = sdscatprintf(sdsempty(),
                        "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                       "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                       path, p->name, strlen(body), body);
-    if (etcdSendAll(fd, req, sdslen(req), deadline, reason, rlen) == C_ERR) goto done;
-    if (!(raw = etcdRecvAll(fd, deadline, reason, rlen))) goto done;
+                       "Content-Length: %zu\r\nConnection: close\r\n",
+                       path, p->name, strlen(body));
+    if (token) req = sdscatprintf(req, "Authorization: %s\r\n", token);
+    req = sdscatprintf(req, "\r\n%s", body);
+    if (etcdSendAll(&c, req, sdslen(req), deadline, reason, rlen) == C_ERR) goto done;
+    if (!(raw = etcdRecvAll(&c, deadline, reason, rlen))) goto done;
     if (httpParse(raw, sdslen(raw), &status, &resp, reason, rlen) == C_ERR) goto done;
     if (!jsonCheck(resp, sdslen(resp))) {
         snprintf(reason, rlen, "HTTP %d with a body that is not a JSON object: '%.80s'", status, resp);
@@ -882,12 +1194,104 @@ static etcdOutcome etcdExchange(const nkEtcdPeer *p, const char *path, const cha
     snprintf(reason, rlen, "HTTP %d: %s", status, msg ? msg : "(no message)");
     sdsfree(msg);
     out = status >= 500 ? ETCD_UNAVAILABLE : ETCD_REFUSED;
+    if (out == ETCD_REFUSED && token && etcdTokenRejected(reason)) out = ETCD_TOKEN_REJECTED;
 
 done:
-    close(fd);
-    sdsfree(req);
+    etcdConnClose(&c);
+    if (req) {
+        memset(req, 0, sdslen(req)); /* the token, or a password */
+        sdsfree(req);
+    }
     sdsfree(raw);
     sdsfree(resp);
+    return out;
+}
+
+/* "name":"s" with JSON's escapes. */
+static sds jsonStringField(sds out, const char *name, const char *s) {
+    out = sdscatprintf(out, "\"%s\":\"", name);
+    for (; *s; s++) {
+        unsigned char ch = *s;
+        if (ch == '"' || ch == '\\') out = sdscatprintf(out, "\\%c", ch);
+        else if (ch < 0x20) out = sdscatprintf(out, "\\u%04x", ch);
+        else out = sdscatlen(out, s, 1);
+    }
+    return sdscatlen(out, "\"", 1);
+}
+
+/* Authenticate with e's user and password on p, for a token in e->token.
+ * ETCD_AUTH_REFUSED: the credentials were refused (reason says so, with
+ * etcd's words); ETCD_UNAVAILABLE: p could not answer. */
+static etcdOutcome etcdAuthenticate(nkEtcd *e, const nkEtcdPeer *p, long long deadline, char *reason, size_t rlen) {
+    const char *path = "/v3/auth/authenticate";
+    sds body = jsonStringField(sdsnew("{"), "name", e->user), doc = NULL, token = NULL;
+    char why[512];
+    etcdOutcome out;
+
+    body = sdscat(body, ",");
+    body = jsonStringField(body, "password", e->password);
+    body = sdscat(body, "}");
+    why[0] = '\0';
+    out = etcdExchange(e, p, path, body, NULL, deadline, &doc, why, sizeof(why));
+    etcdForget(body);
+    if (out == ETCD_UNAVAILABLE) {
+        snprintf(reason, rlen, "authenticate: %s", why);
+        return out;
+    }
+    if (out != ETCD_ANSWERED) {
+        snprintf(reason, rlen, "authentication as user '%s' failed: %s", e->user, why);
+        return ETCD_AUTH_REFUSED;
+    }
+    etcdAnswer a = {doc, p->name, path};
+    if (etcdText(&a, "token", &token, why, sizeof(why)) == C_ERR || !token || !sdslen(token)) {
+        snprintf(reason, rlen, "authenticate: an answer without a token");
+        out = ETCD_UNAVAILABLE;
+    } else {
+        /* It goes into a header line: printable ASCII only. */
+        for (size_t i = 0; i < sdslen(token); i++) {
+            if (token[i] <= ' ' || token[i] >= 127) {
+                snprintf(reason, rlen, "authenticate: a token that cannot be sent in a header");
+                out = ETCD_UNAVAILABLE;
+                break;
+            }
+        }
+    }
+    if (out == ETCD_ANSWERED) {
+        etcdForget(e->token);
+        e->token = token;
+        token = NULL;
+        e->auths++;
+    }
+    etcdForget(token);
+    sdsfree(doc);
+    return out;
+}
+
+/* One attempt on p: authenticate when there is no token yet, the request,
+ * and once more after authenticating again when etcd says the token is no
+ * longer good. */
+static etcdOutcome etcdAttempt(nkEtcd *e, const nkEtcdPeer *p, const char *path, const char *body, long long deadline,
+                               sds *doc, char *reason, size_t rlen) {
+    etcdOutcome out;
+    int fresh = 0;
+
+    if (e->user && !e->token) {
+        if ((out = etcdAuthenticate(e, p, deadline, reason, rlen)) != ETCD_ANSWERED) return out;
+        fresh = 1;
+    }
+    out = etcdExchange(e, p, path, body, e->token, deadline, doc, reason, rlen);
+    if (out == ETCD_TOKEN_REJECTED && !fresh) {
+        etcdForget(e->token);
+        e->token = NULL;
+        if ((out = etcdAuthenticate(e, p, deadline, reason, rlen)) != ETCD_ANSWERED) return out;
+        out = etcdExchange(e, p, path, body, e->token, deadline, doc, reason, rlen);
+    }
+    if (out == ETCD_TOKEN_REJECTED) {
+        /* Even a token just issued: refuse the call, start afresh next time. */
+        etcdForget(e->token);
+        e->token = NULL;
+        out = ETCD_REFUSED;
+    }
     return out;
 }
 
@@ -899,6 +1303,11 @@ static int etcdCall(nkEtcd *e, const char *path, const char *body, etcdAnswer *a
     sds tried = sdsempty();
     char reason[512];
 
+    if (e->auth_refusal && start < e->auth_hold_end) {
+        snprintf(err, errlen, "%s (not asked again for %lld ms)", e->auth_refusal, e->auth_hold_end - start);
+        sdsfree(tried);
+        return C_ERR;
+    }
     for (int n = 0; n < e->npeers; n++) {
         long long now = etcdNowMs();
         if (now >= deadline) break;
@@ -908,15 +1317,26 @@ static int etcdCall(nkEtcd *e, const char *path, const char *body, etcdAnswer *a
 
         e->last = e->cur;
         reason[0] = '\0';
-        etcdOutcome out = etcdExchange(p, path, body, now + share, &a->doc, reason, sizeof(reason));
+        etcdOutcome out = etcdAttempt(e, p, path, body, now + share, &a->doc, reason, sizeof(reason));
         if (out == ETCD_ANSWERED) {
             a->peer = p->name;
             a->path = path;
             sdsfree(tried);
             return C_OK;
         }
+        if (out == ETCD_AUTH_REFUSED) {
+            snprintf(err, errlen, "etcd %s: %s", p->name, reason);
+            sdsfree(e->auth_refusal);
+            e->auth_refusal = sdsnew(err);
+            e->auth_hold_end = etcdNowMs() + NK_ETCD_AUTH_HOLD_MS;
+            sdsfree(tried);
+            return C_ERR;
+        }
         if (out == ETCD_REFUSED) {
-            snprintf(err, errlen, "etcd %s: POST %s: %s", p->name, path, reason);
+            /* etcd 3.4's words for a request without a token. */
+            int anonymous = !e->user && strstr(reason, "user name is empty");
+            snprintf(err, errlen, "etcd %s: POST %s: %s%s", p->name, path, reason,
+                     anonymous ? " (etcd requires authentication: no user and password were given)" : "");
             sdsfree(tried);
             return C_ERR;
         }

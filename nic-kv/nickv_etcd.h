@@ -22,10 +22,42 @@
 typedef struct nkEtcd nkEtcd;
 
 /* urls: "etcd://h1:2379,h2:2379" or "http://h1:2379,http://h2:2379" (numeric
- * addresses or names; names are resolved at each connect). NULL and err on a
- * malformed list. */
+ * addresses or names; names are resolved at each connect); "etcds://h1:2379,
+ * h2:2379" or "https://h1:2379,https://h2:2379" for TLS, which until
+ * nkEtcdSetTls says otherwise verifies etcd's certificate against the
+ * system's CAs. One scheme for the whole list. NULL and err on a malformed
+ * list, or TLS endpoints in a build without TLS (BUILD_TLS=no). */
 nkEtcd *nkEtcdNew(const char *urls, int timeout_ms, char *err, size_t errlen);
+/* Also overwrites the password and token before freeing them. */
 void nkEtcdFree(nkEtcd *e);
+
+/* Authenticate as user with password (etcd's auth enabled); user NULL: no
+ * authentication (the default). Copies both. Every later call sends a token
+ * from POST /v3/auth/authenticate, fetched before the first request and
+ * again, transparently, whenever etcd says the token is invalid (expired,
+ * --auth-token-ttl) or stale; a call authenticates at most twice. Refused
+ * credentials fail the call with "etcd <h:p>: authentication as user '<u>'
+ * failed: HTTP <status>: <etcd's message>", and every call in the second
+ * that follows fails with the same error without asking etcd again. -1 when
+ * user is empty or password NULL, else 0. */
+int nkEtcdSetAuth(nkEtcd *e, const char *user, const char *password);
+/* How many times e has authenticated (a renewed token counts again). */
+long long nkEtcdAuthentications(nkEtcd *e);
+
+/* TLS settings for etcds:// or https:// endpoints: etcd's certificate must
+ * chain to ca_file (PEM; NULL: the system's CAs) and name the endpoint's
+ * host (its IP address for a numeric host, else its DNS name); cert_file
+ * and key_file (PEM, both or neither) are sent to etcds that require a
+ * client certificate (--client-cert-auth). Files are read now; on failure
+ * (a file that does not load, a key that does not match, endpoints that are
+ * not TLS, a build without TLS) returns -1 with err naming the file and
+ * OpenSSL's reason, and the previous settings stay. The handshake happens at
+ * each connect, within the call's deadline; a failed one (certificate not
+ * trusted, wrong host, not a TLS server) counts as an unreachable endpoint,
+ * and the call's error gives each endpoint's reason. The process must
+ * ignore SIGPIPE. */
+int nkEtcdSetTls(nkEtcd *e, const char *ca_file, const char *cert_file, const char *key_file, char *err,
+                 size_t errlen);
 /* The endpoint the last call used ("h:p"). */
 const char *nkEtcdEndpoint(nkEtcd *e);
 

@@ -7,9 +7,22 @@
 # second and let leases as short as 1 s be granted (etcd's minimum TTL is
 # 1.5 election timeouts, rounded up to a second).
 #
-#   etcd_cluster_start ?n?   start n members (3), wait until all are healthy;
-#                            returns the cluster (a dict: members, urls)
-#   etcd_cluster_urls        "etcd://h:p,h:p,h:p", in the members' order
+#   etcd_cluster_start ?n? ?opts?
+#                            start n members (3), wait until all are healthy
+#                            (starting again on other ports when a member
+#                            lost its port to another process); returns the
+#                            cluster (a dict: members, urls).
+#                            opts (a dict, empty by default) may hold flags:
+#                            more etcd flags for every member (with
+#                            --cert-file the client URLs are https), and
+#                            etcdctl: flags for every etcdctl the helpers run
+#                            (--cacert, --cert/--key, --user)
+#   etcd_cluster_urls        "etcd://h:p,h:p,h:p" (etcds:// with TLS), in the
+#                            members' order
+#   etcd_ctl args...         etcdctl on the running members, with the
+#                            cluster's etcdctl flags
+#   etcd_ctl_flags_add f..   more etcdctl flags from now on (--user after
+#                            "auth enable")
 #   etcd_member_kill i       SIGKILL member i (0-based), wait until it is gone
 #   etcd_member_start i      restart member i on its data directory
 #                            (--initial-cluster-state existing), wait until
@@ -18,7 +31,7 @@
 #   etcd_cluster_stop        the same, and forget the cluster
 #
 # The cluster is in ::etcd_cluster: dir, initial (the --initial-cluster
-# string) and members, a list of dicts with name, client (port), peer
+# string), flags, ctl (the etcdctl flags), scheme (http or https) and members, a list of dicts with name, client (port), peer
 # (port), url, data, log and pid (0 while it is not running).
 
 # Members a previous test file left running (it failed before its
@@ -39,7 +52,7 @@ proc etcd_member_args {m initial state} {
         --initial-advertise-peer-urls http://127.0.0.1:[dict get $m peer] \
         --initial-cluster $initial --initial-cluster-state $state \
         --initial-cluster-token skv-test \
-        --heartbeat-interval 50 --election-timeout 500
+        --heartbeat-interval 50 --election-timeout 500 {*}[dict get $::etcd_cluster flags]
 }
 
 proc etcd_member_spawn {i state} {
@@ -69,7 +82,16 @@ proc etcd_proc_state {pid} {
 
 # Is every url in the list healthy (etcdctl endpoint health: a quorum read)?
 proc etcd_healthy {urls} {
-    expr {![catch {exec etcdctl --endpoints=[join $urls ,] --command-timeout=2s endpoint health 2>@1} out]}
+    expr {![catch {exec etcdctl --endpoints=[join $urls ,] {*}[dict get $::etcd_cluster ctl] \
+                   --command-timeout=2s endpoint health 2>@1} out]}
+}
+
+proc etcd_ctl {args} {
+    exec etcdctl --endpoints=[join [etcd_running_urls] ,] {*}[dict get $::etcd_cluster ctl] {*}$args
+}
+
+proc etcd_ctl_flags_add {args} {
+    dict lappend ::etcd_cluster ctl {*}$args
 }
 
 proc etcd_member_url {i} {
@@ -84,28 +106,50 @@ proc etcd_running_urls {} {
     return $urls
 }
 
-proc etcd_cluster_start {{n 3}} {
-    if {[info exists ::etcd_cluster]} { error "an etcd cluster is already running" }
-    set dir [file normalize [tmpdir etcd]]
-    set members {}
-    set initial {}
-    for {set i 0} {$i < $n} {incr i} {
-        set client [find_available_port [expr {$::baseport + 600}] 100]
-        set peer [find_available_port [expr {$::baseport + 600}] 100]
-        set name m$i
-        lappend members [dict create name $name client $client peer $peer \
-            url http://127.0.0.1:$client data $dir/$name.data log $dir/$name.log pid 0]
-        lappend initial $name=http://127.0.0.1:$peer
+# Did a member exit because a port was taken? On a busy machine a port that
+# find_available_port found free can be taken (another process's outgoing
+# connection lands on it) before etcd binds it.
+proc etcd_bind_failed {} {
+    foreach m [dict get $::etcd_cluster members] {
+        if {![etcd_pid_alive [dict get $m pid]] &&
+            ![catch {exec grep -q {address already in use} [dict get $m log]}]} { return 1 }
     }
-    set ::etcd_cluster [dict create dir $dir initial [join $initial ,] members $members]
-    for {set i 0} {$i < $n} {incr i} { etcd_member_spawn $i new }
-    set urls [etcd_running_urls]
-    wait_for_condition 100 100 {
-        [etcd_healthy $urls]
-    } else {
-        set why [catch {exec etcdctl --endpoints=[join $urls ,] endpoint health 2>@1} out]
+    return 0
+}
+
+proc etcd_cluster_start {{n 3} {opts {}}} {
+    if {[info exists ::etcd_cluster]} { error "an etcd cluster is already running" }
+    set flags [expr {[dict exists $opts flags] ? [dict get $opts flags] : {}}]
+    set ctl [expr {[dict exists $opts etcdctl] ? [dict get $opts etcdctl] : {}}]
+    set scheme [expr {"--cert-file" in $flags ? "https" : "http"}]
+    # A start that lost a port to another process is tried again on others.
+    for {set attempt 1} {1} {incr attempt} {
+        set dir [file normalize [tmpdir etcd]]
+        set members {}
+        set initial {}
+        for {set i 0} {$i < $n} {incr i} {
+            set client [find_available_port [expr {$::baseport + 600}] 100]
+            set peer [find_available_port [expr {$::baseport + 600}] 100]
+            set name m$i
+            lappend members [dict create name $name client $client peer $peer \
+                url $scheme://127.0.0.1:$client data $dir/$name.data log $dir/$name.log pid 0]
+            lappend initial $name=http://127.0.0.1:$peer
+        }
+        set ::etcd_cluster [dict create dir $dir initial [join $initial ,] members $members \
+            flags $flags ctl $ctl scheme $scheme]
+        for {set i 0} {$i < $n} {incr i} { etcd_member_spawn $i new }
+        set urls [etcd_running_urls]
+        wait_for_condition 100 100 {
+            [etcd_healthy $urls] || [etcd_bind_failed]
+        } else {
+            set why [catch {exec etcdctl --endpoints=[join $urls ,] {*}$ctl endpoint health 2>@1} out]
+            etcd_cluster_stop
+            fail "etcd cluster not healthy in 10 s (logs in $dir): $out"
+        }
+        if {![etcd_bind_failed]} break
         etcd_cluster_stop
-        fail "etcd cluster not healthy in 10 s (logs in $dir): $out"
+        if {$attempt == 3} { fail "etcd cluster: a port was taken at each of 3 starts (logs in $dir)" }
+        puts "etcd cluster: a port was taken before a member bound it, starting again on others (logs in $dir)"
     }
     return $::etcd_cluster
 }
@@ -113,7 +157,7 @@ proc etcd_cluster_start {{n 3}} {
 proc etcd_cluster_urls {} {
     set hps {}
     foreach m [dict get $::etcd_cluster members] { lappend hps 127.0.0.1:[dict get $m client] }
-    return etcd://[join $hps ,]
+    return [expr {[dict get $::etcd_cluster scheme] eq "https" ? "etcds" : "etcd"}]://[join $hps ,]
 }
 
 proc etcd_member_kill {i} {

@@ -2,7 +2,9 @@
 # against a real three-member etcd cluster (tests/etcd.tcl): leases, the
 # create-once leader key, guarded writes and deletes, and what it does when
 # members die: the next endpoint within the call's deadline, and an error
-# naming the endpoints when no quorum is left.
+# naming the endpoints when no quorum is left. Then the same calls with
+# etcd's authentication enabled (a user limited to /skv/, tokens that expire
+# after 2 s) and over TLS (a CA made here, client certificates required).
 #
 # SKV_ETCD_CHECK runs another build of the tool (e.g. one compiled with
 # -fsanitize=address,undefined).
@@ -37,13 +39,38 @@ proc ec {args} {
 
 # What etcdctl (not our client) sees of a key: its value, or {} when absent.
 proc etcdctl_get {key} {
-    exec etcdctl --endpoints=[join [etcd_running_urls] ,] get --print-value-only $key
+    etcd_ctl get --print-value-only $key
 }
 
 proc etcdctl_lease_ttl {id} {
-    set out [exec etcdctl --endpoints=[join [etcd_running_urls] ,] lease timetolive [format %x $id]]
+    set out [etcd_ctl lease timetolive [format %x $id]]
     if {[regexp {remaining\((-?\d+)s\)} $out -> ttl]} { return $ttl }
     return $out
+}
+
+# A CA, a server certificate for 127.0.0.1 (its only name), a client
+# certificate, and a second CA that signed neither, in dir.
+proc ec_make_certs {dir} {
+    set ossl {openssl}
+    foreach ca {ca other-ca} {
+        exec {*}$ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+            -subj /CN=skv-test-$ca -keyout $dir/$ca.key -out $dir/$ca.crt 2>@1
+    }
+    foreach {name san} {server IP:127.0.0.1 client {}} {
+        set ext [expr {$san eq {} ? {} : [list -addext subjectAltName=$san]}]
+        exec {*}$ossl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+            -subj /CN=skv-test-$name {*}$ext -keyout $dir/$name.key -out $dir/$name.csr 2>@1
+        exec {*}$ossl x509 -req -in $dir/$name.csr -CA $dir/ca.crt -CAkey $dir/ca.key -CAcreateserial \
+            -days 2 -copy_extensions copy -out $dir/$name.crt 2>@1
+    }
+}
+
+# A call that must fail: {output ms}.
+proc ec_fails {args} {
+    set start [clock milliseconds]
+    lassign [ec_exec {*}$args] status out
+    if {$status != 1} { fail "nickv-etcd-check $args: exit status $status, not 1: $out" }
+    list $out [expr {[clock milliseconds] - $start}]
 }
 
 tags {"skv etcd external:skip"} {
@@ -52,6 +79,9 @@ tags {"skv etcd external:skip"} {
             fail "etcd and etcdctl are not installed (utils/setup-deps.sh test installs etcd-server, etcd-client)"
         }
     } else {
+    set ::ec_certs [file normalize [tmpdir etcd-certs]]
+    ec_make_certs $::ec_certs
+
     etcd_cluster_start 3
 
     test {etcd client: a lease is granted with the TTL etcd gives} {
@@ -219,8 +249,8 @@ tags {"skv etcd external:skip"} {
             etcd://127.0.0.1:99999 {etcd: bad endpoint '127.0.0.1:99999' (want host:port)}
             etcd://127.0.0.1:2379,,127.0.0.1:2380 {etcd: bad endpoint '' (want host:port)}
             etcd://127.0.0.1:23x9 {etcd: bad endpoint '127.0.0.1:23x9' (want host:port)}
-            http://127.0.0.1:2379,127.0.0.1:2380 {etcd: bad endpoint '127.0.0.1:2380' (want etcd://h:p,h:p or http://h:p,http://h:p)}
-            https://127.0.0.1:2379 {etcd: bad endpoint 'https://127.0.0.1:2379' (want etcd://h:p,h:p or http://h:p,http://h:p)}
+            http://127.0.0.1:2379,127.0.0.1:2380 {etcd: bad endpoint '127.0.0.1:2380' (want etcd://h:p,h:p, etcds://h:p,h:p, http://h:p,http://h:p or https://h:p,https://h:p)}
+            http://127.0.0.1:2379,https://127.0.0.1:2380 {etcd: bad endpoint 'https://127.0.0.1:2380' (want etcd://h:p,h:p, etcds://h:p,h:p, http://h:p,http://h:p or https://h:p,https://h:p)}
         } {
             set start [clock milliseconds]
             lassign [ec_exec -t 1000 $urls get /k] status out
@@ -232,6 +262,168 @@ tags {"skv etcd external:skip"} {
         set hps [string range [etcd_cluster_urls] 7 end]
         set http [join [lmap hp [split $hps ,] {string cat http:// $hp}] ,]
         assert_match "one *" [exec $::etcd_check $http get /skv/rot]
+    }
+
+    test {etcd client: a plain-HTTP member given as https fails at the handshake, in time} {
+        set hp [lindex [split [string range [etcd_cluster_urls] 7 end] ,] 0]
+        foreach url [list https://$hp etcds://$hp] {
+            lassign [ec_fails -t 1000 --cacert $::ec_certs/ca.crt $url get /skv/rot] out ms
+            puts "etcd client: TLS to a plain member failed in $ms ms: $out"
+            assert_match "etcd: POST /v3/kv/range: no endpoint answered in * ms (timeout 1000 ms): $hp: TLS handshake: *" $out
+            assert {$ms < 2000}
+        }
+        # TLS files with plain endpoints are a mistake, not ignored.
+        lassign [ec_fails --cacert $::ec_certs/ca.crt [etcd_cluster_urls] get /skv/rot] out
+        assert_equal {etcd: TLS files given, but the endpoints are not etcds:// or https://} $out
+    }
+
+    etcd_cluster_stop
+
+    # ------------------------------ Authentication ------------------------------
+
+    # Tokens expire 2 s after their last use.
+    etcd_cluster_start 3 {flags {--auth-token-ttl 2}}
+    set ::ec_pw {p@ss "wo\rd" :x}
+    etcd_ctl --interactive=false user add root:rootpw
+    etcd_ctl role add root
+    etcd_ctl user grant-role root root
+    etcd_ctl role add skv
+    etcd_ctl role grant-permission skv --prefix=true readwrite /skv/
+    etcd_ctl --interactive=false user add "nickv:$::ec_pw"
+    etcd_ctl user grant-role nickv skv
+    etcd_ctl auth enable
+    etcd_ctl_flags_add --user root:rootpw
+
+    proc eca {args} {
+        lassign [ec_exec -t 2000 --user nickv --password $::ec_pw [etcd_cluster_urls] {*}$args] status out
+        if {$status != 0} { fail "nickv-etcd-check --user nickv $args: $out" }
+        lindex [split $out "\n"] 0
+    }
+
+    test {etcd auth: with the right password every call works} {
+        lassign [eca grant 10] id granted
+        assert {$id > 0 && $granted == 10}
+        assert_equal won [eca create /skv/auth/leader me $id]
+        assert_equal {lost me} [eca create /skv/auth/leader you 0]
+        assert_equal me [lindex [eca get /skv/auth/leader] 0]
+        assert_equal me [etcdctl_get /skv/auth/leader]
+        assert_equal won [eca create /skv/auth/epoch 1 0]
+        assert_equal ok [eca putif /skv/auth/epoch 1 /skv/auth/record r]
+        assert_equal refused [eca putif /skv/auth/epoch 2 /skv/auth/record s]
+        assert_equal r [etcdctl_get /skv/auth/record]
+        assert_equal ok [eca deleteif /skv/auth/record r]
+        assert {[eca keepalive $id] > 0}
+        assert_equal ok [eca revoke $id]
+        assert_equal none [eca get /skv/auth/leader]
+        # The password from the environment instead of the command line.
+        set ::env(NICKV_ETCD_PASSWORD) $::ec_pw
+        set r [catch {exec $::etcd_check --user nickv [etcd_cluster_urls] get /skv/auth/epoch} out]
+        unset ::env(NICKV_ETCD_PASSWORD)
+        assert_equal 0 $r
+        assert_match "1 *" $out
+    }
+
+    test {etcd auth: a wrong password is an error naming the endpoint, at once} {
+        lassign [ec_fails -t 2000 --user nickv --password wrong [etcd_cluster_urls] get /skv/auth/epoch] out ms
+        puts "etcd auth: wrong password refused in $ms ms: $out"
+        assert_match "etcd 127.0.0.1:*: authentication as user 'nickv' failed: HTTP 4*: etcdserver: authentication failed, invalid user ID or password" $out
+        assert {$ms < 1000}
+        lassign [ec_fails -t 2000 --user nobody --password x [etcd_cluster_urls] grant 5] out
+        assert_match "etcd 127.0.0.1:*: authentication as user 'nobody' failed: *authentication failed*" $out
+        # The same client calling again at once is told the same, without
+        # asking etcd again; a second later it asks again.
+        foreach {pause again} {
+            100 {HTTP 400: * (not asked again for * ms)}
+            1100 {HTTP 400: etcdserver: authentication failed, invalid user ID or password}
+        } {
+            lassign [ec_fails -t 2000 --user nickv --password wrong --again $pause [etcd_cluster_urls] get /k] out
+            set lines [split $out "\n"]
+            assert_equal 3 [llength $lines]
+            assert_match "*authentication as user 'nickv' failed: HTTP 400: *" [lindex $lines 0]
+            assert_match "etcd 127.0.0.1:*: authentication as user 'nickv' failed: $again" [lindex $lines 1]
+            assert_equal {authentications 0} [lindex $lines 2]
+        }
+    }
+
+    test {etcd auth: without credentials, or outside its prefix, a call fails saying why} {
+        lassign [ec_fails -t 2000 [etcd_cluster_urls] get /skv/auth/epoch] out
+        assert_match "etcd 127.0.0.1:*: POST /v3/kv/range: HTTP 4*: etcdserver: user name is empty (etcd requires authentication: no user and password were given)" $out
+        lassign [ec_fails -t 2000 --user nickv --password $::ec_pw [etcd_cluster_urls] create /other x 0] out
+        assert_match "etcd 127.0.0.1:*: POST /v3/kv/txn: HTTP 4*: etcdserver: permission denied" $out
+    }
+
+    test {etcd auth: an expired token is renewed without the caller noticing} {
+        # Used again within its TTL, the token is kept.
+        lassign [ec_exec -t 2000 --user nickv --password $::ec_pw --again 500 [etcd_cluster_urls] get /skv/auth/epoch] status out
+        assert_equal 0 $status
+        assert_match "*\nauthentications 1" $out
+        # 3.5 s idle: etcd has dropped it (--auth-token-ttl 2); the second
+        # call authenticates again and succeeds.
+        foreach call {{get /skv/auth/epoch} {grant 5}} {
+            lassign [ec_exec -t 2000 --user nickv --password $::ec_pw --again 3500 [etcd_cluster_urls] {*}$call] status out
+            assert_equal 0 $status
+            assert_match "*\nauthentications 2" $out
+        }
+        # etcd 3.4 does not check the token of a keep-alive (nor, then,
+        # renew it): the stale token is sent and the keep-alive still works.
+        lassign [eca grant 10] id
+        lassign [ec_exec -t 2000 --user nickv --password $::ec_pw --again 3500 [etcd_cluster_urls] keepalive $id] status out
+        assert_equal 0 $status
+        assert_match "1*\nauthentications 1" $out
+    }
+
+    etcd_cluster_stop
+
+    # ----------------------------------- TLS ------------------------------------
+
+    set c $::ec_certs
+    etcd_cluster_start 3 [dict create \
+        flags [list --cert-file $c/server.crt --key-file $c/server.key --trusted-ca-file $c/ca.crt --client-cert-auth] \
+        etcdctl [list --cacert $c/ca.crt --cert $c/client.crt --key $c/client.key]]
+    set ::ec_tls [list --cacert $c/ca.crt --cert $c/client.crt --key $c/client.key]
+
+    test {etcd TLS: with the CA and a client certificate every call works} {
+        assert_match etcds://* [etcd_cluster_urls]
+        proc ect {args} {
+            lassign [ec_exec -t 2000 {*}$::ec_tls [etcd_cluster_urls] {*}$args] status out
+            if {$status != 0} { fail "nickv-etcd-check (TLS) $args: $out" }
+            lindex [split $out "\n"] 0
+        }
+        lassign [ect grant 10] id
+        assert_equal won [ect create /skv/tls/leader me $id]
+        assert_equal {lost me} [ect create /skv/tls/leader you 0]
+        assert_equal me [etcdctl_get /skv/tls/leader]
+        assert_equal ok [ect putif /skv/tls/leader me /skv/tls/record r]
+        assert_equal ok [ect deleteif /skv/tls/record r]
+        assert {[ect keepalive $id] > 0}
+        assert_equal ok [ect revoke $id]
+        assert_equal none [ect get /skv/tls/leader]
+        # The https:// form of the list too.
+        lassign [ec_exec -t 2000 {*}$::ec_tls [join [etcd_running_urls] ,] get /skv/tls/epoch] status out
+        assert_equal 0 $status
+        assert_match "none\nendpoint 127.0.0.1:*" $out
+    }
+
+    test {etcd TLS: a certificate from another CA, the wrong host, no client certificate: clear failures} {
+        set urls [etcd_cluster_urls]
+        lassign [ec_fails -t 1000 --cacert $c/other-ca.crt --cert $c/client.crt --key $c/client.key $urls get /k] out ms
+        puts "etcd TLS: another CA refused in $ms ms: $out"
+        assert_match "*127.0.0.1:*: TLS handshake: certificate verify failed: unable to get local issuer certificate*" $out
+        assert {$ms < 1000}
+        # The certificate names 127.0.0.1 only.
+        set port [dict get [lindex [dict get $::etcd_cluster members] 0] client]
+        lassign [ec_fails -t 1000 {*}$::ec_tls etcds://localhost:$port get /k] out
+        assert_match "*localhost:$port: TLS handshake: certificate verify failed: hostname mismatch*" $out
+        # etcd --client-cert-auth refuses a client without a certificate.
+        lassign [ec_fails -t 1000 --cacert $c/ca.crt $urls get /k] out ms
+        puts "etcd TLS: no client certificate: $out"
+        assert_match "etcd: POST /v3/kv/range: no endpoint answered in * ms (timeout 1000 ms): 127.0.0.1:*: TLS *" $out
+        assert {$ms < 2000}
+        # Files that do not load are named.
+        lassign [ec_fails --cacert $c/no-such.crt $urls get /k] out
+        assert_match "etcd: TLS CA file '$c/no-such.crt': *" $out
+        lassign [ec_fails --cacert $c/ca.crt --cert $c/client.crt --key $c/server.key $urls get /k] out
+        assert_match "etcd: TLS key file '$c/server.key'*" $out
     }
 
     etcd_cluster_stop
