@@ -661,6 +661,22 @@ static nkConfigOption nkConfigs[] = {
     {"leader-ttl", NK_CFG_INT, IMM, &nk.cfg.leader_ttl, 1, 60, 2, NULL, NULL, NULL, NULL, NULL,
      "<secs>", "with coordinator: the etcd lease of the leader key; a\n"
      "                        dead leader's server is replaced after about this"},
+    {"coordinator-user", NK_CFG_STRING, IMM, &nk.cfg.coordinator_user, 0, 0, 0, NULL, NULL, NULL, NULL,
+     NULL, "<user>", "with coordinator: the etcd user (readwrite on\n"
+     "                        /skv/<master-name>/ is all it needs)"},
+    {"coordinator-password", NK_CFG_STRING, IMM, &nk.cfg.coordinator_password, 0, 0, 0, NULL, NULL, NULL,
+     NULL, NULL, "<pass>", "... and its password"},
+    {"coordinator-insecure", NK_CFG_BOOL, IMM, &nk.cfg.coordinator_insecure, 0, 1, 0, NULL, NULL, NULL,
+     NULL, NULL, "yes|no", "with coordinator: yes lets Nic-KV use an etcd without\n"
+     "                        authentication (anyone who reaches it could name\n"
+     "                        the leader and the master): for tests only"},
+    {"coordinator-tls-ca-cert-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.coordinator_tls_ca, 0, 0, 0, NULL,
+     NULL, NULL, NULL, NULL, "<path>", "with etcds:// endpoints: the CA that signed etcd's\n"
+     "                        certificates (default: the system's)"},
+    {"coordinator-tls-cert-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.coordinator_tls_cert, 0, 0, 0, NULL,
+     NULL, NULL, NULL, NULL, "<path>", "... our client certificate, when etcd asks for one"},
+    {"coordinator-tls-key-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.coordinator_tls_key, 0, 0, 0, NULL,
+     NULL, NULL, NULL, NULL, "<path>", "... and its key"},
     {"daemonize", NK_CFG_BOOL, IMM, &nk.cfg.daemonize, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "run in the background"},
     {"logfile", NK_CFG_STRING, IMM|PROT, &nk.cfg.logfile, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,

@@ -160,6 +160,10 @@ typedef struct nkConfig {
     char *coordinator;        /* etcd endpoints ("" or NULL: none, see nickv_coord.c) */
     char *local_node;         /* ip:port of the node on our own server */
     int leader_ttl;           /* secs: the leader key's etcd lease */
+    char *coordinator_user;   /* etcd authentication ... */
+    char *coordinator_password;
+    int coordinator_insecure; /* ... or, explicitly, none */
+    char *coordinator_tls_ca, *coordinator_tls_cert, *coordinator_tls_key;
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master
@@ -514,6 +518,8 @@ int nkProbeLeaseForeign(void);
  * of the master read since says its lease has run out (nickv_lease_left_ms
  * 0): whoever holds its grantor's place no longer grants. */
 int nkProbeLeaseHeldByIdle(void);
+/* The master's replication id as its INFO last said ("" if never read). */
+const char *nkProbeMasterReplid(void);
 
 /* nickv_failover.c: promotion when the master fails, fenced by the lease
  * the master's probe grants (the state machine is drawn at its top). */

@@ -173,6 +173,7 @@ static struct {
     int was_leader;
     char successor[NICKV_INSTANCE_LEN + 1];
     long long tampered;                  /* records the leader did not write */
+    int wrote;                           /* a record of ours was written in this leadership */
     long long held_back;                 /* grants not sent: leadership too short */
 } C;
 
@@ -490,6 +491,39 @@ int nkCoordInit(void) {
         nkLog(LL_WARNING, "Coordinator: %s", err);
         return -1;
     }
+    /* Whoever writes to etcd names the leader and the master: secure by
+     * default, an etcd user of our own (its role: readwrite on our
+     * prefix), or an explicit opt-out. */
+    if (nk.cfg.coordinator_user && nk.cfg.coordinator_user[0]) {
+        if (nkEtcdSetAuth(e, nk.cfg.coordinator_user,
+                          nk.cfg.coordinator_password ? nk.cfg.coordinator_password : "") == -1) {
+            nkLog(LL_WARNING, "Coordinator: coordinator-user needs coordinator-password");
+            nkEtcdFree(e);
+            return -1;
+        }
+    } else if (!nk.cfg.coordinator_insecure) {
+        nkLog(LL_WARNING, "Coordinator: set coordinator-user and coordinator-password (an etcd user "
+              "with readwrite on /skv/%s/ only): without authentication anyone who reaches etcd names "
+              "the leader and the master. coordinator-insecure yes runs without, for tests",
+              nk.cfg.master_name);
+        nkEtcdFree(e);
+        return -1;
+    } else {
+        nkLog(LL_WARNING, "Coordinator: coordinator-insecure yes: etcd without authentication; anyone "
+              "who reaches it can name the leader and the master");
+    }
+    if ((nk.cfg.coordinator_tls_ca && nk.cfg.coordinator_tls_ca[0]) ||
+        (nk.cfg.coordinator_tls_cert && nk.cfg.coordinator_tls_cert[0]) ||
+        (nk.cfg.coordinator_tls_key && nk.cfg.coordinator_tls_key[0])) {
+#define NZ(s) ((s) && (s)[0] ? (s) : NULL)
+        if (nkEtcdSetTls(e, NZ(nk.cfg.coordinator_tls_ca), NZ(nk.cfg.coordinator_tls_cert),
+                         NZ(nk.cfg.coordinator_tls_key), err, sizeof(err)) == -1) {
+#undef NZ
+            nkLog(LL_WARNING, "Coordinator: %s", err);
+            nkEtcdFree(e);
+            return -1;
+        }
+    }
     C.key_leader = sdscatfmt(sdsempty(), "/skv/%s/leader", nk.cfg.master_name);
     C.key_record = sdscatfmt(sdsempty(), "/skv/%s/record", nk.cfg.master_name);
     C.key_member_prefix = sdscatfmt(sdsempty(), "/skv/%s/member/", nk.cfg.master_name);
@@ -725,6 +759,9 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     } else if (C.role == CO_STANDBY && leader) {
         C.role = CO_LEADER;
         C.won++;
+        /* Our first record (the view we adopt, confirmed) goes at once:
+         * from then on a newer one is not a previous leader's. */
+        C.wrote = 0;
         adoptRecord();
         just_won = 1;
         /* Every lease a previous leader granted ran out before its key
@@ -770,7 +807,9 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         return;     /* again at the next tick, with the new view */
     }
     if (C.rec.epoch && watching && C.role == CO_LEADER && C.rec.epoch > epoch) {
-        if (just_won) {
+        /* Until our first record is written, a newer one is a previous
+         * leader's (read in the round we won, or just after): adopted. */
+        if (just_won || !C.wrote) {
             nkFailoverFollow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
             return;
         }
@@ -796,6 +835,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         if (C.publishing_epoch >= 0) {
             int r2 = nkCoordPublished(C.publishing_epoch);
             if (r2 == 1) {
+                C.wrote = 1;
                 for (int i = 0; i < C.publishing_nnamed; i++) {
                     int have = 0;
                     for (int j = 0; j < C.nrecorded; j++)
@@ -821,7 +861,8 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         int stale = 0;
         for (int j = 0; j < C.nrecorded; j++)
             if (now_ms - C.recorded[j].named_ms > window) stale = 1;
-        int differs = !C.rec.epoch || C.rec.epoch != epoch || !addrIs(&C.rec.master, master_ip, master_port);
+        int differs = !C.rec.epoch || C.rec.epoch != epoch || !addrIs(&C.rec.master, master_ip, master_port) ||
+                      C.rec.successor[0] || !C.wrote;
         if (epoch < 1) epoch = 1;     /* a record's epochs start at 1 */
         if (C.publishing_epoch < 0 && watching && epoch >= C.rec.epoch && master_ip[0] &&
             (C.nwanted || stale || differs)) {

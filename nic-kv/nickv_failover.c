@@ -1045,6 +1045,10 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     const char *known = nkProbeRunid(c->node.ip, c->node.port);
     int other_process = known[0] && strcmp(known, in.runid);
     const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
+    /* A Nic-KV that did not fan out lately (a standby that took over)
+     * knows the master's history from its INFO: its link's is another
+     * master's, from when it last fanned out. */
+    if (nkCoordOn() && !nkLinkStreamedLately() && nkProbeMasterReplid()[0]) ours = nkProbeMasterReplid();
     const char *role = in.role, *replid = in.replid, *replid2 = in.replid2;
     long long offset = in.slave_repl_offset, moffset = in.master_repl_offset;
     int priority = in.priority >= 0 ? in.priority : 100, lease_off = in.lease == 0;

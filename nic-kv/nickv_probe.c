@@ -308,6 +308,11 @@ static void streamHistory(const char *replid, const char *replid2) {
     memcpy(stream_replid, replid, sizeof(stream_replid));
 }
 
+/* The master's history as its INFO last said ("" if not read yet). */
+const char *nkProbeMasterReplid(void) {
+    return stream_replid;
+}
+
 /* The stream is known to reach offset (now). */
 static void streamSeen(long long offset) {
     long long now = getMonotonicUs();
@@ -983,6 +988,13 @@ static void nodesRefresh(void) {
             n->listed = 1;
             n->unlisted_ms = 0;
             health_dirty = 1;
+            /* Its process, again: one restarted since its connection
+             * was made (and its run id asked) answered while unlisted. */
+            if (n->conn && n->connected && n->qlen + 1 < NK_PROBE_QUEUE) {
+                sds cmd = nkCatCommand(sdsempty(), "INFO", "server", NULL);
+                probeSendCmd(n, PROBE_CMD, cmd, runidReply, 0);
+                sdsfree(cmd);
+            }
         } else if (!n->seen && n->listed) {
             n->listed = 0;
             n->unlisted_ms = now;

@@ -57,9 +57,10 @@ proc co_index {port} {
 
 proc co_level {i} { expr {$i - 2} }
 
-# Start node i's Nic-KV (etcd through urls).
+# Start node i's Nic-KV (etcd through urls, as etcd user nickv).
 proc co_nickv_start {i urls} {
     set a [list {*}[nickv_user_args] --failover yes --min-slaves 1 --coordinator $urls \
+               --coordinator-user nickv --coordinator-password $::co_etcd_pw \
                --local-node 127.0.0.1:$::co(port,$i) --master-host 127.0.0.1]
     set ::co(nk,$i) [nickv_start $::co(port,0) {*}$a]
 }
@@ -175,14 +176,30 @@ start_server [list overrides $co_conf] {
     for {set i 1} {$i < 3} {incr i} { [srv [co_level $i] client] replicaof 127.0.0.1 $co(port,0) }
     set etcd [etcd_cluster_start 3]
     set urls [etcd_cluster_urls]
+    # etcd as it should run: authentication on, Nic-KV's user allowed our
+    # prefix only (root for the test's own etcdctl).
+    set ::co_etcd_pw "co-etcd-secret"
+    etcd_ctl --interactive=false user add root:co-root-secret
+    etcd_ctl role add root
+    etcd_ctl user grant-role root root
+    etcd_ctl role add skv
+    etcd_ctl role grant-permission skv --prefix=true readwrite /skv/mymaster/
+    etcd_ctl --interactive=false user add nickv:$::co_etcd_pw
+    etcd_ctl user grant-role nickv skv
+    etcd_ctl auth enable
+    etcd_ctl_flags_add --user root:co-root-secret
     # Node 0's Nic-KV reaches etcd through relays the test can cut.
     set relays {}
     set relay_urls {}
     foreach u [split [string map {etcd:// {}} $urls] ,] {
         lassign [split $u :] h p
-        set lp [find_available_port [expr {$::baseport + 300}] 100]
-        set fd [open "|tclsh tests/skv/tcp-proxy.tcl $lp $h $p" r]
-        gets $fd
+        # A port another process took between the check and the bind: another.
+        for {set attempt 0} {$attempt < 10} {incr attempt} {
+            set lp [find_available_port [expr {$::baseport + 300 + 10 * $attempt}] 100]
+            set fd [open "|tclsh tests/skv/tcp-proxy.tcl $lp $h $p 2>>[dict get $etcd dir]/relay.log" r]
+            if {[gets $fd] eq {ready}} break
+            catch {close $fd}
+        }
         lappend relays $fd
         lappend relay_urls 127.0.0.1:$lp
     }
@@ -207,12 +224,111 @@ start_server [list overrides $co_conf] {
             fail "the leader does not stream: [nickv_cmd [co_nk 0] info upstream]"
         }
         assert_match "127.0.0.1:$co(port,0)" [nickv_info [co_nk 1] record_master]
+        assert_equal 0 [nickv_info [co_nk 0] records_not_ours]
         for {set i 1} {$i < 3} {incr i} {
             assert {[nickv_info [co_nk $i] master_link_status] ne {up}}
             assert_equal [list 127.0.0.1 $co(port,0)] [nickv_master_addr [co_nk $i]]
         }
         # A standby refuses a planned handover: the leader decides.
         assert_match {*standby*} [nickv_cmd [co_nk 1] failover]
+    }
+
+    test {Many Nic-KVs: etcd without authentication, or with the wrong password, is refused} {
+        # No user: Nic-KV does not start (unless coordinator-insecure yes).
+        set dir [tmpdir nickv-noauth]
+        catch {exec [nickv_binary] --port [find_available_port [expr {$::baseport + 450}] 50] \
+                   --master-port $co(port,0) --coordinator $urls --local-node 127.0.0.1:$co(port,1) \
+                   --state-file $dir/state --logfile $dir/log} out
+        assert_match {*set coordinator-user and coordinator-password*} [exec cat $dir/log]
+        # The wrong password: it runs, leads nothing, says why.
+        set bad [nickv_start $co(port,0) {*}[nickv_user_args] --coordinator $urls \
+                     --coordinator-user nickv --coordinator-password wrong --local-node 127.0.0.1:$co(port,2) \
+                     --state-file $dir/state2]
+        wait_for_condition 50 100 {
+            [string match {*authentication*failed*} [nickv_info $bad etcd_error]]
+        } else {
+            fail "no authentication error: [nickv_cmd $bad info coordinator]"
+        }
+        assert_equal standby [nickv_info $bad coordinator_role]
+        nickv_stop $bad
+    }
+
+    test {Many Nic-KVs: lease-time must fit in leader-ttl} {
+        assert_match {*lease-time 2000 is too long for leader-ttl 2*} \
+            [nickv_cmd [co_nk 0] config set lease-time 2000]
+        assert_equal 500 [lindex [nickv_cmd [co_nk 0] config get lease-time] 1]
+    }
+
+    test {Many Nic-KVs: a record the leader did not write is neither followed by it nor kept} {
+        set epoch [nickv_info [co_nk 0] record_epoch]
+        set bogus [find_available_port [expr {$::baseport + 400}] 100]
+        set e [expr {$epoch + 50}]
+        etcd_ctl put /skv/mymaster/record "epoch $e master 127.0.0.1 $bogus named 0 successor -"
+        wait_for_condition 100 50 {
+            [nickv_info [co_nk 0] records_not_ours] >= 1 &&
+            [nickv_info [co_nk 1] record_master] eq "127.0.0.1:$co(port,0)" &&
+            [nickv_info [co_nk 1] record_epoch] >= $e
+        } else {
+            fail "the leader did not rewrite the record: [nickv_cmd [co_nk 0] info coordinator]"
+        }
+        assert_equal [list 127.0.0.1 $co(port,0)] [nickv_master_addr [co_nk 0]]
+        wait_for_condition 100 50 {
+            [nickv_master_addr [co_nk 1]] eq [list 127.0.0.1 $co(port,0)] &&
+            [nickv_master_addr [co_nk 2]] eq [list 127.0.0.1 $co(port,0)]
+        } else {
+            fail "the standbys do not name the master again"
+        }
+        # An epoch no failover could reach does not parse: ignored.
+        etcd_ctl put /skv/mymaster/record "epoch 9223372036854775807 master 127.0.0.1 $bogus named 0 successor -"
+        wait_for_condition 100 50 {
+            [nickv_info [co_nk 1] record_master] eq "127.0.0.1:$co(port,0)" &&
+            [nickv_info [co_nk 1] record_epoch] >= $e
+        } else {
+            fail "the record was not rewritten: [nickv_cmd [co_nk 1] info coordinator]"
+        }
+        assert_equal 0 [nickv_info [co_nk 0] failovers]
+        set c [redis 127.0.0.1 $co(port,0)]
+        assert_equal OK [nickv_write_when_good [co_nk 0] $c set tamper 1]
+        $c close
+    }
+
+    test {Many Nic-KVs: a master whose lease another, uncoordinated, Nic-KV grants is not failed over} {
+        # The leader dies; a Nic-KV started without coordinator (an
+        # operator's mistake) takes the grantor's place and keeps granting:
+        # the new leader is refused, and must not replace a master that
+        # holds a lease it cannot see run out.
+        nickv_stop [co_nk 0] KILL
+        set saved [co_nk 0]
+        set co(nk,0) {}
+        set rogue [nickv_start $co(port,0) {*}[nickv_user_args] --failover no]
+        wait_for_condition 100 100 {
+            [llength [co_leaders]] == 1
+        } else {
+            fail "no standby leads"
+        }
+        set l [co_nk [co_leaders]]
+        wait_for_condition 100 100 {
+            [nickv_info $l master_lease] eq {refused}
+        } else {
+            fail "the leader is not refused: [nickv_cmd $l info failover]"
+        }
+        after 3000
+        assert_equal 0 [nickv_info $l failovers]
+        assert_equal [list 127.0.0.1 $co(port,0)] [nickv_master_addr $l]
+        # The mistake undone: the leader grants once the rogue's lease ran out.
+        nickv_stop $rogue
+        wait_for_condition 100 100 {
+            [nickv_info $l master_lease] eq {on}
+        } else {
+            fail "the leader does not grant after the rogue left: [nickv_cmd $l info failover]"
+        }
+        assert_equal 0 [nickv_info $l failovers]
+        set co(nk,0) [nickv_restart $saved]
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "leadership did not come back to the master's Nic-KV: [co_role 0] [co_role 1] [co_role 2]"
+        }
     }
 
     test {Many Nic-KVs: a checker under whole-server faults keeps every acknowledged append} {
@@ -253,6 +369,7 @@ start_server [list overrides $co_conf] {
                     # expire, a standby takes over.
                     assert_equal 0 $m
                     foreach p $relay_pids { exec kill -STOP $p }
+                    if {$::verbose} { puts "    relays [exec ps -o pid=,stat=,args= -p [join $relay_pids ,]]" }
                     co_until {[co_role 0] ne {leader} && [llength [co_leaders]] == 1} "led elsewhere"
                     foreach p $relay_pids { exec kill -CONT $p }
                 }
@@ -360,6 +477,7 @@ start_server [list overrides $co_conf] {
     }
 
     foreach i [co_alive] { nickv_stop [co_nk $i] }
+    foreach pid $::nickv_pids { catch {exec kill -9 $pid} }
     foreach p $relay_pids { catch {exec kill -9 $p} }
     etcd_cluster_stop
 }
