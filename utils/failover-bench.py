@@ -21,6 +21,28 @@ every connection error, every 5 ms). It counts acknowledged appends in
 
 Every run checks that every acknowledged append is on the final master.
 Prints a table, writes the buckets (CSV) and, with gnuplot, a PNG.
+
+With --coordinator (or --scenarios naming them), whole-server scenarios,
+each beside Sentinel on a shard of its own:
+
+  server   a server lost: its node and its coordinating process (the
+           Nic-KV on its DPU, or the Sentinel beside it) killed (-9)
+           together, the master's server each time; the window from the
+           kill to the first append a new master acknowledges; the node
+           comes back empty and its process with it, the next run waits
+           until the topology is whole again
+  nickv    the master's server's coordinating process alone killed (-9):
+           the longest time without an acknowledged append
+
+Nic-KV coordinated: three etcd members, three nodes (nickv-lease yes) and
+a Nic-KV per node (--local-node, --coordinator, failover yes, min-slaves
+1). Sentinel: three nodes without the lease and three redis-sentinel
+processes (quorum 2), down-after-milliseconds 1000, then 200. The client
+asks the Nic-KVs, or the Sentinels, in turn (SENTINEL
+get-master-addr-by-name), as a Sentinel client does; an append counts as
+acknowledged when WAIT 1 answers >= 1 within 1 s, for both. Appends
+Sentinel loses are counted and reported; Nic-KV losing one is a failure.
+The table goes to stdout and to server.csv.
 """
 import argparse
 import os
@@ -35,7 +57,11 @@ import time
 import redis
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(TOP, "build", "bin")
+# The binaries: SKV_BIN (or --bin) names a build elsewhere, e.g. the main
+# tree's when this runs from a git worktree that was never built.
+BIN = os.environ.get("SKV_BIN") or os.path.join(TOP, "build", "bin")
+CLASSIC = ["replica", "master", "failback"]
+SERVER = ["server", "nickv"]
 # The password of Nic-KV's own ACL user, which every node defines and only
 # Nic-KV uses (the replicas replicate as the default user).
 NICKV_PASS = "failover-bench-nickv"
@@ -45,12 +71,61 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def spawn(argv, port, what):
+    """Start argv and wait until it listens on port. The ports may lie in
+    the kernel's ephemeral range (net.ipv4.ip_local_port_range), where any
+    client's connection can hold one for a while: the bind fails, the
+    process exits, and it is started again a moment later."""
+    for _ in range(40):
+        p = subprocess.Popen(argv)
+        deadline = time.monotonic() + 10
+        while p.poll() is None:
+            if Topology._answers(port):
+                return p
+            if time.monotonic() > deadline:
+                p.kill()
+                p.wait()
+                sys.exit(f"failover-bench: {what} does not listen on {port}")
+            time.sleep(0.02)
+        time.sleep(0.25)
+    sys.exit(f"failover-bench: {what} could not listen on {port} in 40 tries: see its log")
+
+
+# Ports handed out so far, for free_ports.
+TAKEN = set()
+
+
+def free_ports(n, start, limit):
+    """n ports from start up to limit (excluded) that nothing holds now and
+    that were not handed out before: the range may overlap the ephemeral
+    one, where other clients' connections sit on ports for minutes."""
+    out = []
+    for p in range(start, limit):
+        if p in TAKEN:
+            continue
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", p))
+            s.listen(1)
+        except OSError:
+            continue
+        finally:
+            s.close()
+        TAKEN.add(p)
+        out.append(p)
+        if len(out) == n:
+            return out
+    sys.exit(f"failover-bench: not {n} free ports in {start}..{limit - 1}")
+
+
 class Topology:
     """A master, three replicas and Nic-KV, each in a directory of its own."""
 
-    def __init__(self, base, out):
-        self.ports = [base, base + 1, base + 2, base + 3]
-        self.nkport = base + 1001
+    def __init__(self, base, out, nkport=None):
+        # base.. base + 3 unless something holds one of them.
+        self.ports = free_ports(4, base, base + 1000)
+        self.nkport = nkport or base + 1001
         self.out = out
         self.procs = {}
         self.nk = None
@@ -59,9 +134,13 @@ class Topology:
         for p in self.ports:
             if self._answers(p) or self._answers(self.nkport):
                 sys.exit(f"failover-bench: port {p} or {self.nkport} is in use")
-        for p in self.ports:
-            self.start(p, replicaof=None if p == self.ports[0] else self.ports[0])
-        self.start_nickv()
+        try:
+            for p in self.ports:
+                self.start(p, replicaof=None if p == self.ports[0] else self.ports[0])
+            self.start_nickv()
+        except BaseException:
+            self.stop()
+            raise
 
     @staticmethod
     def _answers(port):
@@ -84,24 +163,15 @@ class Topology:
                         f'dir "{d}"\nlogfile "{d}/redis.log"\n')
                 if replicaof:
                     f.write(f"replicaof 127.0.0.1 {replicaof}\n")
-        self.procs[port] = subprocess.Popen([os.path.join(BIN, "redis-server"), conf])
-        self._wait_port(port)
+        self.procs[port] = spawn([os.path.join(BIN, "redis-server"), conf], port, "redis-server")
 
     def start_nickv(self):
-        self.nk = subprocess.Popen([os.path.join(BIN, "nic-kv"), "--port", str(self.nkport),
-                                    "--master-port", str(self.ports[0]), "--failover", "yes",
-                                    "--min-slaves", "1", "--masteruser", "nickv",
-                                    "--masterauth", NICKV_PASS, "--state-file",
-                                    os.path.join(self.out, "nic-kv.state"), "--logfile",
-                                    os.path.join(self.out, "nic-kv.log")])
-        self._wait_port(self.nkport)
-
-    def _wait_port(self, port):
-        for _ in range(200):
-            if self._answers(port):
-                return
-            time.sleep(0.02)
-        sys.exit(f"failover-bench: nothing listens on {port}")
+        self.nk = spawn([os.path.join(BIN, "nic-kv"), "--port", str(self.nkport),
+                         "--master-port", str(self.ports[0]), "--failover", "yes",
+                         "--min-slaves", "1", "--masteruser", "nickv",
+                         "--masterauth", NICKV_PASS, "--state-file",
+                         os.path.join(self.out, "nic-kv.state"), "--logfile",
+                         os.path.join(self.out, "nic-kv.log")], self.nkport, "nic-kv")
 
     def kill(self, port):
         self.procs[port].send_signal(signal.SIGKILL)
@@ -155,13 +225,17 @@ class Writer:
         self.acked = []
 
     def _connect(self):
+        deadline = time.monotonic() + 60
         while True:
+            if time.monotonic() > deadline:
+                sys.exit("failover-bench: no master to connect to for 60 s")
             try:
                 self.addr = self.topo.master()
                 self.r = redis.Redis(host=self.addr[0], port=self.addr[1], socket_timeout=2)
                 self.r.ping()
                 return
-            except (redis.RedisError, OSError):
+            except (redis.RedisError, OSError, TypeError, ValueError):
+                # TypeError, ValueError: no master named (a nil answer).
                 self.r = None
                 time.sleep(0.005)
 
@@ -227,33 +301,32 @@ def run(topo, writer, seconds, events):
     return buckets, acks, t0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--port", type=int, default=26379)
-    ap.add_argument("--out", default=os.path.join(TOP, "build", "failover-bench"))
-    args = ap.parse_args()
-
-    topo = Topology(args.port, args.out)
+def classic(args, wanted):
+    """The single Nic-KV scenarios (replica, master, failback) that ran
+    before the whole-server ones: the same table, buckets and plot, the
+    rows of what was asked for. Returns the acknowledged appends lost."""
+    rep_buckets = master_buckets = back_buckets = None
+    topo = Topology(args.port, args.out, args.nickv_port)
     try:
         topo.wait_whole()
         writer = Writer(topo, "bench")
         lost_total = 0
 
         # (a) a replica crash and its return.
-        m = topo.master()[1]
-        victim = [p for p in topo.ports if p != m][0]
-        log(f"replica crash: killing {victim} at 2 s, back at 4 s")
-        rep_buckets, _, _ = run(topo, writer, 7.0, [(2.0, lambda: topo.kill(victim)),
-                                                 (4.0, lambda: topo.start(victim))])
-        lost_total += writer.check()
-        topo.wait_whole()
-        before = statistics.mean(rep_buckets[5:20]) * 10
-        during = statistics.mean(rep_buckets[21:40]) * 10
+        if "replica" in wanted:
+            m = topo.master()[1]
+            victim = [p for p in topo.ports if p != m][0]
+            log(f"replica crash: killing {victim} at 2 s, back at 4 s")
+            rep_buckets, _, _ = run(topo, writer, 7.0, [(2.0, lambda: topo.kill(victim)),
+                                                     (4.0, lambda: topo.start(victim))])
+            lost_total += writer.check()
+            topo.wait_whole()
+            before = statistics.mean(rep_buckets[5:20]) * 10
+            during = statistics.mean(rep_buckets[21:40]) * 10
 
         # (b) master crashes.
-        windows, master_buckets = [], None
-        for i in range(args.runs):
+        windows = []
+        for i in range(args.runs if "master" in wanted else 0):
             host, m = topo.master()
             state = {}
 
@@ -278,37 +351,37 @@ def main():
                 f"{topo.master()[1]} after {windows[-1]:.0f} ms")
 
         # (c) failback: the configured master takes over again.
-        if topo.master()[1] == topo.ports[0]:
-            nk = redis.Redis(port=topo.nkport)
-            nk.execute_command("FAILOVER", "TO", "127.0.0.1", topo.ports[1])
-            nk.close()
-            time.sleep(1)
-            topo.wait_whole()
-        time.sleep(5.5)     # the configured master, valid 5 s as a replica
+        if "failback" in wanted:
+            if topo.master()[1] == topo.ports[0]:
+                nk = redis.Redis(port=topo.nkport)
+                nk.execute_command("FAILOVER", "TO", "127.0.0.1", topo.ports[1])
+                nk.close()
+                time.sleep(1)
+                topo.wait_whole()
+            time.sleep(5.5)     # the configured master, valid 5 s as a replica
 
-        def failback():
-            nk = redis.Redis(port=topo.nkport)
-            nk.config_set("failback", "yes")
-            nk.close()
+            def failback():
+                nk = redis.Redis(port=topo.nkport)
+                nk.config_set("failback", "yes")
+                nk.close()
 
-        back_buckets, acks, _ = run(topo, writer, 4.0, [(1.0, failback)])
-        lost_total += writer.check()
-        times = [t for t, a in acks if t >= 1.0]
-        back_gap = max((b - a for a, b in zip(times, times[1:])), default=3.0) * 1000
-        back_on = [a for t, a in acks if t >= 1.0]
-        if not back_on or back_on[-1][1] != topo.ports[0]:
-            sys.exit("failover-bench: no failback to the configured master within 3 s")
-        log(f"failback: writes on {topo.ports[0]} again; longest pause {back_gap:.0f} ms")
+            back_buckets, acks, _ = run(topo, writer, 4.0, [(1.0, failback)])
+            lost_total += writer.check()
+            times = [t for t, a in acks if t >= 1.0]
+            back_gap = max((b - a for a, b in zip(times, times[1:])), default=3.0) * 1000
+            back_on = [a for t, a in acks if t >= 1.0]
+            if not back_on or back_on[-1][1] != topo.ports[0]:
+                sys.exit("failover-bench: no failback to the configured master within 3 s")
+            log(f"failback: writes on {topo.ports[0]} again; longest pause {back_gap:.0f} ms")
         info = topo.nickv_info()
     finally:
         topo.stop()
 
+    series = [rep_buckets or [], master_buckets or [], back_buckets or []]
     with open(os.path.join(args.out, "throughput.csv"), "w") as f:
         f.write("t_s,replica_crash_ops_per_s,master_crash_ops_per_s,failback_ops_per_s\n")
-        for i in range(max(len(rep_buckets), len(master_buckets), len(back_buckets))):
-            a = rep_buckets[i] * 10 if i < len(rep_buckets) else ""
-            b = master_buckets[i] * 10 if i < len(master_buckets) else ""
-            c = back_buckets[i] * 10 if i < len(back_buckets) else ""
+        for i in range(max(len(b) for b in series)):
+            a, b, c = (x[i] * 10 if i < len(x) else "" for x in series)
             f.write(f"{i / 10:.1f},{a},{b},{c}\n")
 
     print()
@@ -317,18 +390,25 @@ def main():
     print()
     print("| what | value |")
     print("|---|---|")
-    print(f"| replica crash: acknowledged appends/s before (0.5-2 s) | {before:.0f} |")
-    print(f"| ... during the crash (2.1-4 s) | {during:.0f} ({during / before * 100:.0f} %) |")
-    print(f"| master crash (-9) to the first write the new master acknowledges, median of {len(windows)} | "
-          f"{statistics.median(windows):.0f} ms |")
-    print(f"| ... min / max | {min(windows):.0f} / {max(windows):.0f} ms |")
-    print(f"| failback (planned handover): longest pause between acknowledged appends | {back_gap:.0f} ms |")
-    print(f"| failovers made (the failback included) | {info.get('failovers')} |")
+    if rep_buckets:
+        print(f"| replica crash: acknowledged appends/s before (0.5-2 s) | {before:.0f} |")
+        print(f"| ... during the crash (2.1-4 s) | {during:.0f} ({during / before * 100:.0f} %) |")
+    if windows:
+        print(f"| master crash (-9) to the first write the new master acknowledges, median of {len(windows)} | "
+              f"{statistics.median(windows):.0f} ms |")
+        print(f"| ... min / max | {min(windows):.0f} / {max(windows):.0f} ms |")
+    if back_buckets:
+        print(f"| failback (planned handover): longest pause between acknowledged appends | {back_gap:.0f} ms |")
+    print(f"| failovers made{' (the failback included)' if back_buckets else ''} | {info.get('failovers')} |")
     print(f"| acknowledged appends lost (all runs) | {lost_total} |")
     print()
     print(f"buckets: {args.out}/throughput.csv")
     if shutil.which("gnuplot"):
         png = os.path.join(args.out, "throughput.png")
+        lines = [f"'{args.out}/throughput.csv' every ::1 using 1:{col} with steps title '{title}'"
+                 for col, title, b in ((2, "replica killed at 2 s, back at 4 s", rep_buckets),
+                                       (3, "master killed at 1 s (failover)", master_buckets),
+                                       (4, "failback asked for at 1 s", back_buckets)) if b]
         script = f"""
 set terminal pngcairo size 900,420
 set output '{png}'
@@ -337,13 +417,477 @@ set key top right
 set xlabel 'seconds'
 set ylabel 'acknowledged appends/s (100 ms buckets)'
 set yrange [0:*]
-plot '{args.out}/throughput.csv' every ::1 using 1:2 with steps title 'replica killed at 2 s, back at 4 s', \\
-     '' every ::1 using 1:3 with steps title 'master killed at 1 s (failover)', \\
-     '' every ::1 using 1:4 with steps title 'failback asked for at 1 s'
+plot {", ".join(lines)}
 """
         subprocess.run(["gnuplot"], input=script.encode(), check=True)
         print(f"plot: {png}")
-    return 0 if lost_total == 0 else 1
+    return lost_total
+
+
+# ------------------------------------------------ Whole-server scenarios ---
+#
+# Ports: from --port + 100 to --port + 999, the first free ones, in the
+# order the shards are started (the coordinated shard: nodes, Nic-KVs, etcd
+# clients, etcd peers; then each Sentinel shard: nodes, Sentinels). Node i
+# and coordinating process i share "server i".
+
+
+def pairs(reply):
+    """A flat [field, value, ...] reply as a dict of str."""
+    it = iter(x.decode() if isinstance(x, bytes) else x for x in reply)
+    return dict(zip(it, it))
+
+
+class PortRange:
+    """Free ports from a range, in order (see free_ports)."""
+
+    def __init__(self, start, limit):
+        self.start, self.limit = start, limit
+
+    def take(self, n):
+        return free_ports(n, self.start, self.limit)
+
+
+class Etcd:
+    """Three etcd members on loopback, each with its data dir under out."""
+
+    def __init__(self, ports, out):
+        self.clients = ports.take(3)
+        peers = ports.take(3)
+        self.procs, self.argvs, self.logs = [], [], []
+        initial = ",".join(f"m{i}=http://127.0.0.1:{p}" for i, p in enumerate(peers))
+        for i in range(3):
+            url = f"http://127.0.0.1:{self.clients[i]}"
+            peer = f"http://127.0.0.1:{peers[i]}"
+            self.argvs.append(
+                ["etcd", "--name", f"m{i}", "--data-dir", os.path.join(out, f"etcd{i}.data"),
+                 "--listen-client-urls", url, "--advertise-client-urls", url,
+                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                 "--initial-cluster", initial, "--initial-cluster-state", "new",
+                 "--initial-cluster-token", "failover-bench",
+                 "--heartbeat-interval", "50", "--election-timeout", "500"])
+            self.logs.append(open(os.path.join(out, f"etcd{i}.log"), "a"))
+            self.procs.append(None)
+        endpoints = ",".join(f"127.0.0.1:{p}" for p in self.clients)
+        deadline = time.monotonic() + 30
+        while True:
+            # A member whose port was taken (see spawn) exits: again.
+            for i, p in enumerate(self.procs):
+                if p is None or p.poll() is not None:
+                    self.procs[i] = subprocess.Popen(self.argvs[i], stdout=self.logs[i],
+                                                     stderr=subprocess.STDOUT)
+            if subprocess.run(["etcdctl", f"--endpoints={endpoints}", "--command-timeout=2s",
+                               "endpoint", "health"], capture_output=True).returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                self.stop()
+                sys.exit(f"failover-bench: etcd not healthy in 30 s: see {out}/etcd*.log")
+            time.sleep(0.2)
+        self.urls = "etcd://" + endpoints
+
+    def stop(self):
+        for p in self.procs:
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        for f in self.logs:
+            f.close()
+
+
+class Shard:
+    """Three nodes on three "servers", and on each server the process that
+    coordinates failovers (a Nic-KV or a Sentinel). The client asks those
+    processes in turn where the master is."""
+
+    system = None
+    lease = False
+
+    def __init__(self, nodes, coords, out):
+        self.nodes, self.coords, self.out = nodes, coords, out
+        self.procs, self.cprocs = {}, {}
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        try:
+            for i, p in enumerate(nodes):
+                self.start_node(i, replicaof=None if i == 0 else nodes[0])
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_node(self, i, replicaof=None):
+        port = self.nodes[i]
+        d = os.path.join(self.out, str(port))
+        os.makedirs(d, exist_ok=True)
+        conf = os.path.join(d, "redis.conf")
+        if not os.path.exists(conf):
+            with open(conf, "w") as f:
+                f.write(f'port {port}\nbind 127.0.0.1\nsave ""\nappendonly no\n'
+                        f'dir "{d}"\nlogfile "{d}/redis.log"\n')
+                if self.lease:
+                    f.write(f"nickv-lease yes\nuser nickv on >{NICKV_PASS} ~* &* +@all\n"
+                            "nickv-user nickv\n")
+                if replicaof:
+                    f.write(f"replicaof 127.0.0.1 {replicaof}\n")
+        # No persistence: a restarted node comes back empty.
+        self.procs[i] = spawn([os.path.join(BIN, "redis-server"), conf], port, "redis-server")
+
+    def master(self):
+        """What the first coordinating process that answers names."""
+        for p in self.coords:
+            try:
+                r = redis.Redis(port=p, socket_timeout=0.5, socket_connect_timeout=0.5)
+                try:
+                    host, port = r.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
+                    return host.decode(), int(port)
+                finally:
+                    r.close()
+            except (redis.RedisError, OSError, TypeError, ValueError):
+                continue
+        raise redis.ConnectionError("no Nic-KV or Sentinel names a master")
+
+    def master_index(self):
+        return self.nodes.index(self.master()[1])
+
+    def kill_node(self, i):
+        self.procs[i].send_signal(signal.SIGKILL)
+        self.procs[i].wait()
+
+    def kill_coord(self, i):
+        self.cprocs[i].send_signal(signal.SIGKILL)
+        self.cprocs[i].wait()
+
+    def info(self, port, section="all"):
+        r = redis.Redis(port=port, socket_timeout=1)
+        try:
+            return r.info(section)
+        finally:
+            r.close()
+
+    def stop(self):
+        for p in list(self.procs.values()) + list(self.cprocs.values()):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+class CoordShard(Shard):
+    """Nic-KV coordinated through etcd: a Nic-KV per server."""
+
+    system = "Nic-KV coordinated"
+    lease = True
+
+    def __init__(self, ports, out):
+        self.etcd = None
+        super().__init__(ports.take(3), ports.take(3), out)
+        try:
+            self.etcd = Etcd(ports, out)
+            for i in range(3):
+                self.start_coord(i)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_coord(self, i):
+        self.cprocs[i] = spawn(
+            [os.path.join(BIN, "nic-kv"), "--port", str(self.coords[i]),
+             "--master-host", "127.0.0.1", "--master-port", str(self.nodes[0]),
+             "--failover", "yes", "--min-slaves", "1", "--masteruser", "nickv",
+             "--masterauth", NICKV_PASS, "--coordinator", self.etcd.urls,
+             "--local-node", f"127.0.0.1:{self.nodes[i]}",
+             "--state-file", os.path.join(self.out, f"nic-kv{i}.state"),
+             "--logfile", os.path.join(self.out, f"nic-kv{i}.log")], self.coords[i], "nic-kv")
+
+    def leaders(self):
+        out = []
+        for i, p in enumerate(self.coords):
+            try:
+                if self.info(p, "coordinator").get("coordinator_role") == "leader":
+                    out.append(i)
+            except redis.RedisError:
+                pass
+        return out
+
+    def whole(self):
+        """One leader, on the master's server, granting it and streaming
+        from it, two valid replicas, every Nic-KV naming the same master."""
+        try:
+            leaders = self.leaders()
+            if len(leaders) != 1:
+                return False
+            i = self.info(self.coords[leaders[0]])
+            want = {"valid_replicas": 2, "repoint_pending": 0, "failover_state": "watching",
+                    "master_lease": "on", "master_link_status": "up"}
+            if any(i.get(k) != v for k, v in want.items()):
+                return False
+            names = set()
+            for p in self.coords:
+                r = redis.Redis(port=p, socket_timeout=1)
+                try:
+                    names.add(tuple(r.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")))
+                finally:
+                    r.close()
+            if len(names) != 1:
+                return False
+            return int(names.pop()[1]) == self.nodes[leaders[0]]
+        except (redis.RedisError, OSError, TypeError, ValueError):
+            return False
+
+    def stop(self):
+        super().stop()
+        if self.etcd:
+            self.etcd.stop()
+
+
+class SentinelShard(Shard):
+    """Three nodes watched by three redis-sentinel processes, quorum 2."""
+
+    def __init__(self, ports, out, down_after):
+        self.system = f"Sentinel {down_after}"
+        self.down_after = down_after
+        super().__init__(ports.take(3), ports.take(3), out)
+        try:
+            for i in range(3):
+                self.start_coord(i)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_coord(self, i):
+        port = self.coords[i]
+        d = os.path.join(self.out, f"sentinel-{port}")
+        os.makedirs(d, exist_ok=True)
+        conf = os.path.join(d, "sentinel.conf")
+        if not os.path.exists(conf):
+            # Sentinel rewrites this file (its id, the master, the others);
+            # a restarted Sentinel starts from what it knew.
+            with open(conf, "w") as f:
+                f.write(f'port {port}\nbind 127.0.0.1\ndir "{d}"\nlogfile "{d}/sentinel.log"\n'
+                        f"sentinel monitor mymaster 127.0.0.1 {self.nodes[0]} 2\n"
+                        f"sentinel down-after-milliseconds mymaster {self.down_after}\n"
+                        "sentinel failover-timeout mymaster 2000\n"
+                        "sentinel parallel-syncs mymaster 2\n")
+        self.cprocs[i] = spawn([os.path.join(BIN, "redis-sentinel"), conf], port, "redis-sentinel")
+
+    def whole(self):
+        """Every Sentinel names the same master, sees it up with both
+        replicas up and the two other Sentinels; the master streams to both."""
+        try:
+            names = set()
+            for p in self.coords:
+                r = redis.Redis(port=p, socket_timeout=1)
+                try:
+                    m = pairs(r.execute_command("SENTINEL", "MASTER", "mymaster"))
+                    if m["flags"] != "master" or m["num-other-sentinels"] != "2" or \
+                            m["num-slaves"] != "2":
+                        return False
+                    for s in r.execute_command("SENTINEL", "REPLICAS", "mymaster"):
+                        s = pairs(s)
+                        if s["flags"] != "slave" or s["master-link-status"] != "ok":
+                            return False
+                    names.add((m["ip"], int(m["port"])))
+                finally:
+                    r.close()
+            if len(names) != 1:
+                return False
+            i = self.info(names.pop()[1], "replication")
+            online = [v for k, v in i.items() if k.startswith("slave") and isinstance(v, dict)
+                      and v.get("state") == "online"]
+            return i.get("role") == "master" and len(online) == 2
+        except (redis.RedisError, OSError, KeyError, TypeError, ValueError):
+            return False
+
+
+def drive(writer, until, timeout, what):
+    """Append until until() holds (checked every 100 ms); the (time,
+    address) of every acknowledged append, in monotonic time."""
+    acks = []
+    deadline = time.monotonic() + timeout
+    checked = 0
+    while True:
+        now = time.monotonic()
+        if now - checked >= 0.1:
+            if until(acks):
+                return acks
+            checked = time.monotonic()
+            if checked > deadline:
+                sys.exit(f"failover-bench: not {what} within {timeout} s")
+        addr = writer.append()
+        if addr:
+            acks.append((time.monotonic(), addr))
+
+
+def longest_pause(acks, since):
+    """The longest time without an acknowledged append from since on
+    (the gap that spans since included)."""
+    times = [t for t, _ in acks]
+    before = [t for t in times if t < since]
+    after = [t for t in times if t >= since]
+    seq = before[-1:] + after
+    return max((b - a for a, b in zip(seq, seq[1:])), default=0.0) * 1000
+
+
+def server_scenario(shard, scenario, runs):
+    """runs kills of the master's server (scenario server) or of the
+    coordinating process on it (nickv); per run the measure in ms, and the
+    acknowledged appends the final master lacks."""
+    writer = Writer(shard, f"bench:{scenario}")
+    drive(writer, lambda a: shard.whole(), 60, "whole at the start")
+    measures, back_pauses = [], []
+    for run_no in range(runs):
+        m = shard.master_index()
+        drive(writer, lambda a: len(a) >= 20, 10, "writing before the fault")
+        kill = time.monotonic()
+        if scenario == "server":
+            # The server loses power: its node and its coordinator at once.
+            shard.kill_node(m)
+            shard.kill_coord(m)
+            old = shard.nodes[m]
+
+            def moved(acks):
+                return any(t >= kill and a[1] != old for t, a in acks)
+            acks = drive(writer, moved, 60, "failed over")
+            first = next(t for t, a in acks if t >= kill and a[1] != old)
+            measures.append((first - kill) * 1000)
+            shard.start_node(m)
+        else:
+            shard.kill_coord(m)
+            if isinstance(shard, CoordShard):
+                # Writes stop when the lease lapses and resume once a
+                # standby leads and grants: go on 1 s past that.
+                lead = {}
+
+                def led(acks):
+                    if "t" not in lead and shard.leaders():
+                        lead["t"] = time.monotonic()
+                    return "t" in lead and time.monotonic() - lead["t"] > 1.0 and \
+                        any(t > lead["t"] for t, _ in acks)
+                acks = drive(writer, led, 60, "led by a standby")
+            else:
+                # Sentinel is not on the write path: 3 s of appends.
+                acks = drive(writer, lambda a: time.monotonic() - kill > 3.0, 10, "writing")
+            measures.append(longest_pause(acks, kill))
+        shard.start_coord(m)
+        back = time.monotonic()
+        acks = drive(writer, lambda a: shard.whole(), 90, "whole again")
+        back_pauses.append(longest_pause(acks, back))
+        log(f"{shard.system}, {scenario} {run_no + 1}/{runs}: server {m} "
+            f"({shard.nodes[m]}) {'lost' if scenario == 'server' else 'lost its coordinator'}: "
+            f"{measures[-1]:.0f} ms; master now {shard.master()[1]}, "
+            f"longest pause while it came back {back_pauses[-1]:.0f} ms")
+    lost = writer.check()
+    return measures, back_pauses, lost, len(writer.acked)
+
+
+def server_bench(args, wanted):
+    """The whole-server scenarios on each system; the table's rows."""
+    rows = []
+    ports = PortRange(args.port + 100, args.port + 1000)
+    systems = [lambda: CoordShard(ports, os.path.join(args.out, "coordinated"))]
+    for d in args.sentinel_down_after:
+        systems.append(lambda d=d: SentinelShard(ports, os.path.join(args.out, f"sentinel-{d}"), d))
+    for make in systems:
+        shard = make()
+        try:
+            for scenario in [s for s in SERVER if s in wanted]:
+                try:
+                    measures, back, lost, acked = server_scenario(shard, scenario, args.runs)
+                except SystemExit as e:
+                    # Stuck (no failover, not whole again): a row saying
+                    # so, the logs kept, and the next system.
+                    log(f"{shard.system}, {scenario}: {e}; logs in {shard.out}")
+                    rows.append((scenario, shard.system, None, None, None, None))
+                    shutil.copytree(shard.out, shard.out + "-stuck", dirs_exist_ok=True)
+                    break
+                rows.append((scenario, shard.system, measures, back, lost, acked))
+        finally:
+            shard.stop()
+    return rows
+
+
+WHAT = {
+    "server": "server lost (node + its Nic-KV/Sentinel, -9): kill -> first append acknowledged by the new master",
+    "nickv": "the master's Nic-KV/Sentinel alone killed (-9): longest pause",
+}
+
+
+def server_table(args, rows):
+    """Print the table and write it to server.csv."""
+    print()
+    print("Whole-server scenarios: appends with WAIT 1 (acknowledged: >= 1 within 1 s), one client")
+    print("asking each Nic-KV or Sentinel in turn, loopback TCP. Nic-KV: leader-ttl 2, lease-time")
+    print("500 ms, min-slaves 1; Sentinel: quorum 2, failover-timeout 2000 ms. back: the longest")
+    print("pause while the lost server (or process) came back; acknowledged: over all runs.")
+    print()
+    print("| scenario | system | runs | median ms | min ms | max ms | back: max pause ms | acknowledged | acknowledged lost |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with open(os.path.join(args.out, "server.csv"), "w") as f:
+        f.write("scenario,system,runs,median_ms,min_ms,max_ms,back_max_pause_ms,acknowledged,acknowledged_lost\n")
+        for scenario, system, m, back, lost, acked in rows:
+            if m is None:
+                cells = [scenario, system, "stuck: see the log above", "", "", "", "", "", ""]
+                print("| " + " | ".join(str(c) for c in cells) + " |")
+                f.write(",".join(str(c) for c in cells) + "\n")
+                continue
+            cells = [scenario, system, len(m), f"{statistics.median(m):.0f}", f"{min(m):.0f}",
+                     f"{max(m):.0f}", f"{max(back):.0f}", acked, lost]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
+            f.write(",".join(str(c) for c in cells) + "\n")
+    print()
+    for s in sorted({r[0] for r in rows}):
+        print(f"{s}: {WHAT[s]}")
+    print(f"table: {args.out}/server.csv")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--port", type=int, default=26379,
+                    help="base port: the single Nic-KV's nodes from it, the whole-server "
+                         "shards' processes from it + 100 to it + 999 (the first free ones)")
+    ap.add_argument("--nickv-port", type=int, default=None,
+                    help="the single Nic-KV's port (default: --port + 1001)")
+    ap.add_argument("--out", default=os.path.join(TOP, "build", "failover-bench"))
+    ap.add_argument("--bin", default=None, help="the SKV binaries (default: SKV_BIN or build/bin)")
+    ap.add_argument("--coordinator", action="store_true",
+                    help="add the whole-server scenarios (server, nickv) to the default ones")
+    ap.add_argument("--scenarios", default=None,
+                    help="comma-separated, of " + ",".join(CLASSIC + SERVER) +
+                         f" (default: {','.join(CLASSIC)}; all with --coordinator)")
+    ap.add_argument("--sentinel-down-after", default="1000,200",
+                    help="the Sentinel configurations beside Nic-KV (ms, at most two; '' none)")
+    args = ap.parse_args()
+    # A SIGTERM unwinds like ^C: every process started is killed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("failover-bench: terminated"))
+    global BIN
+    if args.bin:
+        BIN = os.path.abspath(args.bin)
+    wanted = (args.scenarios.split(",") if args.scenarios else
+              CLASSIC + (SERVER if args.coordinator else []))
+    unknown = [s for s in wanted if s not in CLASSIC + SERVER]
+    if unknown:
+        ap.error(f"unknown scenario {','.join(unknown)}: choose among {','.join(CLASSIC + SERVER)}")
+    args.sentinel_down_after = [int(x) for x in args.sentinel_down_after.split(",") if x]
+    if len(args.sentinel_down_after) > 2:
+        ap.error("--sentinel-down-after: at most two configurations")
+
+    lost = 0
+    if any(s in CLASSIC for s in wanted):
+        lost = classic(args, wanted)        # clears args.out first
+    else:
+        os.makedirs(args.out, exist_ok=True)
+    if any(s in SERVER for s in wanted):
+        for prog in ("etcd", "etcdctl"):
+            if not shutil.which(prog):
+                sys.exit(f"failover-bench: no {prog}: apt-get install etcd-server etcd-client")
+        for prog in ("redis-server", "redis-sentinel", "nic-kv"):
+            if not os.access(os.path.join(BIN, prog), os.X_OK):
+                sys.exit(f"failover-bench: no {BIN}/{prog}: build SKV first (make) or pass --bin")
+        rows = server_bench(args, wanted)
+        server_table(args, rows)
+        lost += sum(r[4] for r in rows if r[1].startswith("Nic-KV") and r[4] is not None)
+        if any(r[2] is None for r in rows):
+            return 1
+    return 0 if lost == 0 else 1
 
 
 if __name__ == "__main__":
