@@ -546,10 +546,17 @@ int nkCoordInit(void) {
 
 void nkCoordShutdown(void) {
     if (!S.running) return;
+    /* The thread revokes our etcd lease as it leaves, so that a standby
+     * leads at once: not before every lease we granted has run out (the
+     * event loop no longer runs: nothing more is granted). */
+    if (C.role != CO_STANDBY) {
+        long long bound = nkFailoverLeaseBoundUs();
+        while (coordNowUs() < bound) usleep(10000);
+    }
     pthread_mutex_lock(&S.lock);
     S.stop = 1;
     pthread_mutex_unlock(&S.lock);
-    pthread_join(S.thread, NULL);    /* it revokes our lease: a standby leads at once */
+    pthread_join(S.thread, NULL);
     S.running = 0;
 }
 

@@ -1697,7 +1697,9 @@ void nkFailoverTick(void) {
         if (!why[0] && now >= F.retry_after_us) foStart(&m);
         break;
     case FO_FENCING:
-        if (!nk.cfg.failover && !F.planned) foAbort("failover was turned off");
+        if (F.refusing && have_m && m.valid && !nkProbeLeaseHeldByIdle())
+            foAbort("the master no longer refuses our lease as an idle grantor's");
+        else if (!nk.cfg.failover && !F.planned) foAbort("failover was turned off");
         else if (have_m && m.valid && !F.planned && !F.refusing) foAbort("the master answers again");
         else if (now >= F.lease_bound_us) foQuery();
         break;
@@ -1707,8 +1709,9 @@ void nkFailoverTick(void) {
             plannedTick(now);
             break;
         }
-        if (have_m && m.valid && !F.refusing) {
-            foAbort("the master answers again");
+        if (have_m && m.valid && (!F.refusing || !nkProbeLeaseHeldByIdle())) {
+            foAbort(F.refusing ? "the master no longer refuses our lease as an idle grantor's" :
+                    "the master answers again");
             break;
         }
         if (!nk.cfg.failover) {

@@ -593,6 +593,9 @@ class CoordShard(Shard):
              "--master-host", "127.0.0.1", "--master-port", str(self.nodes[0]),
              "--failover", "yes", "--min-slaves", "1", "--masteruser", "nickv",
              "--masterauth", NICKV_PASS, "--coordinator", self.etcd.urls,
+             # The bench's etcd runs without authentication, on loopback:
+             # a deployment sets coordinator-user (NIC-KV.md, "Many Nic-KVs").
+             "--coordinator-insecure", "yes",
              "--local-node", f"127.0.0.1:{self.nodes[i]}",
              "--state-file", os.path.join(self.out, f"nic-kv{i}.state"),
              "--logfile", os.path.join(self.out, f"nic-kv{i}.log")], self.coords[i], "nic-kv")
