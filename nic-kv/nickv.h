@@ -560,12 +560,10 @@ int nkCoordFanout(const char *ip, int port);
 int nkCoordMayName(const char *ip, int port);
 int nkCoordNamed(const char *ip, int port);
 int nkCoordRecordNamed(char ip[][NK_COORD_ADDR], int *ports, int max);
-int nkCoordRecordMaster(char *ip, size_t iplen, int *port, long long *epoch);
 void nkCoordPublish(long long epoch, const char *ip, int port);
 int nkCoordPublished(long long epoch);
 void nkCoordTick(const char *master_ip, int master_port, int master_valid, int watching, long long epoch,
                  long long lease_bound_us);
-const char *nkCoordRole(void);
 sds nkCoordInfo(sds s);
 /* nickv_probe.c: close the master's probe connection (it may hold the
  * master's grantor place: another leader's turn). */

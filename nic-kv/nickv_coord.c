@@ -654,15 +654,6 @@ int nkCoordRecordNamed(char ip[][NK_COORD_ADDR], int *ports, int max) {
     return n;
 }
 
-/* The record names the master at epoch: 1 with them, 0 if there is none. */
-int nkCoordRecordMaster(char *ip, size_t iplen, int *port, long long *epoch) {
-    if (!nkCoordOn() || !C.rec.epoch) return 0;
-    snprintf(ip, iplen, "%s", C.rec.master.ip);
-    *port = C.rec.master.port;
-    *epoch = C.rec.epoch;
-    return 1;
-}
-
 /* Write the record (master, epoch, and the replicas recorded so far),
  * guarded by our leadership. nkCoordPublished says when it is written. */
 static void publish(long long epoch, const char *ip, int port, const coordAddr *named, int nnamed,
@@ -719,13 +710,12 @@ static void adoptRecord(void) {
 void nkCoordTick(const char *master_ip, int master_port, int master_valid, int watching, long long epoch,
                  long long lease_bound_us) {
     int leader, etcd_ok, resigned, present, just_won = 0;
-    long long held, now = coordNowUs();
+    long long now = coordNowUs();
     char err[256], inst[NICKV_INSTANCE_LEN + 1];
     sds rv;
     if (!nkCoordOn()) return;
     pthread_mutex_lock(&S.lock);
     leader = S.leader && S.held_us > now;
-    held = S.held_us;
     etcd_ok = S.etcd_ok;
     memcpy(err, S.etcd_err, sizeof(err));
     rv = sdsdup(S.record_val);
@@ -734,7 +724,6 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     present = S.member_present;
     memcpy(inst, S.member_instance, sizeof(inst));
     pthread_mutex_unlock(&S.lock);
-    (void)held;
 
     if (!etcd_ok && strcmp(err, C.last_err))
         nkLogRepeat(LL_WARNING, "Coordinator: etcd", "Coordinator: %s%s", err, C.role == CO_LEADER ?
@@ -916,10 +905,6 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     pthread_mutex_unlock(&S.lock);
     if ((C.role == CO_LEADER) != C.was_leader) nkLinkFanoutCheck();
     C.was_leader = C.role == CO_LEADER;
-}
-
-const char *nkCoordRole(void) {
-    return roleNames[C.role];
 }
 
 /* ---------------------------------------------------------------- INFO --- */

@@ -633,6 +633,31 @@ proc fo_assert_acked {acked got n} {
     }
 }
 
+# The list-append checkers' verdict on the final master m (db 9): how many
+# acknowledged appends are missing (or out of order) from list:0..n-1;
+# acked(c) and next(c) are client c's acknowledged values and the next value
+# it would have written, in the caller's array arr. A value never written
+# fails the test at once.
+proc fo_count_lost {m arr n} {
+    upvar 1 $arr a
+    set lost 0
+    for {set c 0} {$c < $n} {incr c} {
+        set got [$m lrange list:$c 0 -1]
+        set pos 0
+        foreach v $a(acked,$c) {
+            set i [lsearch -exact -start $pos $got $v]
+            if {$i < 0} { incr lost; continue }
+            set pos [expr {$i + 1}]
+        }
+        foreach v $got {
+            if {![string is integer -strict $v] || $v < 0 || $v >= $a(next,$c)} {
+                fail "list:$c holds a value never written: $v"
+            }
+        }
+    }
+    return $lost
+}
+
 # Wait until the node at port is a replica of the master at mport, its link up.
 proc fo_wait_replica_of {port mport} {
     wait_for_condition 100 100 {

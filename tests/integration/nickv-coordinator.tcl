@@ -444,21 +444,7 @@ start_server [list overrides $co_conf] {
         set mm [redis 127.0.0.1 $port]
         $mm select 9
         nickv_wait_served $mm
-        set lost 0
-        for {set c 0} {$c < 3} {incr c} {
-            set got [$mm lrange list:$c 0 -1]
-            set pos 0
-            foreach v $co(acked,$c) {
-                set i [lsearch -exact -start $pos $got $v]
-                if {$i < 0} { incr lost; continue }
-                set pos [expr {$i + 1}]
-            }
-            foreach v $got {
-                if {![string is integer -strict $v] || $v < 0 || $v >= $co(next,$c)} {
-                    fail "list:$c holds a value never written: $v"
-                }
-            }
-        }
+        set lost [fo_count_lost $mm co 3]
         set others {}
         for {set i 0} {$i < 3} {incr i} {
             if {$co(port,$i) == $port} continue

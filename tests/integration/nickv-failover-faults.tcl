@@ -156,21 +156,7 @@ start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
         set m [redis 127.0.0.1 $port]
         $m select 9
         nickv_wait_served $m
-        set lost 0
-        for {set c 0} {$c < 3} {incr c} {
-            set got [$m lrange list:$c 0 -1]
-            set pos 0
-            foreach v $ff(acked,$c) {
-                set i [lsearch -exact -start $pos $got $v]
-                if {$i < 0} { incr lost; continue }
-                set pos [expr {$i + 1}]
-            }
-            foreach v $got {
-                if {![string is integer -strict $v] || $v < 0 || $v >= $ff(next,$c)} {
-                    fail "list:$c holds a value never written: $v"
-                }
-            }
-        }
+        set lost [fo_count_lost $m ff 3]
         # Every node has the same data.
         set others {}
         foreach p $ports {
