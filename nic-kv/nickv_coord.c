@@ -97,6 +97,7 @@
 #define NK_COORD_DRIFT_PCT 10            /* clock rates differ by less */
 #define NK_COORD_MARGIN_US 10000         /* ms reads, scheduling */
 #define NK_COORD_TICK_US 100000          /* the thread's round, at most this often */
+#define NK_COORD_AUTH_TIMEOUT_MS 5000    /* an etcd authentication (a bcrypt) */
 #define NK_COORD_NAMED 32                /* replicas the record can name */
 
 #define NK_COORD_MOVE_STABLE_MS 5000     /* master valid this long before leadership moves */
@@ -305,9 +306,16 @@ static void *coordThread(void *arg) {
         held = S.held_us;
         pthread_mutex_unlock(&S.lock);
 
+        /* A token first when we hold none (etcd with authentication): under
+         * a deadline of its own, as a loaded member's bcrypt can take longer
+         * than a call may (nickv_etcd.c). Only after a member restart does a
+         * leader need one again; its held time runs out meanwhile. */
+        if (nkEtcdAuthenticate(e, NK_COORD_AUTH_TIMEOUT_MS, err, sizeof(err)) == -1) ok = 0;
         /* Our etcd lease: granted once, kept alive every round. */
         s = coordNowUs();
-        if (!lease) {
+        if (!ok) {
+            /* no token: nothing else this round */
+        } else if (!lease) {
             if (nkEtcdLeaseGrant(e, nk.cfg.leader_ttl, &lease, &ttl, err, sizeof(err)) == -1) {
                 lease = 0;
                 ok = 0;

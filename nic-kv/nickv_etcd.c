@@ -64,7 +64,11 @@
  * refusal, and for NK_ETCD_AUTH_HOLD_MS afterwards calls fail at once with
  * the same error instead of asking again: each authentication costs etcd a
  * bcrypt and a raft round, and a caller retrying a failed call must not turn
- * into a flood of them.
+ * into a flood of them. That bcrypt takes tens of milliseconds on an idle
+ * member and can take seconds on a loaded one: longer than a call's short
+ * deadline, so that a caller that only ever authenticated inside its calls
+ * could retry for ever. nkEtcdAuthenticate gets a token under a deadline of
+ * its own, for callers to use before their short calls when they have none.
  *
  *   no token --authenticate--> token --request--> answer
  *                                 ^                  | "invalid auth token",
@@ -1279,6 +1283,7 @@ static etcdOutcome etcdAttempt(nkEtcd *e, const nkEtcdPeer *p, const char *path,
         if ((out = etcdAuthenticate(e, p, deadline, reason, rlen)) != ETCD_ANSWERED) return out;
         fresh = 1;
     }
+    if (!path) return ETCD_ANSWERED; /* nkEtcdAuthenticate: the token is all */
     out = etcdExchange(e, p, path, body, e->token, deadline, doc, reason, rlen);
     if (out == ETCD_TOKEN_REJECTED && !fresh) {
         etcdForget(e->token);
@@ -1298,8 +1303,10 @@ static etcdOutcome etcdAttempt(nkEtcd *e, const nkEtcdPeer *p, const char *path,
 /* POST body to path, rotating over the endpoints within the call's deadline
  * (see the top of this file). C_OK and the answer in *a (a->doc the caller
  * frees), or C_ERR and err naming the endpoints and what each said. */
-static int etcdCall(nkEtcd *e, const char *path, const char *body, etcdAnswer *a, char *err, size_t errlen) {
-    long long start = etcdNowMs(), deadline = start + e->timeout_ms;
+static int etcdCallWithin(nkEtcd *e, const char *path, const char *body, int timeout_ms, etcdAnswer *a, char *err,
+                          size_t errlen) {
+    long long start = etcdNowMs(), deadline = start + timeout_ms;
+    const char *what = path ? path : "/v3/auth/authenticate";
     sds tried = sdsempty();
     char reason[512];
 
@@ -1335,7 +1342,7 @@ static int etcdCall(nkEtcd *e, const char *path, const char *body, etcdAnswer *a
         if (out == ETCD_REFUSED) {
             /* etcd 3.4's words for a request without a token. */
             int anonymous = !e->user && strstr(reason, "user name is empty");
-            snprintf(err, errlen, "etcd %s: POST %s: %s%s", p->name, path, reason,
+            snprintf(err, errlen, "etcd %s: POST %s: %s%s", p->name, what, reason,
                      anonymous ? " (etcd requires authentication: no user and password were given)" : "");
             sdsfree(tried);
             return C_ERR;
@@ -1343,10 +1350,22 @@ static int etcdCall(nkEtcd *e, const char *path, const char *body, etcdAnswer *a
         tried = sdscatprintf(tried, "%s%s: %s", sdslen(tried) ? "; " : "", p->name, reason);
         e->cur = (e->cur + 1) % e->npeers;
     }
-    snprintf(err, errlen, "etcd: POST %s: no endpoint answered in %lld ms (timeout %d ms): %s", path,
-             etcdNowMs() - start, e->timeout_ms, sdslen(tried) ? tried : "no time left");
+    snprintf(err, errlen, "etcd: POST %s: no endpoint answered in %lld ms (timeout %d ms): %s", what,
+             etcdNowMs() - start, timeout_ms, sdslen(tried) ? tried : "no time left");
     sdsfree(tried);
     return C_ERR;
+}
+
+static int etcdCall(nkEtcd *e, const char *path, const char *body, etcdAnswer *a, char *err, size_t errlen) {
+    return etcdCallWithin(e, path, body, e->timeout_ms, a, err, errlen);
+}
+
+int nkEtcdAuthenticate(nkEtcd *e, int timeout_ms, char *err, size_t errlen) {
+    etcdAnswer a = {NULL, NULL, NULL};
+    if (!e->user || e->token) return C_OK;
+    if (etcdCallWithin(e, NULL, NULL, timeout_ms, &a, err, errlen) == C_ERR) return C_ERR;
+    sdsfree(a.doc);
+    return C_OK;
 }
 
 /* ------------------------------- Requests -------------------------------- */

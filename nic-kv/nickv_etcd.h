@@ -41,6 +41,10 @@ void nkEtcdFree(nkEtcd *e);
  * that follows fails with the same error without asking etcd again. -1 when
  * user is empty or password NULL, else 0. */
 int nkEtcdSetAuth(nkEtcd *e, const char *user, const char *password);
+/* With a user set and no token held: authenticate now, rotating over the
+ * endpoints within timeout_ms (not the calls' timeout). C_OK when a token
+ * is held (or no user is set). */
+int nkEtcdAuthenticate(nkEtcd *e, int timeout_ms, char *err, size_t errlen);
 /* How many times e has authenticated (a renewed token counts again). */
 long long nkEtcdAuthentications(nkEtcd *e);
 

@@ -25,6 +25,8 @@
  *                       (which, unlike an argument, ps does not show)
  *   --cacert f          TLS (etcds:// or https://): etcd's CA, PEM
  *   --cert f --key f    TLS: the client's certificate and key, PEM
+ *   --auth-timeout ms   authenticate first (nkEtcdAuthenticate) within ms,
+ *                       not within the call's timeout
  *   --again ms          make the call, wait ms, make it again with the
  *                       same client (its token, its refusals are kept);
  *                       prints both results, then "authentications <n>";
@@ -45,7 +47,7 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: nickv-etcd-check [-t ms] [--user u [--password p]] [--cacert f] [--cert f --key f]\n"
-                    "       [--again ms] <urls> grant <ttl> | keepalive <id> | revoke <id> |\n"
+                    "       [--auth-timeout ms] [--again ms] <urls> grant <ttl> | keepalive <id> | revoke <id> |\n"
                     "       create <key> <val> <lease> | get <key> | putif <guard> <gval> <key> <val> |\n"
                     "       deleteif <key> <val>\n");
     exit(2);
@@ -96,7 +98,7 @@ static int call(nkEtcd *e, const char *op, int n, char **arg, char *err, size_t 
 
 int main(int argc, char **argv) {
     char err[1024] = "";
-    long long timeout = 1000, again = -1;
+    long long timeout = 1000, again = -1, auth_timeout = -1;
     const char *user = NULL, *password = getenv("NICKV_ETCD_PASSWORD");
     const char *cacert = NULL, *cert = NULL, *key = NULL;
     int rv;
@@ -115,11 +117,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(opt, "--cert")) cert = v;
         else if (!strcmp(opt, "--key")) key = v;
         else if (!strcmp(opt, "--again")) again = number(v);
+        else if (!strcmp(opt, "--auth-timeout")) auth_timeout = number(v);
         else usage();
         argc -= 2;
         argv += 2;
     }
-    if (argc < 2 || timeout <= 0 || timeout > 3600000) usage();
+    if (argc < 2 || timeout <= 0 || timeout > 3600000 ||
+        (auth_timeout != -1 && (auth_timeout <= 0 || auth_timeout > 3600000))) usage();
     if (user && !password) {
         fprintf(stderr, "nickv-etcd-check: --user %s needs --password or NICKV_ETCD_PASSWORD\n", user);
         return 2;
@@ -133,6 +137,11 @@ int main(int argc, char **argv) {
         usage();
     }
     if ((cacert || cert || key) && nkEtcdSetTls(e, cacert, cert, key, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        nkEtcdFree(e);
+        return 1;
+    }
+    if (auth_timeout > 0 && nkEtcdAuthenticate(e, (int)auth_timeout, err, sizeof(err)) != 0) {
         fprintf(stderr, "%s\n", err);
         nkEtcdFree(e);
         return 1;

@@ -16,7 +16,9 @@
 #                            more etcd flags for every member (with
 #                            --cert-file the client URLs are https), and
 #                            etcdctl: flags for every etcdctl the helpers run
-#                            (--cacert, --cert/--key, --user)
+#                            (--cacert, --cert/--key, --user), and host: the
+#                            address the members serve clients on
+#                            (127.0.0.1; their peers always talk there)
 #   etcd_cluster_urls        "etcd://h:p,h:p,h:p" (etcds:// with TLS), in the
 #                            members' order
 #   etcd_ctl args...         etcdctl on the running members, with the
@@ -72,6 +74,12 @@ proc etcd_pid_alive {pid} {
           ![string match {*State:*Z*} [etcd_proc_state $pid]]}
 }
 
+proc etcd_port_refuses {host port} {
+    if {[catch {socket $host $port} fd]} { return 1 }
+    close $fd
+    return 0
+}
+
 proc etcd_proc_state {pid} {
     if {[catch {set fd [open /proc/$pid/status]}]} { return {} }
     set text [read $fd]
@@ -122,6 +130,7 @@ proc etcd_cluster_start {{n 3} {opts {}}} {
     set flags [expr {[dict exists $opts flags] ? [dict get $opts flags] : {}}]
     set ctl [expr {[dict exists $opts etcdctl] ? [dict get $opts etcdctl] : {}}]
     set scheme [expr {"--cert-file" in $flags ? "https" : "http"}]
+    set host [expr {[dict exists $opts host] ? [dict get $opts host] : "127.0.0.1"}]
     # A start that lost a port to another process is tried again on others.
     for {set attempt 1} {1} {incr attempt} {
         set dir [file normalize [tmpdir etcd]]
@@ -132,7 +141,7 @@ proc etcd_cluster_start {{n 3} {opts {}}} {
             set peer [find_available_port [expr {$::baseport + 600}] 100]
             set name m$i
             lappend members [dict create name $name client $client peer $peer \
-                url $scheme://127.0.0.1:$client data $dir/$name.data log $dir/$name.log pid 0]
+                host $host url $scheme://$host:$client data $dir/$name.data log $dir/$name.log pid 0]
             lappend initial $name=http://127.0.0.1:$peer
         }
         set ::etcd_cluster [dict create dir $dir initial [join $initial ,] members $members \
@@ -156,7 +165,7 @@ proc etcd_cluster_start {{n 3} {opts {}}} {
 
 proc etcd_cluster_urls {} {
     set hps {}
-    foreach m [dict get $::etcd_cluster members] { lappend hps 127.0.0.1:[dict get $m client] }
+    foreach m [dict get $::etcd_cluster members] { lappend hps [dict get $m host]:[dict get $m client] }
     return [expr {[dict get $::etcd_cluster scheme] eq "https" ? "etcds" : "etcd"}]://[join $hps ,]
 }
 
@@ -165,8 +174,13 @@ proc etcd_member_kill {i} {
     set pid [dict get $m pid]
     if {$pid == 0} return
     catch {exec kill -9 $pid}
+    # A Go program's threads die one by one: the leader can be a zombie while
+    # another thread still holds the shared file table, and with it the
+    # listening sockets (a connect then succeeds and is reset). Dead means
+    # both ports refuse.
     wait_for_condition 50 100 {
-        ![etcd_pid_alive $pid]
+        ![etcd_pid_alive $pid] && [etcd_port_refuses [dict get $m host] [dict get $m client]] &&
+        [etcd_port_refuses 127.0.0.1 [dict get $m peer]]
     } else {
         fail "etcd member $i (pid $pid) did not die"
     }

@@ -374,6 +374,55 @@ tags {"skv etcd external:skip"} {
 
     etcd_cluster_stop
 
+    # ------------------------ A slow authentication ------------------------
+
+    # etcd checks a password with bcrypt: about 80 ms at its default cost on
+    # an idle core of this machine, and several times that on a loaded one,
+    # longer than the share of a short call each endpoint gets (Nic-KV's
+    # calls: 500 ms over three members). Cost 12 (four times the default)
+    # makes that happen on an idle machine too.
+    etcd_cluster_start 3 {flags {--bcrypt-cost 12}}
+    etcd_ctl role add skv
+    etcd_ctl role grant-permission skv --prefix=true readwrite /skv/
+    etcd_ctl --interactive=false user add root:rootpw
+    etcd_ctl role add root
+    etcd_ctl user grant-role root root
+    etcd_ctl --interactive=false user add nickv:slowpw
+    etcd_ctl user grant-role nickv skv
+    etcd_ctl auth enable
+
+    test {etcd auth: an authentication slower than a call gets a deadline of its own} {
+        set urls [etcd_cluster_urls]
+        # Inside a 300 ms call it cannot finish, however often it is tried.
+        for {set i 0} {$i < 3} {incr i} {
+            lassign [ec_fails -t 300 --user nickv --password slowpw $urls get /skv/slow] out
+            assert_match "*authenticate: no answer in time*" $out
+        }
+        # Its own deadline, then the same short call.
+        set start [clock milliseconds]
+        lassign [ec_exec -t 300 --auth-timeout 10000 --user nickv --password slowpw $urls get /skv/slow] status out
+        puts "etcd auth: a bcrypt-cost 12 authentication and a call took [expr {[clock milliseconds] - $start}] ms"
+        assert_equal 0 $status
+        assert_match "none\nendpoint 127.0.0.1:*" $out
+    }
+
+    start_server {tags {"nickv"}} {
+        test {etcd auth: a Nic-KV leads although etcd takes longer to authenticate than its calls may} {
+            set dir [file normalize [tmpdir nickv-slowauth]]
+            set nk [nickv_start [srv 0 port] --coordinator [etcd_cluster_urls] --coordinator-user nickv \
+                        --coordinator-password slowpw --local-node 127.0.0.1:[srv 0 port] \
+                        --master-host 127.0.0.1]
+            wait_for_condition 150 100 {
+                [nickv_info $nk coordinator_role] eq {leader}
+            } else {
+                fail "it does not lead: [nickv_cmd $nk info coordinator]"
+            }
+            nickv_stop $nk
+        }
+    }
+
+    etcd_cluster_stop
+
     # ----------------------------------- TLS ------------------------------------
 
     set c $::ec_certs
