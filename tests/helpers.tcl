@@ -198,6 +198,8 @@ proc nickv_start_under {prefix master_port args} {
     }
     lappend ::nickv_pids $pid
     set nk [dict create port $port pid $pid log $log args $args master $master_port]
+    set i [lsearch -exact $args --bind]
+    if {$i >= 0} { dict set nk host [lindex [lindex $args [expr {$i + 1}]] 0] }
     # The password its clients give: requirepass, else masterauth (unless
     # masteruser makes that Nic-KV's own); the admin's, adminpass, when
     # set (it may run every command).
@@ -249,9 +251,16 @@ proc nickv_assert_no_bug {nk} {
     }
 }
 
+# The address a Nic-KV listens on: 127.0.0.1 unless started with --bind
+# (the first address given).
+proc nickv_host {nk} {
+    if {[dict exists $nk host]} { return [dict get $nk host] }
+    return 127.0.0.1
+}
+
 # A command to Nic-KV (a fresh connection each time); the reply.
 proc nickv_cmd {nk args} {
-    set c [redis 127.0.0.1 [dict get $nk port]]
+    set c [redis [nickv_host $nk] [dict get $nk port]]
     if {[dict exists $nk auth]} { catch {$c auth [dict get $nk auth]} }
     catch {$c {*}$args} r
     catch {$c close}
