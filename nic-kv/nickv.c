@@ -936,7 +936,7 @@ static int nkClientFlush(nkClient *c) {
             nkClientFree(c);
             return -1;
         }
-        if (c->state == NK_CLIENT_HANDOVER) {
+        if (c->state == NK_CLIENT_HANDOVER && !c->stream_on_ack) {
             /* The +CONTINUE (or the RDB) is out: the stream starts. */
             nkClientHandOver(c);
             return -1;
@@ -1468,6 +1468,34 @@ static void nkClientMaybeGrant(nkClient *c) {
     c->rx_granted = 1;
 }
 
+/* HANDOVER after an EOF-marked RDB (nickv_fullsync.c, fsDone): the
+ * replica's first REPLCONF ACK starts the stream; anything else it sends
+ * before is dropped, as a master drops a loading replica's input. */
+static void handoverAwaitAck(nkClient *c, const char *buf, size_t len) {
+    c->querybuf = sdscatlen(c->querybuf, buf, len);
+    for (;;) {
+        int argc, ack;
+        sds *argv;
+        const char *err = NULL;
+        int r = nkParseCommand(&c->querybuf, &argc, &argv, &err);
+        if (r < 0) {
+            /* HANDOVER goes to no other state: the replica is closed. */
+            stats.protocol_errors++;
+            nkLog(LL_NOTICE, "Replica %s:%d: protocol error (%s) while it loads its RDB: closing it", c->ip,
+                  c->listening_port, err);
+            nkClientFree(c);
+            return;
+        }
+        if (r == 0) return;
+        ack = argc >= 2 && !strcasecmp(argv[0], "replconf") && !strcasecmp(argv[1], "ack");
+        nkFreeArgv(argc, argv);
+        if (ack) break;
+    }
+    c->stream_on_ack = 0;
+    sdsclear(c->querybuf);
+    nkClientFlush(c);    /* hands over once the output is out */
+}
+
 static void nkClientReadable(nkConn *conn, void *data) {
     nkClient *c = data;
     char buf[16 * 1024];
@@ -1477,6 +1505,10 @@ static void nkClientReadable(nkConn *conn, void *data) {
         return;
     }
     if (n < 0) return;
+    if (c->state == NK_CLIENT_HANDOVER && c->stream_on_ack) {
+        handoverAwaitAck(c, buf, n);
+        return;
+    }
     /* Not listening any more (or, waiting for the stream, not yet). */
     if (c->state != NK_CLIENT_CONNECTED) return;
     c->querybuf = sdscatlen(c->querybuf, buf, n);

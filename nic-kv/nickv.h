@@ -325,6 +325,8 @@ typedef struct nkClient {
     int listening_port;       /* REPLCONF listening-port */
     int capa_eof, capa_psync2, capa_nickv;
     long long stream_from;    /* HANDOVER: the offset the stream starts at */
+    int stream_on_ack;        /* HANDOVER: ... once the replica's first REPLCONF ACK
+                               * says it found the end of an EOF-marked RDB */
     long long psync_wait;     /* WAITING: the offset the PSYNC waits for */
     long long psync_deadline; /* ... until this time (ms) */
     char psync_replid[NK_RUNID_SIZE+1]; /* ... in this history */

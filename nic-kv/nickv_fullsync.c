@@ -133,16 +133,23 @@ static void fsPump(nkClient *c) {
     }
 }
 
-/* The RDB ended: the replica streams from our backlog just after it. */
+/* The RDB ended: the replica streams from our backlog just after it. An
+ * RDB that ends with an EOF mark is found complete by its last 40 bytes
+ * read: a stream glued to it would hide the mark and the replica would wait
+ * for ever (it happened under load, when the replica read the two at once).
+ * So, as a master does for such a replica, the stream starts only once it
+ * says with its first REPLCONF ACK that it loaded the RDB. */
 static void fsDone(nkClient *c) {
     long long first, last, from = c->fs->offset + 1;
+    int marked = c->fs->rdb.left == NK_RDB_EOFMARK;
     nkBacklogRange(&first, &last);
     if (from < first) {
         fsEnd(c, "the backlog no longer holds the RDB's offset (raise backlog-size)");
         return;
     }
     fsEnd(c, NULL);
-    c->stream_from = from;    /* once the RDB is out */
+    c->stream_from = from;    /* once the RDB is out (and acknowledged) */
+    c->stream_on_ack = marked;
     nkClientSetState(c, NK_CLIENT_HANDOVER);
 }
 

@@ -28,9 +28,12 @@
  *   FULLSYNC --the RDB's end--> HANDOVER at the RDB's offset
  *   FULLSYNC --master or replica fails, output limit--> CLOSING
  *   CONNECTED --QUIT, protocol error, refused--> CLOSING
- *   HANDOVER --queue sent--> the client is freed, its connection becomes
- *             an nkReplica, ONLINE, of a fan-out thread (nkReplicaStart);
- *             "add" goes to the master
+ *   HANDOVER --queue sent (after an EOF-marked RDB: and the replica's
+ *             first REPLCONF ACK, which says it found the mark)--> the
+ *             client is freed, its connection becomes an nkReplica, ONLINE,
+ *             of a fan-out thread (nkReplicaStart); "add" goes to the master
+ *   HANDOVER --EOF, error, protocol error while waiting for that ACK-->
+ *             freed
  *   CLOSING --queue sent--> freed
  *   ONLINE --ACK--> ONLINE (ack relayed, never beyond what was sent)
  *   ONLINE --EOF, error, fell out of the backlog, master history changed-->

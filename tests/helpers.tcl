@@ -507,6 +507,23 @@ proc nickv_assert_no_server_bug {level} {
 # The innermost server, configured with Nic-KV as its master, gets a full
 # sync through Nic-KV (Nic-KV's own connection to the master asks for it),
 # then the stream: the data is the master's.
+# What a stalled full sync through Nic-KV looks like from each side: the
+# replica's transfer counters, Nic-KV's clients and log, the master's log.
+proc nickv_sync_diag {nk replica master_log} {
+    set s "--- the replica:\n"
+    catch {
+        foreach line [split [$replica info replication] "\n"] {
+            if {[string match {master_*} $line]} { append s "$line\n" }
+        }
+    }
+    append s "--- Nic-KV:\n"
+    catch {append s [nickv_cmd $nk info replicas]}
+    catch {append s [exec tail -n 20 [dict get $nk log]]}
+    append s "\n--- the master:\n"
+    catch {append s [exec tail -n 20 $master_log]}
+    return $s
+}
+
 proc nickv_check_proxied_full_sync {master nk} {
     set r [srv 0 client]
     set proxied [nickv_info $nk sync_full_proxied]
@@ -515,7 +532,7 @@ proc nickv_check_proxied_full_sync {master nk} {
     wait_for_condition 200 100 {
         [status $r master_link_status] eq {up}
     } else {
-        fail "the replica did not sync through Nic-KV: [exec tail -n 5 [dict get $nk log]]"
+        fail "the replica did not sync through Nic-KV: [nickv_sync_diag $nk $r [srv -1 stdout]]"
     }
     assert_equal [expr {$proxied + 1}] [nickv_info $nk sync_full_proxied]
     nickv_mixed_load $master 50
