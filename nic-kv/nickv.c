@@ -622,7 +622,7 @@ static nkConfigOption nkConfigs[] = {
     {"thread-num", NK_CFG_INT, IMM, &nk.cfg.thread_num, 1, 64, 1, NULL, NULL, NULL, NULL, NULL,
      "<n>", "fan-out threads, never more than min(cores, replicas)"},
     {"repl-timeout", NK_CFG_INT, 0, &nk.cfg.repl_timeout, 1, INT_MAX, 60, NULL, NULL, NULL, NULL, NULL,
-     "<secs>", "silence from the master before reconnecting"},
+     "<secs>", "silence from the master before reconnecting; from a replica that loads a proxied RDB before closing it"},
     {"probe-interval", NK_CFG_INT, 0, &nk.cfg.probe_interval, 10, 60000, 100, NULL, NULL, NULL, NULL,
      NULL, "<ms>", "probe the master and every replica this often"},
     {"waiting-time", NK_CFG_INT, 0, &nk.cfg.waiting_time, 10, 3600000, 500, NULL, NULL, NULL, NULL,
@@ -1472,6 +1472,7 @@ static void nkClientMaybeGrant(nkClient *c) {
  * replica's first REPLCONF ACK starts the stream; anything else it sends
  * before is dropped, as a master drops a loading replica's input. */
 static void handoverAwaitAck(nkClient *c, const char *buf, size_t len) {
+    c->ack_wait_io = nkMstime();    /* a loading replica sends "\n" each second */
     c->querybuf = sdscatlen(c->querybuf, buf, len);
     for (;;) {
         int argc, ack;
@@ -1734,6 +1735,15 @@ static void nkClientsCron(void) {
                 nkClientFree(c);
                 continue;
             }
+        }
+        if (c->state == NK_CLIENT_HANDOVER && c->stream_on_ack &&
+            now - c->ack_wait_io > nk.cfg.repl_timeout * 1000LL) {
+            /* As a master times out a replica that loads in silence. */
+            nkLog(LL_WARNING, "Replica %s:%d: silent for repl-timeout (%d s) after its RDB, without the "
+                  "REPLCONF ACK that starts its stream: closing it", c->ip, c->listening_port,
+                  nk.cfg.repl_timeout);
+            nkClientFree(c);
+            continue;
         }
         if (need_auth && !c->authenticated && nk.cfg.auth_timeout &&
             now - c->ctime_ms >= nk.cfg.auth_timeout * 1000LL) {

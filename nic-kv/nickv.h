@@ -327,6 +327,8 @@ typedef struct nkClient {
     long long stream_from;    /* HANDOVER: the offset the stream starts at */
     int stream_on_ack;        /* HANDOVER: ... once the replica's first REPLCONF ACK
                                * says it found the end of an EOF-marked RDB */
+    long long stream_history; /* ... in this history (nkLinkHistory) */
+    long long ack_wait_io;    /* ... the last time (ms) it sent anything */
     long long psync_wait;     /* WAITING: the offset the PSYNC waits for */
     long long psync_deadline; /* ... until this time (ms) */
     char psync_replid[NK_RUNID_SIZE+1]; /* ... in this history */
@@ -378,6 +380,7 @@ int nkLinkStreaming(void);
 int nkLinkDaemon(void);
 /* The master's replication id, as our stream carries it. */
 const char *nkLinkReplid(void);
+long long nkLinkHistory(void);
 /* Is (replid, offset) our stream's history: the master's id, or the one
  * before it up to where it changed (as a Redis master's replid2)? */
 int nkLinkSameHistory(const char *replid, long long offset);

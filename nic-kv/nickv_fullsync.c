@@ -94,6 +94,7 @@ static void fsPsyncReply(nkClient *c, const char *line) {
         fsEnd(c, "the master's replication id differs from our stream's");
         return;
     }
+    c->stream_history = nkLinkHistory();
     nkClientReply(c, "%s\r\n", line);
     nkRdbReaderInit(&fs->rdb);
     fs->state = FS_RDB;
@@ -143,6 +144,10 @@ static void fsDone(nkClient *c) {
     long long first, last, from = c->fs->offset + 1;
     int marked = c->fs->rdb.left == NK_RDB_EOFMARK;
     nkBacklogRange(&first, &last);
+    if (c->stream_history != nkLinkHistory()) {
+        fsEnd(c, "the master's history changed during the transfer");
+        return;
+    }
     if (from < first) {
         fsEnd(c, "the backlog no longer holds the RDB's offset (raise backlog-size)");
         return;
@@ -150,6 +155,7 @@ static void fsDone(nkClient *c) {
     fsEnd(c, NULL);
     c->stream_from = from;    /* once the RDB is out (and acknowledged) */
     c->stream_on_ack = marked;
+    c->ack_wait_io = nkMstime();
     nkClientSetState(c, NK_CLIENT_HANDOVER);
 }
 

@@ -131,6 +131,7 @@ static void psyncContinue(nkClient *c, long long offset) {
           c->listening_port, offset);
     nkClientReply(c, "+CONTINUE %s\r\n", nkLinkReplid());
     c->stream_from = offset;
+    c->stream_history = nkLinkHistory();
     nkClientSetState(c, NK_CLIENT_HANDOVER);
 }
 
@@ -241,6 +242,13 @@ void nkClientHandOver(nkClient *c) {
     long long from = c->stream_from;
     if (c->state != NK_CLIENT_HANDOVER) {
         nkBug("client %s:%d: handed over in state %s", c->ip, c->port, clientStateNames[c->state]);
+        return;
+    }
+    if (c->stream_history != nkLinkHistory()) {
+        /* Its offset is in a history our backlog no longer holds. */
+        nkLog(LL_NOTICE, "Replica %s:%d: the master's history changed before its stream started: "
+              "closing it", c->ip, port);
+        nkClientFree(c);
         return;
     }
     snprintf(ip, sizeof(ip), "%s", c->ip);

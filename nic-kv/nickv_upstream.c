@@ -294,8 +294,17 @@ static void linkClose(const char *why) {
     setState(NK_LINK_NONE);
 }
 
+/* Bumped by every new history (nkLinkHistory): a client between its RDB
+ * and its stream checks it has not changed under it. */
+static long long history_gen;
+
+long long nkLinkHistory(void) {
+    return history_gen;
+}
+
 /* A new history: the replicas' positions mean nothing any more. */
 static void newHistory(const char *replid, long long next_offset) {
+    history_gen++;
     if (replicaCount()) R->drop_all("the master's history changed");
     snprintf(L.master_replid, sizeof(L.master_replid), "%s", replid);
     L.master_replid2[0] = '\0';

@@ -138,7 +138,10 @@ start_server {tags {"nickv repl external:skip"}} {
             set proxied [nickv_info $nk sync_full_proxied]
             set loglines [count_log_lines 0]
             $r replicaof 127.0.0.1 [dict get $nk port]
-            wait_for_log_messages 0 {"*receiving streamed RDB from master with EOF*"} $loglines 100 50
+            # Stopped from its +FULLRESYNC on: everything comes while it
+            # does not read. (The RDB's first bytes may come late: the
+            # master's child writes them in blocks.)
+            wait_for_log_messages 0 {"*Full resync from master*"} $loglines 100 50
             exec kill -STOP [srv 0 pid]
             wait_for_condition 100 100 {
                 [nickv_info $nk sync_full_proxied] == $proxied + 1
@@ -160,6 +163,99 @@ start_server {tags {"nickv repl external:skip"}} {
             nickv_assert_digests $master [list $r]
             nickv_stop $nk
         } {} {needs:debug}
+
+        test {Nic-KV: a replica loading a proxied RDB while the master's history changes is not streamed the new one} {
+            nickv_mixed_load $master 50
+            set nk [nickv_start $mport]
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "Nic-KV did not join the master"
+            }
+            $r replicaof no one
+            $r flushall
+            $r set only-here 1
+            $master config set rdb-key-save-delay 20000
+            set proxied [nickv_info $nk sync_full_proxied]
+            set loglines [count_log_lines 0]
+            $r replicaof 127.0.0.1 [dict get $nk port]
+            # Stopped from its +FULLRESYNC on: everything comes while it
+            # does not read. (The RDB's first bytes may come late: the
+            # master's child writes them in blocks.)
+            wait_for_log_messages 0 {"*Full resync from master*"} $loglines 100 50
+            exec kill -STOP [srv 0 pid]
+            wait_for_condition 100 100 {
+                [nickv_info $nk sync_full_proxied] == $proxied + 1
+            } else {
+                exec kill -CONT [srv 0 pid]
+                fail "the RDB did not get through Nic-KV: [nickv_sync_diag $nk $r [srv -1 stdout]]"
+            }
+            # While it waits to load: a new history on Nic-KV's link, which
+            # starts below the replica's offset (the master restarted: a new
+            # replication id, offsets from 0), and grows past it: the
+            # replica's offset is in the new backlog, and means nothing there.
+            set offset [expr {[nickv_info $nk master_repl_offset]}]
+            $master config set rdb-key-save-delay 0
+            set dir [lindex [$master config get dir] 1]
+            file delete -force $dir/[lindex [$master config get dbfilename] 1]
+            restart_server -1 true false 1 nosave
+            set master [srv -1 client]
+            assert_equal 0 [$master dbsize]
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_link_status] eq {up} &&
+                [nickv_info $nk master_replid] eq [status $master master_replid]
+            } else {
+                exec kill -CONT [srv 0 pid]
+                fail "Nic-KV's link did not start a new history"
+            }
+            $master set new-history:filler [string repeat x [expr {$offset + 1000}]]
+            for {set i 0} {$i < 20} {incr i} { $master set new-history:$i $i }
+            set last 19
+            assert {[status $master master_repl_offset] > $offset}
+            exec kill -CONT [srv 0 pid]
+            # Its stream does not start in a history it has no RDB of: it
+            # syncs again, and ends with the master's data.
+            wait_for_condition 200 100 {
+                [status $r master_link_status] eq {up} &&
+                [$r get new-history:$last] eq $last
+            } else {
+                fail "the replica did not sync again: [nickv_sync_diag $nk $r [srv -1 stdout]]"
+            }
+            # (Streamed the new history from its old offset, it kept the
+            # old data under the new stream: the digests differ.)
+            nickv_assert_digests $master [list $r]
+            assert_match {*history changed before its stream started*} [exec cat [dict get $nk log]]
+            nickv_stop $nk
+        } {} {needs:debug}
+
+        test {Nic-KV: a replica that never acknowledges its proxied RDB is closed after repl-timeout} {
+            set nk [nickv_start $mport --repl-timeout 2]
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "Nic-KV did not join the master"
+            }
+            # A plain replica's handshake, the RDB read, then silence.
+            set fd [socket 127.0.0.1 [dict get $nk port]]
+            fconfigure $fd -translation binary
+            foreach cmd {{REPLCONF listening-port 1} {REPLCONF capa eof capa psync2} {PSYNC ? -1}} {
+                puts -nonewline $fd [nickv_resp {*}$cmd]
+            }
+            flush $fd
+            fconfigure $fd -blocking 0
+            set start [clock milliseconds]
+            set got {}
+            while {![eof $fd] && [clock milliseconds] - $start < 10000} {
+                append got [read $fd]
+                after 50
+            }
+            set elapsed [expr {[clock milliseconds] - $start}]
+            close $fd
+            assert_match {*+FULLRESYNC*} [string range $got 0 200]
+            assert {$elapsed < 10000}
+            assert_match {*silent for repl-timeout (2 s) after its RDB*} [exec cat [dict get $nk log]]
+            nickv_stop $nk
+        }
     }
 }
 
