@@ -667,13 +667,33 @@ proc fo_assert_acked {acked got n} {
 proc fo_count_lost {m arr n} {
     upvar 1 $arr a
     set lost 0
+    set ::fo_lost_detail {}
     for {set c 0} {$c < $n} {incr c} {
         set got [$m lrange list:$c 0 -1]
         set pos 0
+        set k 0
+        array unset byfault
+        set missing {}
         foreach v $a(acked,$c) {
             set i [lsearch -exact -start $pos $got $v]
-            if {$i < 0} { incr lost; continue }
-            set pos [expr {$i + 1}]
+            if {$i < 0} {
+                incr lost
+                # What was going on when it was acknowledged (a(ackinfo,c),
+                # when the checker keeps it), and whether it is there at
+                # all (out of order) or not.
+                set when [expr {[info exists a(ackinfo,$c)] ? [lindex $a(ackinfo,$c) $k] : "?"}]
+                incr byfault($when)
+                if {[llength $missing] < 5} {
+                    lappend missing "$v ([expr {[lsearch -exact $got $v] < 0 ? "absent" : "out of order"}])"
+                }
+            } else {
+                set pos [expr {$i + 1}]
+            }
+            incr k
+        }
+        if {[llength $missing]} {
+            append ::fo_lost_detail "list:$c ([llength $got] items): lost [join $missing {, }]...;\
+                acknowledged during: [array get byfault]\n"
         }
         foreach v $got {
             if {![string is integer -strict $v] || $v < 0 || $v >= $a(next,$c)} {
