@@ -452,8 +452,17 @@ static int nickvSlaveNamedValid(client *slave) {
     return nickvNamedValid(nickvSlaveAddr(slave, buf, sizeof(buf)), slave->slave_listening_port);
 }
 
+/* nickv-lease yes and no lease: this master may have been replaced, by a
+ * node that lacks what it wrote since. No replica's acknowledgement counts
+ * then, so that a WAIT blocked while the lease was held cannot be answered
+ * by acknowledgements that arrive after it ran out (the write may be on no
+ * node the failover waited for). Writes are refused meanwhile anyway. */
+static int nickvLeaseLapsed(void) {
+    return nickvLease && !server.masterhost && !nickvLeaseActive();
+}
+
 int nickvReplicaInvalid(client *slave) {
-    return nickvHealthActive() && !nickvSlaveNamedValid(slave);
+    return nickvLeaseLapsed() || (nickvHealthActive() && !nickvSlaveNamedValid(slave));
 }
 
 /* Online replicas the probes do not count out: direct ones and those
@@ -717,7 +726,7 @@ int nickvCountAcksByOffset(long long offset) {
     listIter li;
     listNode *ln;
     int count = 0, active;
-    if (!nickvDaemon() || !NK.replicas) return 0;
+    if (!nickvDaemon() || !NK.replicas || nickvLeaseLapsed()) return 0;
     active = nickvHealthActive();
     listRewind(NK.replicas, &li);
     while ((ln = listNext(&li))) {

@@ -483,3 +483,44 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         nickv_stop $nk
     }
 }
+
+# A WAIT that a master blocked while it held its lease must not be answered
+# by acknowledgements that arrive after the lease ran out: by then another
+# node may have been promoted without the write (a replica Nic-KV did not
+# count). Seen as a possibility while hunting a loss in the failover
+# checker; here made certain with a stopped replica and a killed Nic-KV.
+start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf {nickv-offload no}]] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    start_server [list overrides $fe_conf] {
+        set r [srv 0 client]
+        $r replicaof 127.0.0.1 $mport
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover no]
+        wait_for_sync $r
+
+        test {Nic-KV lease: a WAIT blocked when the lease runs out counts no acknowledgement after it} {
+            wait_for_condition 100 100 {
+                [nickv_status $m nickv_lease] eq {held}
+            } else {
+                fail "the master holds no lease: [$m info nickv]"
+            }
+            exec kill -STOP [srv 0 pid]
+            assert_equal OK [$m set waited 1]
+            set rd [redis_deferring_client -1]
+            $rd wait 1 4000
+            wait_for_blocked_clients_count 1 100 20 -1
+            nickv_stop $nk KILL
+            wait_for_condition 100 50 {
+                [nickv_status $m nickv_lease] ne {held}
+            } else {
+                fail "the lease did not run out"
+            }
+            exec kill -CONT [srv 0 pid]
+            # The replica's acknowledgement comes (it has the write), but
+            # the master may have been replaced: WAIT says 0.
+            assert_equal 0 [$rd read]
+            wait_for_ofs_sync $m $r
+            $rd close
+        }
+    }
+}
