@@ -799,6 +799,11 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     /* Campaign: when the key is free, unless a successor was named to
      * somebody else lately, or we resigned lately. */
     int campaign = C.role == CO_STANDBY;
+    /* Nor while we do not know the master's nickv-lease: not having
+     * reached it since we started (a standby restarted just before the
+     * master's server stopped), we could lead but never fail it over
+     * ("not known yet"), and a standby that knows it would not lead. */
+    if (nkProbeMasterLease() < 0) campaign = 0;
     if (C.rec.successor[0] && strcmp(C.rec.successor, nk.instance) &&
         now - C.rec_seen_us < NK_COORD_SUCCESSOR_MS * 1000LL)
         campaign = 0;
