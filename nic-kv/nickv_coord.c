@@ -63,7 +63,8 @@
  * ========================================================================
  *
  *   STANDBY    --the leader key is absent, no successor was named to us
- *                lately (coordThread: create)--> LEADER
+ *                lately, we know the master's nickv-lease (coordThread:
+ *                create)--> LEADER
  *   LEADER     --a keep-alive failed for longer than held allows, the key
  *                is gone or another's, or etcd says the lease expired--> STANDBY
  *   LEADER     --not on the master's server, the master valid for
