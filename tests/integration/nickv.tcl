@@ -120,6 +120,26 @@ start_server {tags {"nickv repl external:skip"}} {
 # it (its first REPLCONF ACK), or the two arrive in one read and the
 # replica waits for ever. Seen under load; made certain here by stopping
 # the replica during the transfer and writing meanwhile.
+# The replica r (the server at level 0, the master at -1) starts a full
+# sync through Nic-KV and is stopped from its +FULLRESYNC on, until the
+# whole RDB went through Nic-KV: everything comes while it does not read.
+# (About 2 s of RDB; its first bytes may come late, as the master's child
+# writes them in blocks.) The caller resumes it (kill -CONT).
+proc nk_proxied_sync_stopped {master r nk} {
+    $master config set rdb-key-save-delay 20000
+    set proxied [nickv_info $nk sync_full_proxied]
+    set loglines [count_log_lines 0]
+    $r replicaof 127.0.0.1 [dict get $nk port]
+    wait_for_log_messages 0 {"*Full resync from master*"} $loglines 100 50
+    exec kill -STOP [srv 0 pid]
+    wait_for_condition 100 100 {
+        [nickv_info $nk sync_full_proxied] == $proxied + 1
+    } else {
+        exec kill -CONT [srv 0 pid]
+        fail "the RDB did not get through Nic-KV: [nickv_sync_diag $nk $r [srv -1 stdout]]"
+    }
+}
+
 start_server {tags {"nickv repl external:skip"}} {
     set master [srv 0 client]
     set mport [srv 0 port]
@@ -133,22 +153,7 @@ start_server {tags {"nickv repl external:skip"}} {
             } else {
                 fail "Nic-KV did not join the master"
             }
-            # About 2 s of RDB, so that the replica can be stopped in it.
-            $master config set rdb-key-save-delay 20000
-            set proxied [nickv_info $nk sync_full_proxied]
-            set loglines [count_log_lines 0]
-            $r replicaof 127.0.0.1 [dict get $nk port]
-            # Stopped from its +FULLRESYNC on: everything comes while it
-            # does not read. (The RDB's first bytes may come late: the
-            # master's child writes them in blocks.)
-            wait_for_log_messages 0 {"*Full resync from master*"} $loglines 100 50
-            exec kill -STOP [srv 0 pid]
-            wait_for_condition 100 100 {
-                [nickv_info $nk sync_full_proxied] == $proxied + 1
-            } else {
-                exec kill -CONT [srv 0 pid]
-                fail "the RDB did not get through Nic-KV: [nickv_sync_diag $nk $r [srv -1 stdout]]"
-            }
+            nk_proxied_sync_stopped $master $r $nk
             # The stream has something to send right after the RDB.
             for {set i 0} {$i < 20} {incr i} { $master set late:$i $i }
             after 300
@@ -175,21 +180,7 @@ start_server {tags {"nickv repl external:skip"}} {
             $r replicaof no one
             $r flushall
             $r set only-here 1
-            $master config set rdb-key-save-delay 20000
-            set proxied [nickv_info $nk sync_full_proxied]
-            set loglines [count_log_lines 0]
-            $r replicaof 127.0.0.1 [dict get $nk port]
-            # Stopped from its +FULLRESYNC on: everything comes while it
-            # does not read. (The RDB's first bytes may come late: the
-            # master's child writes them in blocks.)
-            wait_for_log_messages 0 {"*Full resync from master*"} $loglines 100 50
-            exec kill -STOP [srv 0 pid]
-            wait_for_condition 100 100 {
-                [nickv_info $nk sync_full_proxied] == $proxied + 1
-            } else {
-                exec kill -CONT [srv 0 pid]
-                fail "the RDB did not get through Nic-KV: [nickv_sync_diag $nk $r [srv -1 stdout]]"
-            }
+            nk_proxied_sync_stopped $master $r $nk
             # While it waits to load: a new history on Nic-KV's link, which
             # starts below the replica's offset (the master restarted: a new
             # replication id, offsets from 0), and grows past it: the
