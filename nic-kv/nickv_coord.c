@@ -177,6 +177,7 @@ static struct {
     long long tampered;                  /* records the leader did not write */
     int wrote;                           /* a record of ours was written in this leadership */
     long long held_back;                 /* grants not sent: leadership too short */
+    const char *campaign_held;           /* why a standby does not campaign ("" it does) */
 } C;
 
 static long long coordNowUs(void) { return (long long)getMonotonicUs(); }
@@ -800,15 +801,24 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     /* Campaign: when the key is free, unless a successor was named to
      * somebody else lately, or we resigned lately. */
     int campaign = C.role == CO_STANDBY;
+    C.campaign_held = "";
     /* Nor while we do not know the master's nickv-lease: not having
      * reached it since we started (a standby restarted just before the
      * master's server stopped), we could lead but never fail it over
      * ("not known yet"), and a standby that knows it would not lead. */
-    if (nkProbeMasterLease() < 0) campaign = 0;
-    if (C.rec.successor[0] && strcmp(C.rec.successor, nk.instance) &&
-        now - C.rec_seen_us < NK_COORD_SUCCESSOR_MS * 1000LL)
+    if (campaign && nkProbeMasterLease() < 0) {
         campaign = 0;
-    if (C.resigned_at_us && now - C.resigned_at_us < NK_COORD_RESIGN_PAUSE_MS * 1000LL) campaign = 0;
+        C.campaign_held = "master-lease-unknown";
+    }
+    if (campaign && C.rec.successor[0] && strcmp(C.rec.successor, nk.instance) &&
+        now - C.rec_seen_us < NK_COORD_SUCCESSOR_MS * 1000LL) {
+        campaign = 0;
+        C.campaign_held = "successor-named";
+    }
+    if (campaign && C.resigned_at_us && now - C.resigned_at_us < NK_COORD_RESIGN_PAUSE_MS * 1000LL) {
+        campaign = 0;
+        C.campaign_held = "resigned-lately";
+    }
     /* A newer record: the master moved. A standby also takes the record's
      * master over what its own probes saw: the leader owns that. */
     if (C.rec.epoch && watching && C.role != CO_LEADER &&
@@ -957,11 +967,12 @@ sds nkCoordInfo(sds s) {
         "leaderships_lost:%lld\r\n"
         "leaderships_handed_over:%lld\r\n"
         "records_not_ours:%lld\r\n"
-        "grants_held_back:%lld\r\n",
+        "grants_held_back:%lld\r\n"
+        "campaign_held:%s\r\n",
         nk.cfg.coordinator, roleNames[C.role], C.local.ip, C.local.port, lv,
         held > now ? (held - now) / 1000 : 0, ttl, etcd_ok, endpoint, err, rounds, failures, C.rec.epoch,
         C.rec.epoch ? C.rec.master.ip : "", C.rec.epoch ? C.rec.master.port : 0, C.rec.nnamed, C.won,
-        C.lost, C.resigns, C.tampered, C.held_back);
+        C.lost, C.resigns, C.tampered, C.held_back, C.campaign_held ? C.campaign_held : "");
     sdsfree(lv);
     return s;
 }

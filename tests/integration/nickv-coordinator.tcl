@@ -462,6 +462,61 @@ start_server [list overrides $co_conf] {
         assert {$co(acknowledged) > 100}
     }
 
+    test {Many Nic-KVs: a standby that never reached the master does not lead in place of one that did} {
+        # Standby u restarts, without its state file, just as the master's
+        # server stops: it cannot learn the master's nickv-lease, so it
+        # could lead but never fail the master over. Standby k, which knows
+        # it, is stopped meanwhile so that u alone could take the expired
+        # key. u must hold back; k, resumed, leads and fails over.
+        wait_for_condition 300 100 { [co_whole] } else { fail "not whole: [co_state]" }
+        set m [co_index [lindex [co_master_addr] 1]]
+        set u [expr {($m + 1) % 3}]
+        set k [expr {($m + 2) % 3}]
+        set saved_u [co_nk $u]
+        nickv_stop $saved_u KILL
+        set co(nk,$u) {}
+        set args [dict get $saved_u args]
+        file delete [lindex $args [expr {[lsearch -exact $args --state-file] + 1}]]
+        set saved_m [co_nk $m]
+        set saved_k [co_nk $k]
+        set stopped [list [srv [co_level $m] pid] [dict get $saved_m pid] [dict get $saved_k pid]]
+        # Nothing the test asks may reach a stopped process (it would wait
+        # for ever), and whatever happens they are resumed.
+        set co(nk,$m) {}
+        set co(nk,$k) {}
+        exec kill -STOP {*}$stopped
+        set err {}
+        if {[catch {
+            set co(nk,$u) [nickv_restart $saved_u]
+            # The leader key (leader-ttl 2 s) expires meanwhile.
+            set held {}
+            set deadline [expr {[clock milliseconds] + 5000}]
+            while {[clock milliseconds] < $deadline} {
+                if {[co_role $u] ne {standby}} { error "node $u's Nic-KV leads without knowing the master's lease" }
+                lappend held [nickv_info [co_nk $u] campaign_held]
+                after 200
+            }
+            if {[lsort -unique $held] ne {master-lease-unknown}} {
+                error "campaign_held said [lsort -unique $held]"
+            }
+            assert_equal 0 [nickv_info [co_nk $u] leaderships_won]
+            exec kill -CONT [dict get $saved_k pid]
+            set co(nk,$k) $saved_k
+            wait_for_condition 200 100 {
+                [co_role $k] eq {leader} &&
+                [lindex [nickv_cmd $saved_k sentinel get-master-addr-by-name mymaster] 1] != $co(port,$m)
+            } else {
+                error "node $k's Nic-KV did not fail the stopped master over"
+            }
+        } e]} { set err $e }
+        catch {exec kill -CONT {*}$stopped}
+        set co(nk,$k) $saved_k
+        set co(nk,$m) $saved_m
+        if {$err ne {}} { fail "$err: [co_state]" }
+        # The old master, resumed, is made a replica; all whole again.
+        wait_for_condition 600 100 { [co_whole] } else { fail "not whole again: [co_state]" }
+    }
+
     foreach i [co_alive] { nickv_stop [co_nk $i] }
     foreach pid $::nickv_pids { catch {exec kill -9 $pid} }
     foreach p $relay_pids { catch {exec kill -9 $p} }
