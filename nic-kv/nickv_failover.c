@@ -146,6 +146,9 @@ typedef struct foCandidate {
     long long offset;
     int priority;
     char runid[NK_RUNID_SIZE + 1];  /* its process (INFO server), "" if not known */
+    int same_process;           /* runid is the one the probes learnt there (or none was) */
+    int unchecked;              /* eligible but for its offset, past the stream bound
+                                 * and plausible: promoted only if corroborated */
     char why[256];              /* why it cannot */
 } foCandidate;
 
@@ -224,6 +227,7 @@ static struct {
     char state_err[200];        /* why the state file could not be written */
     long long failovers, aborted, last_ms, planned_done;
     long long distrusted;       /* candidates whose word could not be true */
+    long long corroborated;     /* claims past the stream bound another replica confirmed */
     char last_why[512];         /* why the last attempt ended */
 } F;
 
@@ -1096,16 +1100,53 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     }
     c->priority = priority;
     c->usable = 1;
+    c->same_process = !other_process;
     if (other_process)
         snprintf(c->why, sizeof(c->why), "another process (run id %s) than the replica the master listed "
                  "there: its data cannot be checked", in.runid[0] ? in.runid : "none");
-    else if (unchecked)
-        snprintf(c->why, sizeof(c->why), "it claims offset %lld, past the %lld bytes the master's stream "
-                 "is known to hold: it cannot be checked", c->offset, bound);
     else if (c->witness) snprintf(c->why, sizeof(c->why), "not valid now (a witness)");
     else if (priority <= 0) snprintf(c->why, sizeof(c->why), "replica-priority 0");
     else if (lease_off) snprintf(c->why, sizeof(c->why), "it runs nickv-lease no: it could not be fenced");
-    else c->eligible = 1;
+    else if (unchecked) {
+        /* foCorroborate may still accept it. */
+        c->unchecked = 1;
+        snprintf(c->why, sizeof(c->why), "it claims offset %lld, past the %lld bytes the master's stream "
+                 "is known to hold: it cannot be checked", c->offset, bound);
+    } else c->eligible = 1;
+}
+
+/* A claim past the stream bound (plausible, but not checkable against
+ * what Nic-KV knows of the master's stream) is taken when another replica,
+ * another process, claims at least as much: two replicas do not make up
+ * the same bytes unless both lie. The stream only grows past the bound
+ * when the master wrote after Nic-KV last saw its offset (its periodic
+ * PING to direct replicas, a write while the link was down), and then
+ * every direct replica that got those bytes says so. The claims that count
+ * are those of replicas that answered with our history as the process the
+ * probes knew at that address (or an unknown one); one process listed at
+ * two addresses confirms nothing (its run id is the same). A single lying
+ * replica cannot raise what is taken above the best honest claim, so it
+ * cannot win (NIC-KV.md, "Fencing": what a claim must pass). */
+static void foCorroborate(void) {
+    for (int i = 0; i < F.ncand; i++) {
+        foCandidate *c = &F.cand[i];
+        if (!c->unchecked || !c->runid[0]) continue;
+        for (int j = 0; j < F.ncand; j++) {
+            const foCandidate *o = &F.cand[j];
+            if (o == c || !o->usable || !o->same_process || !o->runid[0] || o->offset < c->offset ||
+                !strcmp(o->runid, c->runid))
+                continue;
+            nkLogRepeat(LL_NOTICE, NULL, "Failover: %s:%d claims offset %lld, past the %lld bytes the "
+                        "master's stream is known to hold; %s:%d (another process) claims %lld: taken",
+                        c->node.reach, c->node.port, c->offset, nkProbeStreamBound(NULL, NULL),
+                        o->node.reach, o->node.port, o->offset);
+            c->unchecked = 0;
+            c->eligible = 1;
+            c->why[0] = '\0';
+            F.corroborated++;
+            break;
+        }
+    }
 }
 
 static void foQuery(void) {
@@ -1284,6 +1325,7 @@ static void foChoose(void) {
     foCandidate *best = NULL;
     long long most = -1;
     const foCandidate *ahead = NULL;
+    foCorroborate();
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
         if (c->usable && c->offset > most) {
@@ -1820,6 +1862,7 @@ sds nkFailoverInfo(sds s) {
         "state_file_error:%s\r\n"
         "repoint_pending:%d\r\n"
         "candidates_distrusted:%lld\r\n"
+        "candidates_corroborated:%lld\r\n"
         "stream_bound:%lld\r\n",
         nk.cfg.failover ? "yes" : "no", foStateNames[F.state], F.epoch,
         F.master.reach, F.master.port,
@@ -1828,7 +1871,7 @@ sds nkFailoverInfo(sds s) {
         nk.cfg.lease_time, left > 0 ? left : 0, F.blocked, F.failovers, F.aborted, F.planned_done,
         nk.cfg.failback ? "yes" : "no", nk.cfg.failback ? F.failback : "",
         F.last_ms, F.last_why, nk.cfg.state_file ? nk.cfg.state_file : "",
-        F.state_err, F.nrepoint, F.distrusted, nkProbeStreamBound(NULL, NULL));
+        F.state_err, F.nrepoint, F.distrusted, F.corroborated, nkProbeStreamBound(NULL, NULL));
     for (int i = 0; i < F.nrepoint; i++)
         s = sdscatprintf(s, "repoint%d:addr=%s:%d,old_master=%d,since_ms=%lld,transport=%s,error=%s\r\n", i,
                          F.repoint[i].node.reach, F.repoint[i].node.port, F.repoint[i].old_master,
@@ -1839,5 +1882,5 @@ sds nkFailoverInfo(sds s) {
 }
 
 void nkFailoverResetStats(void) {
-    F.failovers = F.aborted = F.planned_done = F.distrusted = 0;
+    F.failovers = F.aborted = F.planned_done = F.distrusted = F.corroborated = 0;
 }

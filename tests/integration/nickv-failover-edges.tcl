@@ -524,3 +524,92 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
         }
     }
 }
+
+# Replicas a little past what Nic-KV knows of the master's stream: the
+# master wrote to its direct replicas after Nic-KV last saw its offset (its
+# link down, its last INFO older), then stopped. Such a claim cannot be
+# checked alone; two replicas (two processes) that both hold the bytes
+# confirm each other, and the failover goes on (it was called off for as
+# long as the master stayed stopped).
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
+    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
+        set r1 [srv -1 client]
+        set r2 [srv 0 client]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        nickv_wait_failover_view $nk 2
+
+        test {Nic-KV failover: replicas past the stream Nic-KV knows, confirming each other, are promoted} {
+            $m select 9
+            set user $::nickv_test_user
+            set done 0
+            for {set attempt 0} {$attempt < 10 && !$done} {incr attempt} {
+                wait_for_condition 100 100 {
+                    [nickv_info $nk master_link_status] eq {up}
+                } else {
+                    fail "Nic-KV's link is not up: [nickv_cmd $nk info upstream]"
+                }
+                # Nic-KV's link cut, and kept from coming back: its
+                # stream ends here. Its probes and leases go on.
+                $m acl setuser $user -psync -sync
+                regexp "id=(\[0-9\]+) \[^\n\]* user=$user " [$m client list type replica] -> id
+                $m client kill id $id
+                wait_for_condition 100 20 {
+                    [nickv_info $nk master_link_status] ne {up}
+                } else {
+                    fail "Nic-KV's link is still up"
+                }
+                assert_equal OK [nickv_write_when_good $nk $m set past-bound $attempt]
+                assert_equal 2 [$m wait 2 2000]
+                exec kill -STOP $mpid
+                set offsets [list [nickv_node_status [srv -1 port] slave_repl_offset] \
+                                  [nickv_node_status [srv 0 port] slave_repl_offset]]
+                set bound [nickv_info $nk stream_bound]
+                if {$bound < [lindex $offsets 0] && [lindex $offsets 0] == [lindex $offsets 1]} {
+                    set done 1
+                } else {
+                    # Nic-KV saw the master's offset after the write (a
+                    # lease answer carries it): not the case under test.
+                    exec kill -CONT $mpid
+                    $m acl setuser $user +psync +sync
+                }
+            }
+            if {!$done} { fail "the master's offset reached Nic-KV every time: $bound, $offsets" }
+            if {[catch {fo_wait_failovers $nk 1} e]} {
+                exec kill -CONT $mpid
+                fail $e
+            }
+            assert {[nickv_info $nk candidates_corroborated] >= 1}
+            assert_equal 0 [nickv_info $nk candidates_distrusted]
+            exec kill -CONT $mpid
+            lassign [nickv_master_addr $nk] nhost nport
+            set nm [redis 127.0.0.1 $nport]
+            $nm select 9
+            nickv_wait_served $nm
+            assert_equal [expr {$attempt - 1}] [$nm get past-bound]
+            fo_wait_replica_of $mport $nport
+            set others {}
+            foreach p [list $mport [srv -1 port] [srv 0 port]] {
+                if {$p == $nport} continue
+                fo_wait_replica_of $p $nport
+                set c [redis 127.0.0.1 $p]
+                $c select 9
+                lappend others $c
+            }
+            # (The old master's clients were killed as it was demoted.)
+            set om [redis 127.0.0.1 $mport]
+            $om acl setuser $user +psync +sync
+            $om close
+            nickv_assert_digests $nm $others
+            foreach c $others { $c close }
+            $nm close
+        }
+        nickv_stop $nk
+    }
+    }
+}
