@@ -146,9 +146,12 @@ typedef struct foCandidate {
     long long offset;
     int priority;
     char runid[NK_RUNID_SIZE + 1];  /* its process (INFO server), "" if not known */
-    int same_process;           /* runid is the one the probes learnt there (or none was) */
+    int vetted;                 /* runid is the one the probes learnt there while the
+                                 * master lived (not merely: none was learnt) */
     int unchecked;              /* eligible but for its offset, past the stream bound
                                  * and plausible: promoted only if corroborated */
+    int corroborated;           /* ... and another replica confirmed it: ranks after
+                                 * one as far that needed no confirmation */
     char why[256];              /* why it cannot */
 } foCandidate;
 
@@ -227,7 +230,8 @@ static struct {
     char state_err[200];        /* why the state file could not be written */
     long long failovers, aborted, last_ms, planned_done;
     long long distrusted;       /* candidates whose word could not be true */
-    long long corroborated;     /* claims past the stream bound another replica confirmed */
+    long long corroborated;     /* promotions of a claim past the stream bound that
+                                 * another replica confirmed */
     char last_why[512];         /* why the last attempt ended */
 } F;
 
@@ -1100,7 +1104,7 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     }
     c->priority = priority;
     c->usable = 1;
-    c->same_process = !other_process;
+    c->vetted = known[0] && !other_process;
     if (other_process)
         snprintf(c->why, sizeof(c->why), "another process (run id %s) than the replica the master listed "
                  "there: its data cannot be checked", in.runid[0] ? in.runid : "none");
@@ -1116,34 +1120,38 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
 }
 
 /* A claim past the stream bound (plausible, but not checkable against
- * what Nic-KV knows of the master's stream) is taken when another replica,
- * another process, claims at least as much: two replicas do not make up
- * the same bytes unless both lie. The stream only grows past the bound
- * when the master wrote after Nic-KV last saw its offset (its periodic
- * PING to direct replicas, a write while the link was down), and then
- * every direct replica that got those bytes says so. The claims that count
- * are those of replicas that answered with our history as the process the
- * probes knew at that address (or an unknown one); one process listed at
- * two addresses confirms nothing (its run id is the same). A single lying
- * replica cannot raise what is taken above the best honest claim, so it
- * cannot win (NIC-KV.md, "Fencing": what a claim must pass). */
+ * what Nic-KV knows of the master's stream) is taken when another replica
+ * on another host claims at least as much: two hosts do not make up the
+ * same bytes unless both lie. The stream only grows past the bound when
+ * the master wrote after Nic-KV last saw its offset (its periodic PING to
+ * direct replicas, a write while the link was down), and then every direct
+ * replica that got those bytes says so. Both must be vetted: the process
+ * the probes learnt at that address while the master lived (a run id is
+ * the replica's own word, so it only tells two processes apart; a replica
+ * whose run id the probes could not learn, one behind requirepass, neither
+ * confirms nor is confirmed). Another host, by the address the master
+ * listed: one process that connected twice (two listening ports) confirms
+ * nothing, whatever run ids it gives. So one lying replica (one host) is
+ * taken at most up to what an honest one holds, and ranks after it on a
+ * tie (better()): it cannot win with bytes it does not have. NIC-KV.md,
+ * "Fencing". */
 static void foCorroborate(void) {
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
-        if (!c->unchecked || !c->runid[0]) continue;
+        if (!c->unchecked || !c->vetted) continue;
         for (int j = 0; j < F.ncand; j++) {
             const foCandidate *o = &F.cand[j];
-            if (o == c || !o->usable || !o->same_process || !o->runid[0] || o->offset < c->offset ||
-                !strcmp(o->runid, c->runid))
+            if (o == c || !o->usable || !o->vetted || o->offset < c->offset ||
+                !strcmp(o->runid, c->runid) || !strcmp(o->node.ip, c->node.ip))
                 continue;
             nkLogRepeat(LL_NOTICE, NULL, "Failover: %s:%d claims offset %lld, past the %lld bytes the "
-                        "master's stream is known to hold; %s:%d (another process) claims %lld: taken",
+                        "master's stream is known to hold; %s:%d (another host) claims %lld: taken",
                         c->node.reach, c->node.port, c->offset, nkProbeStreamBound(NULL, NULL),
                         o->node.reach, o->node.port, o->offset);
             c->unchecked = 0;
+            c->corroborated = 1;
             c->eligible = 1;
             c->why[0] = '\0';
-            F.corroborated++;
             break;
         }
     }
@@ -1310,6 +1318,7 @@ static void fenceCheck(long long now) {
 static int better(const foCandidate *c, const foCandidate *best) {
     if (!best) return 1;
     if (c->offset != best->offset) return c->offset > best->offset;
+    if (c->corroborated != best->corroborated) return !c->corroborated;
     if (c->unstable != best->unstable) return !c->unstable;
     if (c->demoted != best->demoted) return !c->demoted;
     if (c->priority != best->priority) return c->priority < best->priority;
@@ -1355,6 +1364,7 @@ static void foChoose(void) {
         foAbort(why);
         return;
     }
+    if (best->corroborated) F.corroborated++;
     F.winner = best->node;
     memcpy(F.winner_runid, best->runid, sizeof(F.winner_runid));
     F.winner_rdma_port = best->rdma_port;

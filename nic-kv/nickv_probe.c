@@ -1179,10 +1179,10 @@ sds nkProbeInfo(sds s) {
         probeNode *n = listNodeValue(ln);
         s = sdscatprintf(s,
             "node%d:addr=%s:%d,role=%s,via=%s,flags=%s,since_ms=%lld,rtt_us=%lld,max_rtt_us=%lld,"
-            "probes=%lld,answers=%lld%s%s\r\n",
+            "probes=%lld,answers=%lld,run_id=%s%s%s\r\n",
             i++, n->ip, n->port, nodeRole(n), n->is_master ? "" : (n->behind ? "nickv" : "direct"),
             !n->listed ? "unlisted" : (n->valid ? "ok" : "invalid"), now - n->state_ms,
-            n->rtt_us, n->max_rtt_us, n->probes, n->answers,
+            n->rtt_us, n->max_rtt_us, n->probes, n->answers, n->is_master ? master_runid : n->runid,
             n->valid ? "" : ",why=", n->valid ? "" : n->why);
     }
     return sdscat(s, "\r\n");

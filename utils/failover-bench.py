@@ -576,8 +576,10 @@ class CoordShard(Shard):
     system = "Nic-KV coordinated"
     lease = True
 
-    def __init__(self, ports, out):
+    def __init__(self, ports, out, ttl=2, lease_ms=500):
         self.etcd = None
+        self.ttl, self.lease_ms = ttl, lease_ms
+        self.system = f"Nic-KV coordinated, leader-ttl {ttl} s, lease-time {lease_ms} ms"
         super().__init__(ports.take(3), ports.take(3), out)
         try:
             self.etcd = Etcd(ports, out)
@@ -596,6 +598,7 @@ class CoordShard(Shard):
              # The bench's etcd runs without authentication, on loopback:
              # a deployment sets coordinator-user (NIC-KV.md, "Many Nic-KVs").
              "--coordinator-insecure", "yes",
+             "--leader-ttl", str(self.ttl), "--lease-time", str(self.lease_ms),
              "--local-node", f"127.0.0.1:{self.nodes[i]}",
              "--state-file", os.path.join(self.out, f"nic-kv{i}.state"),
              "--logfile", os.path.join(self.out, f"nic-kv{i}.log")], self.coords[i], "nic-kv")
@@ -785,7 +788,8 @@ def server_bench(args, wanted):
     """The whole-server scenarios on each system; the table's rows."""
     rows = []
     ports = PortRange(args.port + 100, args.port + 1000)
-    systems = [lambda: CoordShard(ports, os.path.join(args.out, "coordinated"))]
+    systems = [lambda t=t, l=l: CoordShard(ports, os.path.join(args.out, f"coordinated-{t}-{l}"), t, l)
+               for t, l in args.coord_configs]
     for d in args.sentinel_down_after:
         systems.append(lambda d=d: SentinelShard(ports, os.path.join(args.out, f"sentinel-{d}"), d))
     for make in systems:
@@ -817,8 +821,9 @@ def server_table(args, rows):
     """Print the table and write it to server.csv."""
     print()
     print("Whole-server scenarios: appends with WAIT 1 (acknowledged: >= 1 within 1 s), one client")
-    print("asking each Nic-KV or Sentinel in turn, loopback TCP. Nic-KV: leader-ttl 2, lease-time")
-    print("500 ms, min-slaves 1; Sentinel: quorum 2, failover-timeout 2000 ms. back: the longest")
+    print("asking each Nic-KV or Sentinel in turn, loopback TCP. Nic-KV: leader-ttl and lease-time")
+    print("as named, min-slaves 1; etcd: heartbeat 50 ms, election timeout 500 ms (its shortest")
+    print("lease TTL 1 s); Sentinel: quorum 2, failover-timeout 2000 ms. back: the longest")
     print("pause while the lost server (or process) came back; acknowledged: over all runs.")
     print()
     print("| scenario | system | runs | median ms | min ms | max ms | back: max pause ms | acknowledged | acknowledged lost |")
@@ -858,7 +863,15 @@ def main():
                          f" (default: {','.join(CLASSIC)}; all with --coordinator)")
     ap.add_argument("--sentinel-down-after", default="1000,200",
                     help="the Sentinel configurations beside Nic-KV (ms, at most two; '' none)")
+    ap.add_argument("--coord-configs", default="2/500",
+                    help="the coordinated Nic-KV configurations, leader-ttl/lease-time "
+                         "(s/ms), comma-separated: one shard each, side by side")
     args = ap.parse_args()
+    try:
+        args.coord_configs = [tuple(int(v) for v in c.split("/")) for c in args.coord_configs.split(",") if c]
+        assert all(len(c) == 2 for c in args.coord_configs)
+    except (ValueError, AssertionError):
+        ap.error("--coord-configs: leader-ttl/lease-time pairs, e.g. 2/500,1/300")
     # A SIGTERM unwinds like ^C: every process started is killed on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("failover-bench: terminated"))
     global BIN

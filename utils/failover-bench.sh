@@ -8,6 +8,7 @@
 # Sentinel (down-after 1000 and 200 ms), a table in server.csv.
 #
 #   utils/failover-bench.sh [--runs 10] [--port 26379] [--coordinator]
+#                           [--coord-configs 2/500,1/300] (leader-ttl s/lease-time ms)
 #                           [--scenarios replica,master,failback,server,nickv]
 #
 # Needs a build (make; or SKV_BIN=<a build's bin directory>, e.g. the main

@@ -528,9 +528,46 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
 # Replicas a little past what Nic-KV knows of the master's stream: the
 # master wrote to its direct replicas after Nic-KV last saw its offset (its
 # link down, its last INFO older), then stopped. Such a claim cannot be
-# checked alone; two replicas (two processes) that both hold the bytes
-# confirm each other, and the failover goes on (it was called off for as
-# long as the master stayed stopped).
+# checked alone. Two replicas on two hosts (vetted processes) that both
+# hold the bytes confirm each other, and the failover goes on (it was
+# called off for as long as the master stayed stopped); two on one host
+# (one process could have connected twice) confirm nothing.
+
+# Cut Nic-KV's link on the master m and keep it down, write, have both
+# direct replicas acknowledge, stop the master: retried until Nic-KV's
+# stream bound is below what the replicas hold (a lease answer may carry
+# the master's offset after the write). Returns the value written.
+proc fe_stop_past_bound {nk m mpid ports} {
+    set user $::nickv_test_user
+    for {set attempt 0} {$attempt < 10} {incr attempt} {
+        wait_for_condition 100 100 {
+            [nickv_info $nk master_link_status] eq {up}
+        } else {
+            fail "Nic-KV's link is not up: [nickv_cmd $nk info upstream]"
+        }
+        $m acl setuser $user -psync -sync
+        regexp "id=(\[0-9\]+) \[^\n\]* user=$user " [$m client list type replica] -> id
+        $m client kill id $id
+        wait_for_condition 100 20 {
+            [nickv_info $nk master_link_status] ne {up}
+        } else {
+            fail "Nic-KV's link is still up"
+        }
+        set v "[clock milliseconds]-$attempt"
+        assert_equal OK [nickv_write_when_good $nk $m set past-bound $v]
+        assert_equal 2 [$m wait 2 2000]
+        exec kill -STOP $mpid
+        set offsets {}
+        foreach p $ports { lappend offsets [nickv_node_status $p slave_repl_offset] }
+        set bound [nickv_info $nk stream_bound]
+        if {$bound < [lindex $offsets 0] && [lindex $offsets 0] == [lindex $offsets 1]} { return $v }
+        # Nic-KV saw the master's offset after the write: not the case.
+        exec kill -CONT $mpid
+        $m acl setuser $user +psync +sync
+    }
+    fail "the master's offset reached Nic-KV every time: $bound, $offsets"
+}
+
 start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     set m [srv 0 client]
     set mport [srv 0 port]
@@ -539,62 +576,65 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
         set r1 [srv -1 client]
         set r2 [srv 0 client]
+        set ports [list [srv -1 port] [srv 0 port]]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
         set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
+        $m select 9
 
-        test {Nic-KV failover: replicas past the stream Nic-KV knows, confirming each other, are promoted} {
-            $m select 9
-            set user $::nickv_test_user
-            set done 0
-            for {set attempt 0} {$attempt < 10 && !$done} {incr attempt} {
-                wait_for_condition 100 100 {
-                    [nickv_info $nk master_link_status] eq {up}
-                } else {
-                    fail "Nic-KV's link is not up: [nickv_cmd $nk info upstream]"
-                }
-                # Nic-KV's link cut, and kept from coming back: its
-                # stream ends here. Its probes and leases go on.
-                $m acl setuser $user -psync -sync
-                regexp "id=(\[0-9\]+) \[^\n\]* user=$user " [$m client list type replica] -> id
-                $m client kill id $id
-                wait_for_condition 100 20 {
-                    [nickv_info $nk master_link_status] ne {up}
-                } else {
-                    fail "Nic-KV's link is still up"
-                }
-                assert_equal OK [nickv_write_when_good $nk $m set past-bound $attempt]
-                assert_equal 2 [$m wait 2 2000]
-                exec kill -STOP $mpid
-                set offsets [list [nickv_node_status [srv -1 port] slave_repl_offset] \
-                                  [nickv_node_status [srv 0 port] slave_repl_offset]]
-                set bound [nickv_info $nk stream_bound]
-                if {$bound < [lindex $offsets 0] && [lindex $offsets 0] == [lindex $offsets 1]} {
-                    set done 1
-                } else {
-                    # Nic-KV saw the master's offset after the write (a
-                    # lease answer carries it): not the case under test.
-                    exec kill -CONT $mpid
-                    $m acl setuser $user +psync +sync
-                }
+        test {Nic-KV failover: replicas past the stream Nic-KV knows, on one host, do not confirm each other} {
+            fe_stop_past_bound $nk $m $mpid $ports
+            set err {}
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers_aborted] >= 2
+            } else {
+                # (The else script's result is run: it must be empty.)
+                set err "no failover attempt called off: [nickv_cmd $nk info failover]"
+                concat
             }
-            if {!$done} { fail "the master's offset reached Nic-KV every time: $bound, $offsets" }
+            set failovers [nickv_info $nk failovers]
+            set info [nickv_cmd $nk info failover]
+            exec kill -CONT $mpid
+            if {$err ne {}} { fail $err }
+            assert_equal 0 $failovers
+            assert_match {*candidates_corroborated:0*} $info
+            assert_match {*cannot be checked*} [exec cat [dict get $nk log]]
+            # The master back, Nic-KV's link too.
+            $m acl setuser $::nickv_test_user +psync +sync
+            nickv_wait_failover_view $nk 2
+        }
+
+        test {Nic-KV failover: replicas past the stream Nic-KV knows, on two hosts, confirm each other and one is promoted} {
+            # r2 now on another host (as the master lists it): 127.0.0.2.
+            $r2 config set bind "127.0.0.1 127.0.0.2"
+            $r2 config set replica-announce-ip 127.0.0.2
+            $r2 client kill type master
+            set r2addr 127.0.0.2:[srv 0 port]
+            wait_for_condition 100 100 {
+                [regexp "node\[0-9\]+:addr=$r2addr,\[^\r\]*flags=ok\[^\r\]*run_id=\[0-9a-f\]{40}" \
+                     [nickv_cmd $nk info failover]] &&
+                [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "Nic-KV does not know $r2addr's process: [nickv_cmd $nk info failover]"
+            }
+            nickv_wait_failover_view $nk 2
+            set v [fe_stop_past_bound $nk $m $mpid $ports]
             if {[catch {fo_wait_failovers $nk 1} e]} {
                 exec kill -CONT $mpid
                 fail $e
             }
-            assert {[nickv_info $nk candidates_corroborated] >= 1}
+            assert_equal 1 [nickv_info $nk candidates_corroborated]
             assert_equal 0 [nickv_info $nk candidates_distrusted]
             exec kill -CONT $mpid
             lassign [nickv_master_addr $nk] nhost nport
             set nm [redis 127.0.0.1 $nport]
             $nm select 9
             nickv_wait_served $nm
-            assert_equal [expr {$attempt - 1}] [$nm get past-bound]
+            assert_equal $v [$nm get past-bound]
             fo_wait_replica_of $mport $nport
             set others {}
-            foreach p [list $mport [srv -1 port] [srv 0 port]] {
+            foreach p [list $mport {*}$ports] {
                 if {$p == $nport} continue
                 fo_wait_replica_of $p $nport
                 set c [redis 127.0.0.1 $p]
@@ -603,7 +643,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             }
             # (The old master's clients were killed as it was demoted.)
             set om [redis 127.0.0.1 $mport]
-            $om acl setuser $user +psync +sync
+            $om acl setuser $::nickv_test_user +psync +sync
             $om close
             nickv_assert_digests $nm $others
             foreach c $others { $c close }
