@@ -533,7 +533,9 @@ int nkProbeLeaseHeldByIdle(void);
 const char *nkProbeMasterReplid(void);
 
 /* nickv_failover.c: promotion when the master fails, fenced by the lease
- * the master's probe grants (the state machine is drawn at its top). */
+ * the master's probe grants (the state machine is drawn at its top);
+ * nkFailoverInit, nkFailoverMasterIs and nkFailoverFollow are in
+ * nickv_state.c, with the state file they read and write. */
 /* Load the state file (the master it names is followed); 0, or -1 when it
  * cannot be read (the reason is logged). */
 int nkFailoverInit(void);
