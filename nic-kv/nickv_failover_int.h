@@ -157,7 +157,8 @@ void repointTick(void);
  * sends the winner CONFIG REWRITE with it too). */
 void logReply(long long tag, const char *ip, int port, const char *reply, size_t len,
               int is_error);
-/* ... is runid the master's process? (the failover checks a winner too) */
+/* ... is runid the master's process? (after a promotion the failover fills
+ * in, from the candidates' INFO, what repointTick would otherwise ask) */
 int isMasterProcess(const char *runid);
 
 #endif
