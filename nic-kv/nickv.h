@@ -2,7 +2,12 @@
  *
  * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
  *
- * nickv.c          main, configuration, client protocol, admin commands
+ * nickv.c          main, clients (reading requests, accepting), the RDMA
+ *                  listener
+ * nickv_cmd.c      commands: who may run what, AUTH, INFO, ROLE, admin
+ * nickv_config.c   options: the table, the config file, CONFIG GET/SET
+ * nickv_log.c      nkLog, nkLogRepeat, the clocks
+ *                  (nickv.c, nickv_cmd.c, nickv_config.c share nickv_int.h)
  * nickv_replica.c  a replica's lifecycle: PSYNC, waiters, hand-over, the
  *                  replicas' list and their main-thread side
  * nickv_fullsync.c proxied full syncs (a client's RDB through us)
@@ -18,9 +23,10 @@
  * Layers, each calling only those below it by name (what a lower one must
  * tell a higher one goes through a callback main() sets):
  * conn < backlog < fanout < link (upstream) < server (nickv.c,
- * nickv_replica.c, nickv_fullsync.c); nickv_resp.c calls none of them, and
- * any may use it. Each file keeps its state static and offers functions,
- * its INFO fields among them.
+ * nickv_cmd.c, nickv_config.c, nickv_replica.c, nickv_fullsync.c);
+ * nickv_resp.c and nickv_log.c call none of them, and any may use them.
+ * Each file keeps its state static and offers functions, its INFO fields
+ * among them.
  *
  * The protocol is described at the top of nickv.c, a replica's states at the
  * top of nickv_replica.c, the master link's at the top of nickv_upstream.c.
@@ -527,7 +533,9 @@ int nkProbeLeaseHeldByIdle(void);
 const char *nkProbeMasterReplid(void);
 
 /* nickv_failover.c: promotion when the master fails, fenced by the lease
- * the master's probe grants (the state machine is drawn at its top). */
+ * the master's probe grants (the state machine is drawn at its top);
+ * nkFailoverInit, nkFailoverMasterIs and nkFailoverFollow are in
+ * nickv_state.c, with the state file they read and write. */
 /* Load the state file (the master it names is followed); 0, or -1 when it
  * cannot be read (the reason is logged). */
 int nkFailoverInit(void);

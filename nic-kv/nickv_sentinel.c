@@ -104,7 +104,7 @@ static sds replicaState(sds s, const nkProbeView *r, const nkProbeView *m) {
 
 /* Whether a client's name is master-name: every byte of it, so that
  * "mymaster\0junk" is not "mymaster". (master-name is never empty:
- * nickv.c refuses "".) */
+ * nickv_config.c refuses "".) */
 static int isOurName(const sds name) {
     return sdslen(name) == strlen(nk.cfg.master_name) &&
            !memcmp(name, nk.cfg.master_name, sdslen(name));

@@ -1,0 +1,204 @@
+/* nickv_repoint.c -- after a failover, the other nodes are made replicas
+ * of the new master.
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * After the promotion every other replica, and the old master once it
+ * answers, get REPLICAOF <new master> and CONFIG REWRITE (so that a
+ * restart keeps the new topology); the old master also CLIENT KILL TYPE
+ * NORMAL, so that its clients look for the master again. A node that does
+ * not answer stays on that list (INFO failover: repointN) until it does.
+ *
+ * The list (F.repoint[], nickv_failover_int.h) is filled by the failover
+ * (foPromoted, nickv_failover.c) and by the state file at start
+ * (nickv_state.c), which records it; repointTick, every tick, works
+ * through it. A node repointed is kept out of the candidates for
+ * NK_FAILOVER_COOLDOWN_MS if it was the old master (no ping-pong).
+ */
+
+#include "nickv_failover_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ Repoint --- */
+
+void repointAdd(const char *ip, int port, int old_master) {
+    for (int i = 0; i < F.nrepoint; i++)
+        if (F.repoint[i].node.port == port && !strcmp(F.repoint[i].node.reach, ip)) {
+            F.repoint[i].old_master |= old_master;
+            return;
+        }
+    if (F.nrepoint == NK_FO_REPOINT) {
+        nkLog(LL_WARNING, "Failover: too many nodes to repoint: %s:%d must be made a replica of "
+              "the master by hand", ip, port);
+        return;
+    }
+    foRepoint *r = &F.repoint[F.nrepoint++];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->node.ip, sizeof(r->node.ip), "%s", ip);
+    snprintf(r->node.reach, sizeof(r->node.reach), "%s", ip);
+    r->node.port = port;
+    r->old_master = old_master;
+    r->rdma = -1;
+    r->since_ms = foNowMs();
+    nkProbeWatch(ip, port, 1);
+}
+
+void repointRemove(const char *ip, int port) {
+    for (int i = 0; i < F.nrepoint; i++)
+        if (F.repoint[i].node.port == port && !strcmp(F.repoint[i].node.reach, ip)) {
+            nkProbeWatch(F.repoint[i].node.ip, port, 0);
+            F.repoint[i] = F.repoint[--F.nrepoint];
+            return;
+        }
+}
+
+static void repointDone(int i) {
+    foRepoint *r = &F.repoint[i];
+    nkLog(LL_NOTICE, "Failover: %s:%d is now a replica of %s:%d", r->node.reach, r->node.port,
+          F.master.reach, F.master.port);
+    if (r->old_master && F.ncooldown < NK_FO_REPOINT) {
+        memcpy(F.cooldown[F.ncooldown].ip, r->node.reach, NK_ADDR_LEN);
+        F.cooldown[F.ncooldown].port = r->node.port;
+        F.cooldown[F.ncooldown].until_ms = foNowMs() + NK_FAILOVER_COOLDOWN_MS;
+        F.ncooldown++;
+    }
+    nkProbeWatch(r->node.ip, r->node.port, 0);
+    F.repoint[i] = F.repoint[--F.nrepoint];
+    stateSave();
+}
+
+/* The reply to a repointed node's REPLICAOF (the tag: its port; the
+ * commands after it are fire and forget). */
+static void repointReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+                         int is_error) {
+    for (int i = 0; i < F.nrepoint; i++) {
+        foRepoint *r = &F.repoint[i];
+        if (r->node.port != port || strcmp(r->node.ip, ip)) continue;
+        r->pending = 0;
+        /* To an earlier master: repointTick sends it the current one. */
+        if (tag != F.epoch) return;
+        if (is_error) {
+            /* Again a second later; said once per error. */
+            char err[sizeof(r->last_err)];
+            snprintf(err, sizeof(err), "%.*s", (int)len, reply);
+            if (strcmp(err, r->last_err))
+                nkLog(LL_WARNING, "Failover: REPLICAOF %s %d on %s:%d: %s (retrying every second)",
+                      F.master.reach, F.master.port, ip, port, err);
+            memcpy(r->last_err, err, sizeof(r->last_err));
+            r->retry_after_us = foNowUs() + 1000000LL;
+        } else
+            repointDone(i);
+        return;
+    }
+}
+
+void logReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+              int is_error) {
+    (void)tag;
+    /* A node that answers errors is asked again every second. */
+    if (is_error) nkLogRepeat(LL_WARNING, NULL, "Failover: a command on %s:%d: %.*s", ip, port, (int)len, reply);
+}
+
+/* runid is the master's process (as far as we know it): the master known
+ * at another address. */
+int isMasterProcess(const char *runid) {
+    const char *m = F.master_runid[0] ? F.master_runid : nkProbeMasterRunid();
+    return runid[0] && !strcmp(runid, m);
+}
+
+/* A node to repoint said (INFO server rdma) which process it is and
+ * whether it replicates over RDMA: an RDMA replica's REPLICAOF names the
+ * master's RDMA port. A node that is not SKV has no rdma section: TCP. The
+ * same process can be known at two addresses (a replica that reaches the
+ * master by one and Nic-KV by another: the master lists one, Nic-KV's
+ * replicas the other): if it is the master's, the master was promoted
+ * under its other address, and it must not be made a replica of itself. */
+static void rdmaModeReply(long long tag, const char *ip, int port, const char *reply, size_t len,
+                          int is_error) {
+    (void)tag;                  /* the node's mode, whichever master it was asked for */
+    for (int i = 0; i < F.nrepoint; i++) {
+        foRepoint *r = &F.repoint[i];
+        if (r->node.port != port || strcmp(r->node.ip, ip)) continue;
+        r->pending = 0;
+        if (is_error) {
+            r->retry_after_us = foNowUs() + 1000000LL;
+            return;
+        }
+        nkInfo in;
+        nkInfoParse(reply, len, &in);
+        r->rdma = in.rdma_replication;
+        r->is_master = isMasterProcess(in.runid);
+        return;
+    }
+}
+
+/* The port an RDMA replica of the master connects to: its RDMA listener's,
+ * as the master's INFO said when we promoted it, else as the probes read it
+ * since (0: none known). */
+static int masterRdmaPort(void) {
+    return F.master_rdma_port ? F.master_rdma_port : nkProbeMasterRdmaPort();
+}
+
+static void repointError(foRepoint *r, const char *err) {
+    if (strcmp(err, r->last_err))
+        nkLog(LL_WARNING, "Failover: %s:%d cannot be made a replica of %s:%d yet: %s (retrying every second)",
+              r->node.reach, r->node.port, F.master.reach, F.master.port, err);
+    snprintf(r->last_err, sizeof(r->last_err), "%s", err);
+    r->retry_after_us = foNowUs() + 1000000LL;
+    r->rdma = -1;               /* asked again: an operator may change it */
+}
+
+/* Nodes to repoint that answer get REPLICAOF the master (its RDMA port
+ * for one with rdma-replication yes: INFO rdma first), CONFIG REWRITE,
+ * and, for an old master, CLIENT KILL TYPE NORMAL. */
+void repointTick(void) {
+    char port[16];
+    for (int i = 0; i < F.nrepoint; i++) {
+        foRepoint *r = &F.repoint[i];
+        nkProbeView v;
+        if (!nkProbeFind(r->node.ip, r->node.port, &v)) {
+            nkProbeWatch(r->node.ip, r->node.port, 1);   /* read from the state file */
+            continue;
+        }
+        if (r->pending || !v.valid || !v.connected) continue;
+        if ((r->node.port == F.master.port && !strcmp(r->node.reach, F.master.reach)) || r->is_master) {
+            /* It is the master again (promoted since), or the master's
+             * process at another address: nothing to do. */
+            if (r->is_master)
+                nkLog(LL_NOTICE, "Failover: %s:%d is the master %s:%d itself (the same run_id), at "
+                      "another address: not repointed", r->node.reach, r->node.port, F.master.reach,
+                      F.master.port);
+            nkProbeWatch(r->node.ip, r->node.port, 0);
+            F.repoint[i--] = F.repoint[--F.nrepoint];
+            stateSave();
+            continue;
+        }
+        if (foNowUs() < r->retry_after_us) continue;
+        if (r->rdma < 0) {
+            if (nkProbeCommand(r->node.ip, r->node.port, rdmaModeReply, F.epoch, "INFO", "server", "rdma",
+                               NULL) == 0)
+                r->pending = 1;
+            continue;
+        }
+        int mport = F.master.port;
+        if (r->rdma) {
+            mport = masterRdmaPort();
+            if (!mport) {
+                repointError(r, "it replicates over RDMA (rdma-replication yes) and the master has no "
+                             "RDMA listener (rdma-port)");
+                continue;
+            }
+        }
+        snprintf(port, sizeof(port), "%d", mport);
+        if (nkProbeCommand(r->node.ip, r->node.port, repointReply, F.epoch, "REPLICAOF", F.master.reach, port, NULL) == -1)
+            continue;
+        r->pending = 1;
+        nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CONFIG", "REWRITE", NULL);
+        if (r->old_master)
+            nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CLIENT", "KILL", "TYPE", "NORMAL", NULL);
+        nkLogRepeat(LL_NOTICE, NULL, "Failover: making %s:%d a replica of %s:%d%s", r->node.reach,
+                    r->node.port, F.master.reach, mport, r->rdma ? " (RDMA)" : "");
+    }
+}
