@@ -67,6 +67,7 @@
 
 #include "nickv_failover_int.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -410,30 +411,58 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     } else c->eligible = 1;
 }
 
-/* A claim past the stream bound (plausible, but not checkable against
- * what Nic-KV knows of the master's stream) is taken when another replica
- * on another host claims at least as much: two hosts do not make up the
- * same bytes unless both lie. The stream only grows past the bound when
- * the master wrote after Nic-KV last saw its offset (its periodic PING to
- * direct replicas, a write while the link was down), and then every direct
- * replica that got those bytes says so. Both must be vetted: the process
- * the probes learnt at that address while the master lived (a run id is
- * the replica's own word, so it only tells two processes apart; a replica
- * whose run id the probes could not learn, one behind requirepass, neither
- * confirms nor is confirmed). Another host, by the address the master
- * listed: one process that connected twice (two listening ports) confirms
- * nothing, whatever run ids it gives. So one lying replica (one host) is
- * taken at most up to what an honest one holds, and ranks after it on a
- * tie (better()): it cannot win with bytes it does not have. NIC-KV.md,
- * "Fencing". */
+/* An address's bytes (4 for IPv4, an IPv4-mapped IPv6 address included;
+ * 16 for IPv6): 0 when it is not numeric. */
+static int addrBytes(const char *a, unsigned char *out) {
+    struct in_addr v4;
+    struct in6_addr v6;
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (inet_pton(AF_INET, a, &v4) == 1) {
+        memcpy(out, &v4, 4);
+        return 4;
+    }
+    if (inet_pton(AF_INET6, a, &v6) != 1) return 0;
+    if (!memcmp(v6.s6_addr, mapped, 12)) {
+        memcpy(out, v6.s6_addr + 12, 4);
+        return 4;
+    }
+    memcpy(out, v6.s6_addr, 16);
+    return 16;
+}
+
+/* One address, however written (10.0.0.7 and ::ffff:10.0.0.7; fd00::7 and
+ * FD00:0::7); not numeric: taken as the same. */
+static int sameAddr(const char *a, const char *b) {
+    unsigned char x[16], y[16];
+    int lx = addrBytes(a, x), ly = addrBytes(b, y);
+    return !lx || !ly || (lx == ly && !memcmp(x, y, lx));
+}
+
+/* With confirm-claims yes, a claim past the stream bound (plausible, but
+ * not checkable against what Nic-KV knows of the master's stream) is taken
+ * when another replica at another address claims at least as much. The
+ * stream only grows past the bound when the master wrote after Nic-KV last
+ * saw its offset (its periodic PING to direct replicas, a write while the
+ * link was down), and then every direct replica that got those bytes says
+ * so. Both must be vetted: the process the probes learnt at that address
+ * while the master lived (a run id is the replica's own word, so it only
+ * tells two processes apart; a replica whose run id the probes could not
+ * learn, one behind requirepass, neither confirms nor is confirmed). Two
+ * addresses are not two hosts: a replica names its address (REPLCONF
+ * ip-address), and one host may own several. So this holds only where
+ * the replicas' password is held by the replicas alone, one per host: a
+ * process with that password reachable at two addresses would confirm its
+ * own claim. Off by default (NIC-KV.md, "Fencing"). On equal offsets a
+ * confirmed claim ranks after one that needed no confirmation (better()). */
 static void foCorroborate(void) {
+    if (!nk.cfg.confirm_claims) return;
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
         if (!c->unchecked || !c->vetted) continue;
         for (int j = 0; j < F.ncand; j++) {
             const foCandidate *o = &F.cand[j];
             if (o == c || !o->usable || !o->vetted || o->offset < c->offset ||
-                !strcmp(o->runid, c->runid) || !strcmp(o->node.ip, c->node.ip))
+                !strcmp(o->runid, c->runid) || sameAddr(o->node.ip, c->node.ip))
                 continue;
             nkLogRepeat(LL_NOTICE, NULL, "Failover: %s:%d claims offset %lld, past the %lld bytes the "
                         "master's stream is known to hold; %s:%d (another host) claims %lld: taken",
@@ -655,12 +684,12 @@ static void foChoose(void) {
         foAbort(why);
         return;
     }
-    if (best->corroborated) F.corroborated++;
     F.winner = best->node;
     memcpy(F.winner_runid, best->runid, sizeof(F.winner_runid));
     F.winner_rdma_port = best->rdma_port;
     F.winner_offset = best->offset;
     F.winner_priority = best->priority;
+    F.winner_corroborated = best->corroborated;
     if (nk.cfg.fence_command && !F.planned) fenceStart();
     else foPromote();
 }
@@ -737,6 +766,7 @@ static void foPromoted(void) {
     snprintf(F.last_why, sizeof(F.last_why), "promoted %.60s:%d in place of %.60s:%d%s%.16s", F.winner.reach,
              F.winner.port, F.old.reach, F.old.port, F.planned ? " by " : "", F.planned ? F.planned_why : "");
     if (F.planned) F.planned_done++;
+    if (F.winner_corroborated) F.corroborated++;
     nkLog(LL_WARNING, "Failover: %s:%d is the master (epoch %lld), %lld ms after %s %s:%d", F.winner.reach,
           F.winner.port, F.epoch, took, F.planned ? "the handover of" : "Nic-KV found invalid",
           F.old.reach, F.old.port);

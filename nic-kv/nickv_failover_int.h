@@ -98,6 +98,7 @@ struct foFailover {
                                  * we promoted it (0: none, or not known) */
     long long winner_offset;
     int winner_priority;
+    int winner_corroborated;    /* its claim needed another replica's (confirm-claims) */
     pid_t fence_pid;            /* the fence-command running, 0: none */
     /* A planned handover (nkFailoverPlanned: an admin FAILOVER, failback):
      * the master is healthy; its lease runs out, the target catches up

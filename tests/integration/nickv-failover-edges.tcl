@@ -528,10 +528,10 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
 # Replicas a little past what Nic-KV knows of the master's stream: the
 # master wrote to its direct replicas after Nic-KV last saw its offset (its
 # link down, its last INFO older), then stopped. Such a claim cannot be
-# checked alone. Two replicas on two hosts (vetted processes) that both
-# hold the bytes confirm each other, and the failover goes on (it was
-# called off for as long as the master stayed stopped); two on one host
-# (one process could have connected twice) confirm nothing.
+# checked alone, and the failover is called off while the master stays
+# stopped. With confirm-claims yes, two vetted replicas at two addresses
+# that both hold the bytes confirm each other and one is promoted; two at
+# one address (one process could have connected twice) confirm nothing.
 
 # Cut Nic-KV's link on the master m and keep it down, write, have both
 # direct replicas acknowledge, stop the master: retried until Nic-KV's
@@ -578,16 +578,33 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         set r2 [srv 0 client]
         set ports [list [srv -1 port] [srv 0 port]]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --confirm-claims yes]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
         $m select 9
 
-        test {Nic-KV failover: replicas past the stream Nic-KV knows, on one host, do not confirm each other} {
+        # Both replicas' processes known (vetted), at addr1 and addr2.
+        proc fe_wait_vetted {nk addrs} {
+            foreach a $addrs {
+                wait_for_condition 100 100 {
+                    [regexp "node\[0-9\]+:addr=$a,\[^\r\]*flags=ok\[^\r\]*run_id=\[0-9a-f\]{40}" \
+                         [nickv_cmd $nk info failover]] &&
+                    [nickv_info $nk master_link_status] eq {up}
+                } else {
+                    fail "Nic-KV does not know $a's process: [nickv_cmd $nk info failover]"
+                }
+            }
+            nickv_wait_failover_view $nk 2
+        }
+
+        # The master stopped past the bound: the failover must be called
+        # off (twice), and nothing promoted; then the master resumes.
+        proc fe_called_off {nk m mpid ports} {
+            set before [nickv_info $nk failovers_aborted]
             fe_stop_past_bound $nk $m $mpid $ports
             set err {}
             wait_for_condition 100 100 {
-                [nickv_info $nk failovers_aborted] >= 2
+                [nickv_info $nk failovers_aborted] >= $before + 2
             } else {
                 # (The else script's result is run: it must be empty.)
                 set err "no failover attempt called off: [nickv_cmd $nk info failover]"
@@ -599,26 +616,30 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             if {$err ne {}} { fail $err }
             assert_equal 0 $failovers
             assert_match {*candidates_corroborated:0*} $info
-            assert_match {*cannot be checked*} [exec cat [dict get $nk log]]
-            # The master back, Nic-KV's link too.
+            assert_match {*past the * bytes the master's stream is known to hold: it cannot be checked*} \
+                [exec cat [dict get $nk log]]
             $m acl setuser $::nickv_test_user +psync +sync
             nickv_wait_failover_view $nk 2
         }
 
-        test {Nic-KV failover: replicas past the stream Nic-KV knows, on two hosts, confirm each other and one is promoted} {
-            # r2 now on another host (as the master lists it): 127.0.0.2.
+        test {Nic-KV failover: replicas past the stream Nic-KV knows, at one address, do not confirm each other} {
+            fe_wait_vetted $nk [list 127.0.0.1:[srv -1 port] 127.0.0.1:[srv 0 port]]
+            fe_called_off $nk $m $mpid $ports
+        }
+
+        test {Nic-KV failover: replicas past the stream Nic-KV knows are not taken with confirm-claims no} {
+            # r2 now at another address (as the master lists it): 127.0.0.2.
             $r2 config set bind "127.0.0.1 127.0.0.2"
             $r2 config set replica-announce-ip 127.0.0.2
             $r2 client kill type master
-            set r2addr 127.0.0.2:[srv 0 port]
-            wait_for_condition 100 100 {
-                [regexp "node\[0-9\]+:addr=$r2addr,\[^\r\]*flags=ok\[^\r\]*run_id=\[0-9a-f\]{40}" \
-                     [nickv_cmd $nk info failover]] &&
-                [nickv_info $nk master_link_status] eq {up}
-            } else {
-                fail "Nic-KV does not know $r2addr's process: [nickv_cmd $nk info failover]"
-            }
-            nickv_wait_failover_view $nk 2
+            fe_wait_vetted $nk [list 127.0.0.1:[srv -1 port] 127.0.0.2:[srv 0 port]]
+            assert_equal OK [nickv_cmd $nk config set confirm-claims no]
+            fe_called_off $nk $m $mpid $ports
+        }
+
+        test {Nic-KV failover: replicas past the stream Nic-KV knows, at two addresses, confirm each other and one is promoted} {
+            assert_equal OK [nickv_cmd $nk config set confirm-claims yes]
+            fe_wait_vetted $nk [list 127.0.0.1:[srv -1 port] 127.0.0.2:[srv 0 port]]
             set v [fe_stop_past_bound $nk $m $mpid $ports]
             if {[catch {fo_wait_failovers $nk 1} e]} {
                 exec kill -CONT $mpid
