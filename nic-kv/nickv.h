@@ -163,7 +163,7 @@ typedef struct nkConfig {
     char *state_file;         /* where the failover's view is kept ("": nowhere) */
     char *fence_command;      /* run before a promotion; must exit 0 */
     int failback;             /* the configured master takes over again */
-    int confirm_claims;       /* claims past the stream bound confirmed by another host */
+    int confirm_claims;       /* claims past the stream bound confirmed at another address */
     char *coordinator;        /* etcd endpoints ("" or NULL: none, see nickv_coord.c) */
     char *local_node;         /* ip:port of the node on our own server */
     int leader_ttl;           /* secs: the leader key's etcd lease */

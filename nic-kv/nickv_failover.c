@@ -465,7 +465,7 @@ static void foCorroborate(void) {
                 !strcmp(o->runid, c->runid) || sameAddr(o->node.ip, c->node.ip))
                 continue;
             nkLogRepeat(LL_NOTICE, NULL, "Failover: %s:%d claims offset %lld, past the %lld bytes the "
-                        "master's stream is known to hold; %s:%d (another host) claims %lld: taken",
+                        "master's stream is known to hold; %s:%d (another address) claims %lld: taken",
                         c->node.reach, c->node.port, c->offset, nkProbeStreamBound(NULL, NULL),
                         o->node.reach, o->node.port, o->offset);
             c->unchecked = 0;
