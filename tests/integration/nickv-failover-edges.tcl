@@ -533,6 +533,16 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
 # that both hold the bytes confirm each other and one is promoted; two at
 # one address (one process could have connected twice) confirm nothing.
 
+# A replica's offset, asked as Nic-KV's user (a replica may require a
+# password).
+proc fe_offset {port} {
+    set c [redis 127.0.0.1 $port]
+    $c auth $::nickv_test_user $::nickv_test_pass
+    set v [status $c slave_repl_offset]
+    $c close
+    return $v
+}
+
 # Cut Nic-KV's link on the master m and keep it down, write, have both
 # direct replicas acknowledge, stop the master: retried until Nic-KV's
 # stream bound is below what the replicas hold (a lease answer may carry
@@ -558,7 +568,7 @@ proc fe_stop_past_bound {nk m mpid ports} {
         assert_equal 2 [$m wait 2 2000]
         exec kill -STOP $mpid
         set offsets {}
-        foreach p $ports { lappend offsets [nickv_node_status $p slave_repl_offset] }
+        foreach p $ports { lappend offsets [fe_offset $p] }
         set bound [nickv_info $nk stream_bound]
         if {$bound < [lindex $offsets 0] && [lindex $offsets 0] == [lindex $offsets 1]} { return $v }
         # Nic-KV saw the master's offset after the write: not the case.
@@ -635,6 +645,32 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             fe_wait_vetted $nk [list 127.0.0.1:[srv -1 port] 127.0.0.2:[srv 0 port]]
             assert_equal OK [nickv_cmd $nk config set confirm-claims no]
             fe_called_off $nk $m $mpid $ports
+        }
+
+        test {Nic-KV failover: a replica whose process the probes could not learn confirms nothing} {
+            # r1 requires a password (the probes ask without one) and
+            # moves to 127.0.0.3: Nic-KV never learns its run id there.
+            # The failover asks it with Nic-KV's password: it answers,
+            # but is not vetted.
+            assert_equal OK [nickv_cmd $nk config set confirm-claims yes]
+            $r1 config set requirepass fe-secret
+            $r1 config set bind "127.0.0.1 127.0.0.3"
+            $r1 config set replica-announce-ip 127.0.0.3
+            $r1 client kill type master
+            set r1addr 127.0.0.3:[srv -1 port]
+            wait_for_condition 100 100 {
+                [regexp "node\[0-9\]+:addr=$r1addr,\[^\r\]*flags=ok\[^\r\]*run_id=(\r|,)" \
+                     [nickv_cmd $nk info failover]] &&
+                [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "$r1addr is not listed without a run id: [nickv_cmd $nk info failover]"
+            }
+            fe_wait_vetted $nk [list 127.0.0.2:[srv 0 port]]
+            fe_called_off $nk $m $mpid $ports
+            # r1 back at 127.0.0.1, without a password.
+            $r1 config set requirepass ""
+            $r1 config set replica-announce-ip ""
+            $r1 client kill type master
         }
 
         test {Nic-KV failover: replicas past the stream Nic-KV knows, at two addresses, confirm each other and one is promoted} {
