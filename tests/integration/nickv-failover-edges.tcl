@@ -593,16 +593,22 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         nickv_wait_failover_view $nk 2
         $m select 9
 
+        # Nic-KV lists the replica at addr as valid, its run_id matching
+        # runid_re, and its link is up.
+        proc fe_wait_node {nk addr runid_re what} {
+            wait_for_condition 100 100 {
+                [regexp "node\[0-9\]+:addr=$addr,\[^\r\]*flags=ok\[^\r\]*run_id=$runid_re" \
+                     [nickv_cmd $nk info failover]] &&
+                [nickv_info $nk master_link_status] eq {up}
+            } else {
+                fail "$addr: $what: [nickv_cmd $nk info failover]"
+            }
+        }
+
         # Both replicas' processes known (vetted), at addr1 and addr2.
         proc fe_wait_vetted {nk addrs} {
             foreach a $addrs {
-                wait_for_condition 100 100 {
-                    [regexp "node\[0-9\]+:addr=$a,\[^\r\]*flags=ok\[^\r\]*run_id=\[0-9a-f\]{40}" \
-                         [nickv_cmd $nk info failover]] &&
-                    [nickv_info $nk master_link_status] eq {up}
-                } else {
-                    fail "Nic-KV does not know $a's process: [nickv_cmd $nk info failover]"
-                }
+                fe_wait_node $nk $a {[0-9a-f]{40}} "Nic-KV does not know its process"
             }
             nickv_wait_failover_view $nk 2
         }
@@ -658,13 +664,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             $r1 config set replica-announce-ip 127.0.0.3
             $r1 client kill type master
             set r1addr 127.0.0.3:[srv -1 port]
-            wait_for_condition 100 100 {
-                [regexp "node\[0-9\]+:addr=$r1addr,\[^\r\]*flags=ok\[^\r\]*run_id=(\r|,)" \
-                     [nickv_cmd $nk info failover]] &&
-                [nickv_info $nk master_link_status] eq {up}
-            } else {
-                fail "$r1addr is not listed without a run id: [nickv_cmd $nk info failover]"
-            }
+            fe_wait_node $nk $r1addr "(\r|,)" "not listed without a run id"
             fe_wait_vetted $nk [list 127.0.0.2:[srv 0 port]]
             fe_called_off $nk $m $mpid $ports
             # r1 back at 127.0.0.1, without a password.
