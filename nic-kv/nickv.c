@@ -707,8 +707,7 @@ int main(int argc, char **argv) {
     }
     nkRdmaStart();
     if (nkFailoverInit() == -1) return 1;
-    if (nkCoordInit() == -1) return 1;
-    nkProbeStart();
+    if (nkFailoverStart() == -1) return 1;
     aeCreateTimeEvent(nk.el, 1, nkCron, NULL, NULL);
     aeSetBeforeSleepProc(nk.el, beforeSleep);
     nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, master %s:%d, backlog %lld bytes, "

@@ -455,8 +455,25 @@ typedef struct nkInfoReplica {
 } nkInfoReplica;
 int nkInfoReplicaLine(const char *line, nkInfoReplica *r);
 
-/* nickv_probe.c: failure detection (probes of every node), min-slaves. */
-void nkProbeStart(void);
+/* nickv_probe.c: failure detection (probes of every node), min-slaves.
+ * A lower layer: what it must tell the one above (the failover, which
+ * owns where the master is) goes through these hooks, given at start. */
+typedef struct nkProbeHooks {
+    /* The master's probe node answers as a master at ip:port (its RDMA
+     * listener at rdma_port, 0: none), holding our lease if it needs one. */
+    void (*master_serves)(const char *ip, int port, int rdma_port);
+    /* The master ip:port says it is a replica of to_ip:to_port (no loop):
+     * the owner moves the probe there (nkProbeFollowMaster), or not. */
+    void (*master_follows)(const char *ip, int port, const char *to_ip, int to_port);
+    /* May the master's probe grant a lease now? For how long (ms), and
+     * one of ms was sent now. */
+    int (*granting)(void);
+    long long (*lease_time)(void);
+    void (*granted)(long long ms);
+    /* A verdict changed or a reply came: decide now, not at the next tick. */
+    void (*changed)(void);
+} nkProbeHooks;
+void nkProbeStart(const char *host, int port, const nkProbeHooks *hooks);
 /* A verdict changed in an event handler: tell the master before sleeping. */
 void nkProbeAfterEvents(void);
 sds nkProbeInfo(sds s);
@@ -500,8 +517,12 @@ int nkProbeCommand(const char *ip, int port, nkProbeReplyFn fn, long long tag,
                    const char *first, ...) __attribute__((sentinel));
 /* Keep probing ip:port while it is listed by no master (a demoted one). */
 void nkProbeWatch(const char *ip, int port, int on);
-/* The master is now ip:port (our failover): probe it, read its INFO. */
+/* The master is now ip:port (our failover, the coordinator's record):
+ * probe it, read its INFO, grant at once. */
 void nkProbeRetargetMaster(const char *ip, int port);
+/* The master's probe follows where the master said it replicates from
+ * (master_follows); a loop the probe saw stays held. */
+void nkProbeFollowMaster(const char *ip, int port);
 /* The master's nickv-lease, from its INFO: 1, 0, -1 unknown. */
 int nkProbeMasterLease(void);
 /* What the state file remembers: the master's nickv-lease (-1: not
@@ -534,21 +555,19 @@ int nkProbeLeaseHeldByIdle(void);
 const char *nkProbeMasterReplid(void);
 
 /* nickv_failover.c: promotion when the master fails, fenced by the lease
- * the master's probe grants (the state machine is drawn at its top);
- * nkFailoverInit, nkFailoverMasterIs and nkFailoverFollow are in
- * nickv_state.c, with the state file they read and write. */
+ * the master's probe grants (the state machine is drawn at its top). It
+ * owns where the master is: it starts the coordinator and the probes,
+ * hears from them through their hooks, and moves the probes, the link and
+ * SENTINEL's answers. nkFailoverInit is in nickv_state.c, with the state
+ * file it reads. */
 /* Load the state file (the master it names is followed); 0, or -1 when it
  * cannot be read (the reason is logged). */
 int nkFailoverInit(void);
-void nkFailoverTick(void);
-/* May the master's probe grant a lease now (no failover under way)? */
-int nkFailoverGranting(void);
-/* The lease a grant gives, in ms (lease-time). */
-long long nkFailoverLeaseTime(void);
-/* A grant of ms was sent now: no lease outlives now + ms, and drift. */
-void nkFailoverGranted(long long ms);
-/* The probes see ip:port as the master (it may have moved). */
-void nkFailoverMasterIs(const char *ip, int port);
+/* Start the coordinator (-1 if it cannot), the probes, and the failover's
+ * own timer. */
+int nkFailoverStart(void);
+/* Where the master is, as clients are told (SENTINEL). */
+void nkFailoverMaster(const char **ip, int *port);
 /* A planned handover to ip:port (NULL: the best replica), why says who
  * asked ("FAILOVER", "failback"): 0, or -1 with err saying why not. */
 int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size_t errlen);
@@ -557,14 +576,28 @@ void nkFailoverResetStats(void);
 /* Nic-KV exits: a fence-command still running is killed, with its group. */
 void nkFailoverShutdown(void);
 
-/* Follow a master change another Nic-KV made (the coordinator's record). */
-void nkFailoverFollow(const char *ip, int port, long long epoch);
-
 /* nickv_coord.c: a Nic-KV on every server, one leader, through etcd (the
  * roles and the chain of deadlines are at its top). Without a coordinator
  * every answer is the only Nic-KV's: it leads, grants, fans out. */
 #define NK_COORD_ADDR 64
-int nkCoordInit(void);
+/* What the coordinator tells the layers above it (the failover sets them). */
+typedef struct nkCoordHooks {
+    /* The leader's record moved the master (a standby follows it). */
+    void (*follow)(const char *ip, int port, long long epoch);
+    /* A lease of ms may have been granted now (a previous leader's). */
+    void (*granted)(long long ms);
+    /* No lease we granted outlives this (monotonic us); the longest ever
+     * granted (ms). */
+    long long (*lease_bound_us)(void);
+    long long (*lease_max_ms)(void);
+    /* The master's nickv-lease as its INFO says (1, 0, -1: unknown). */
+    int (*master_lease)(void);
+    /* Close the master's probe connection (it may hold the grantor's place). */
+    void (*drop_master_conn)(void);
+    /* Who fans out may have changed: the link opens or closes. */
+    void (*fanout_changed)(void);
+} nkCoordHooks;
+int nkCoordInit(const nkCoordHooks *hooks);
 void nkCoordShutdown(void);
 int nkCoordOn(void);
 int nkCoordLeader(void);
@@ -585,9 +618,6 @@ void nkProbeDropMasterConn(void);
 /* nickv_upstream.c: open or close the link as nkCoordFanout says. */
 void nkLinkFanoutCheck(void);
 int nkLinkStreamedLately(void);
-/* nickv_failover.c: no lease we (or a previous leader) granted outlives this. */
-long long nkFailoverLeaseBoundUs(void);
-long long nkFailoverLeaseMaxMs(void);
 /* nickv_coord.c: may lease-time ms be granted under leader-ttl? err says why not. */
 int nkCoordCheckLeaseTime(long long ms, char *err, size_t errlen);
 

@@ -179,6 +179,7 @@ static struct {
     long long held_back;                 /* grants not sent: leadership too short */
     const char *campaign_held;           /* why a standby does not campaign ("" it does) */
 } C;
+static nkCoordHooks hooks;              /* the layers above (nkCoordInit) */
 
 static long long coordNowUs(void) { return (long long)getMonotonicUs(); }
 
@@ -469,8 +470,9 @@ static void *coordThread(void *arg) {
 
 /* ------------------------------------------------------------ Start-up --- */
 
-int nkCoordInit(void) {
+int nkCoordInit(const nkCoordHooks *h) {
     char err[256];
+    hooks = *h;
     C.role = CO_OFF;
     C.publishing_epoch = -1;
     if (!nkCoordOn()) return 0;
@@ -487,7 +489,7 @@ int nkCoordInit(void) {
         return -1;
     }
     char lerr[256];
-    if (nkCoordCheckLeaseTime(nkFailoverLeaseMaxMs(), lerr, sizeof(lerr)) == -1) {
+    if (nkCoordCheckLeaseTime(hooks.lease_max_ms(), lerr, sizeof(lerr)) == -1) {
         nkLog(LL_WARNING, "Coordinator: %s", lerr);
         return -1;
     }
@@ -560,7 +562,7 @@ void nkCoordShutdown(void) {
      * leads at once: not before every lease we granted has run out (the
      * event loop no longer runs: nothing more is granted). */
     if (C.role != CO_STANDBY) {
-        long long bound = nkFailoverLeaseBoundUs();
+        long long bound = hooks.lease_bound_us();
         while (coordNowUs() < bound) usleep(10000);
     }
     pthread_mutex_lock(&S.lock);
@@ -761,7 +763,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         C.role = CO_STANDBY;
         C.resigned_at_us = now;
         C.resigns++;
-        nkProbeDropMasterConn();
+        hooks.drop_master_conn();
     } else if (C.role == CO_STANDBY && leader) {
         C.role = CO_LEADER;
         C.won++;
@@ -776,7 +778,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
          * or by an etcd bug (etcd-io/etcd#15247, a stale etcd leader
          * revoking leases, fixed after 3.4.23). So we promote nobody for
          * one more lease-time, as a restarted Nic-KV does. */
-        nkFailoverGranted(nkFailoverLeaseMaxMs());
+        hooks.granted(hooks.lease_max_ms());
         nkLog(LL_WARNING, "Coordinator: this Nic-KV leads %s (record: epoch %lld, master %s:%d)",
               nk.cfg.master_name, C.rec.epoch, C.rec.epoch ? C.rec.master.ip : "-",
               C.rec.epoch ? C.rec.master.port : 0);
@@ -795,7 +797,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         C.publishing_epoch = -1;
         /* Our probe connection to the master may hold its grantor's
          * place: the new leader takes it once our lease ran out. */
-        nkProbeDropMasterConn();
+        hooks.drop_master_conn();
     }
 
     /* Campaign: when the key is free, unless a successor was named to
@@ -806,7 +808,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
      * reached it since we started (a standby restarted just before the
      * master's server stopped), we could lead but never fail it over
      * ("not known yet"), and a standby that knows it would not lead. */
-    if (campaign && nkProbeMasterLease() < 0) {
+    if (campaign && hooks.master_lease() < 0) {
         campaign = 0;
         C.campaign_held = "master-lease-unknown";
     }
@@ -823,14 +825,14 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
      * master over what its own probes saw: the leader owns that. */
     if (C.rec.epoch && watching && C.role != CO_LEADER &&
         (C.rec.epoch > epoch || !addrIs(&C.rec.master, master_ip, master_port))) {
-        nkFailoverFollow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
+        hooks.follow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
         return;     /* again at the next tick, with the new view */
     }
     if (C.rec.epoch && watching && C.role == CO_LEADER && C.rec.epoch > epoch) {
         /* Until our first record is written, a newer one is a previous
          * leader's (read in the round we won, or just after): adopted. */
         if (just_won || !C.wrote) {
-            nkFailoverFollow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
+            hooks.follow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
             return;
         }
         /* Only the leader writes the record, guarded by its key: a newer
@@ -840,7 +842,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
                     "leader; ignored, and rewritten", C.key_record, C.rec.epoch, epoch);
         C.tampered++;
         /* Our master, at its epoch: the record is rewritten next tick. */
-        if (master_ip[0]) nkFailoverFollow(master_ip, master_port, C.rec.epoch);
+        if (master_ip[0]) hooks.follow(master_ip, master_port, C.rec.epoch);
         return;
     }
 
@@ -927,7 +929,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     S.campaign = campaign;
     memcpy(S.member_check, check, sizeof(check));
     pthread_mutex_unlock(&S.lock);
-    if ((C.role == CO_LEADER) != C.was_leader) nkLinkFanoutCheck();
+    if ((C.role == CO_LEADER) != C.was_leader) hooks.fanout_changed();
     C.was_leader = C.role == CO_LEADER;
 }
 

@@ -29,11 +29,33 @@
  *   PROMOTING --an error, or no answer in 2 x waiting-time (foAbort: the
  *              state file names the old master again)--> WATCHING
  *
- * (foSetState makes the moves and checks them against this diagram.)
+ * (foSetState makes the moves and checks them against this diagram; each
+ * state has its tick, tickWatching ... tickPromoting, run by foTick on the
+ * failover's own timer, when the probes report a change, and when the
+ * lease's bound passes.)
+ *
+ * One owner of where the master is. F.master is it, for the whole daemon:
+ * the failover starts the coordinator and the probes (nkFailoverStart)
+ * and hears from them through hooks; it alone moves the probes
+ * (nkProbeRetargetMaster, nkProbeFollowMaster), the link (nkLinkFollow,
+ * from foMasterServes) and what SENTINEL answers (nkFailoverMaster). What
+ * it hears:
+ *   - the probes: the master they read says it replicates from another
+ *     node (master_follows: the probe goes there; nothing else moves), or
+ *     the node they read answers as a master, holding our lease if it
+ *     needs one (master_serves: the link follows; F.master too when we
+ *     lead and no failover is under way);
+ *   - the coordinator: the leader's record names another master (follow:
+ *     a standby takes it from there, never from its own probes);
+ *   - its own promotions (foPromote, foPromoted).
+ * The probes' master and F.master differ only while a move is under way
+ * (the probes follow a chain of REPLICAOF ahead of F.master; from
+ * foPromote until foPromoted F.master is the winner and the probes still
+ * read the old master).
  *
  * Fencing. The master's probe grants the master a lease with every probe
  * (src/nickv_lease.c says how a grant is anchored on the master's clock).
- * From FENCING on no grant is sent; nkFailoverGranted() has kept the time
+ * From FENCING on no grant is sent; leaseGranted() has kept the time
  * by which every lease granted has run out on our clock, lease-time after
  * the last grant, plus NK_LEASE_DRIFT_PPM of it and NK_LEASE_MARGIN_US.
  * A master with nickv-lease yes serves no data command without a lease, so
@@ -116,7 +138,7 @@ static void foSetState(foState to) {
 
 /* ------------------------------------------------------------- Lease --- */
 
-int nkFailoverGranting(void) {
+static int leaseGranting(void) {
     long long ms = nk.cfg.lease_time > F.lease_max_ms ? nk.cfg.lease_time : F.lease_max_ms;
     return F.state == FO_WATCHING && nkCoordMayGrant(ms);
 }
@@ -124,7 +146,7 @@ int nkFailoverGranting(void) {
 /* The lease a grant gives: lease-time, once the state file records it as
  * the largest ever granted (a restart waits that long); while it cannot
  * (no state file, a write error), no more than the largest recorded. */
-long long nkFailoverLeaseTime(void) {
+static long long leaseTime(void) {
     if (nk.cfg.lease_time > F.lease_max_ms) {
         long long old = F.lease_max_ms;
         F.lease_max_ms = nk.cfg.lease_time;
@@ -136,15 +158,15 @@ long long nkFailoverLeaseTime(void) {
     return nk.cfg.lease_time;
 }
 
-long long nkFailoverLeaseBoundUs(void) {
+static long long leaseBoundUs(void) {
     return F.lease_bound_us;
 }
 
-long long nkFailoverLeaseMaxMs(void) {
+static long long leaseMaxMs(void) {
     return nk.cfg.lease_time > F.lease_max_ms ? nk.cfg.lease_time : F.lease_max_ms;
 }
 
-void nkFailoverGranted(long long ms) {
+static void leaseGranted(long long ms) {
     long long bound = foNowUs() + ms * 1000 + ms * NK_LEASE_DRIFT_PPM / 1000 + NK_LEASE_MARGIN_US;
     if (bound > F.lease_bound_us) F.lease_bound_us = bound;
 }
@@ -238,6 +260,7 @@ static void foAbort(const char *why) {
 
 static void foQuery(void);
 static void foChoose(void);
+static void foTick(void);
 
 /* The replicas the coordinator's record names may hold acknowledged
  * writes (a previous leader named them): probed, even with the master
@@ -254,7 +277,7 @@ static void coordRecordWatch(void) {
 
 static int fenceTimer(aeEventLoop *el, long long id, void *data) {
     (void)el; (void)id; (void)data;
-    nkFailoverTick();
+    foTick();
     return AE_NOMORE;
 }
 
@@ -1011,18 +1034,168 @@ static void knownTick(long long now) {
     stateSave();
 }
 
-void nkFailoverTick(void) {
+/* --------------------------------------------------------------- Tick --- */
+
+/* What every state's tick sees: the probes' master (their first node, the
+ * one the failover last moved them to) and the clock. */
+typedef struct foSight {
     nkProbeView m;
-    long long now = foNowUs();
-    knownTick(now);
-    /* The probes' master (the first node) is the current one. */
-    int have_m = nkProbeNodes(&m, 1) == 1 && m.is_master;
+    int have_m;                 /* the probes' first node is the master */
+    long long now;
+} foSight;
+
+static void tickWatching(foSight *s) {
+    nkProbeView *m = &s->m;
     const char *why;
+    if (!nkCoordLeader()) {
+        /* A standby: the leader decides (and the master's probe is only a
+         * PING here: it answers once connected). */
+        setBlocked(!s->have_m || m->valid || m->answered_ms_ago < 0 ? "" :
+                   "this Nic-KV is a standby: the leader decides (INFO coordinator)");
+        return;
+    }
+    repointTick();
+    if (s->have_m && m->valid && F.foreign_since_us && s->now - F.foreign_since_us > 2000LL * nk.cfg.waiting_time) {
+        why = foBlocker();
+        setBlocked(why);
+        if (!why[0] && s->now >= F.retry_after_us) {
+            m->why = "it refuses our lease: another Nic-KV's connection holds it";
+            foStart(m);
+            F.refusing = 1;
+        }
+        return;
+    }
+    if (s->have_m && m->valid) failbackTick(s->now);
+    if (!s->have_m || m->valid) {
+        setBlocked("");
+        return;
+    }
+    why = foBlocker();
+    setBlocked(why);
+    if (!why[0] && s->now >= F.retry_after_us) foStart(m);
+}
+
+static void tickFencing(foSight *s) {
+    int answers = s->have_m && s->m.valid;
+    if (F.refusing && answers && !nkProbeLeaseHeldByIdle())
+        foAbort("the master no longer refuses our lease as an idle grantor's");
+    else if (!nk.cfg.failover && !F.planned) foAbort("failover was turned off");
+    else if (answers && !F.planned && !F.refusing) foAbort("the master answers again");
+    else if (s->now >= F.lease_bound_us) foQuery();
+}
+
+static void tickQuerying(foSight *s) {
+    long long now = s->now;
+    int waiting = 0, witnesses = 0;
+    if (F.planned) {
+        plannedTick(now);
+        return;
+    }
+    if (s->have_m && s->m.valid && (!F.refusing || !nkProbeLeaseHeldByIdle())) {
+        foAbort(F.refusing ? "the master no longer refuses our lease as an idle grantor's" :
+                "the master answers again");
+        return;
+    }
+    if (!nk.cfg.failover) {
+        foAbort("failover was turned off");
+        return;
+    }
+    for (int i = 0; i < F.ncand; i++) {
+        nkProbeView v;
+        foCandidate *c = &F.cand[i];
+        if (c->answered) continue;
+        int known = nkProbeFind(c->node.ip, c->node.port, &v);
+        if (known && v.valid) {
+            waiting++;
+            /* Asked again (its connection was down, or it answered an
+             * error): every 100 ms at most. */
+            if (c->named) witnesses++;
+            if (v.connected && now - F.query_us >= 100000LL)
+                nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication",
+                               "rdma", "nickv", NULL);
+        } else if (c->named && known && !v.refused) {
+            /* It may hold acknowledged writes, and its process may still
+             * run (a partition): wait for it. */
+            witnesses++;
+            if (v.connected && now - F.query_us >= 100000LL)
+                nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication",
+                               "rdma", "nickv", NULL);
+        } else {
+            c->answered = 1;
+            snprintf(c->why, sizeof(c->why), "%s", known && v.refused ? "its process is gone" : "invalid now");
+        }
+    }
+    if (now - F.query_us >= 100000LL) F.query_us = now;    /* asked again above */
+    if (witnesses) {
+        char why[300] = "";
+        for (int i = 0; i < F.ncand; i++)
+            if (F.cand[i].named && !F.cand[i].answered) {
+                snprintf(why, sizeof(why), "waiting to hear from %.64s:%d, which acknowledged writes "
+                         "lately (min-slaves %d): CONFIG SET min-slaves 0 gives that up",
+                         F.cand[i].node.reach, F.cand[i].node.port, nk.cfg.min_slaves);
+                break;
+            }
+        setBlocked(why);
+        if (nk.cfg.min_slaves > 0) return;
+    }
+    /* Every valid candidate's answer is waited for (see the top). */
+    if (!waiting || now - F.step_us >= 2000LL * nk.cfg.waiting_time) foChoose();
+}
+
+static void tickFenceCmd(foSight *s) {
+    fenceCheck(s->now);
+}
+
+static void tickPromoting(foSight *s) {
+    if (!F.promote_sent) {
+        int r = nkCoordPublished(F.epoch);
+        if (r == 1) promoteSend();
+        else if (r == -1) promoteUndo("this Nic-KV no longer leads: the record was not written");
+        else if (s->now - F.step_us > 2000LL * nk.cfg.waiting_time) promoteUndo("etcd did not take the record in time");
+        return;
+    }
+    if (F.promote_reply == 1) {
+        foPromoted();
+    } else if (F.promote_reply == -1 || s->now - F.step_us > 2000LL * nk.cfg.waiting_time) {
+        char reason[200];
+        snprintf(reason, sizeof(reason), "REPLICAOF NO ONE on %.60s:%d: %.100s", F.winner.reach,
+                 F.winner.port, F.promote_reply == -1 ? F.promote_err : "no answer");
+        F.master = F.old;
+        F.master_runid[0] = '\0';
+        F.master_rdma_port = 0;
+        repointRemove(F.old.reach, F.old.port);
+        /* It may still run REPLICAOF NO ONE (a late answer): as a master it
+         * would hold no lease, and repointing makes it a replica of the
+         * master again. */
+        repointAdd(F.winner.reach, F.winner.port, 0);
+        stateSave();
+        foAbort(reason);
+    }
+}
+
+/* One function per state; each moves only along foMoves. */
+static void (*const foTicks[FO_STATES])(foSight *) = {
+    [FO_WATCHING] = tickWatching,
+    [FO_FENCING] = tickFencing,
+    [FO_QUERYING] = tickQuerying,
+    [FO_FENCE_CMD] = tickFenceCmd,
+    [FO_PROMOTING] = tickPromoting,
+};
+
+/* The failover decides: at every tick of its own timer (foTimer), when the
+ * probes report a change (probeChanged), and when the lease's bound passes
+ * (fenceTimer). First what the coordinator says (with one, a Nic-KV that
+ * no longer leads drops what it was doing), then the state's own tick. */
+static void foTick(void) {
+    foSight s;
+    s.now = foNowUs();
+    knownTick(s.now);
+    s.have_m = nkProbeNodes(&s.m, 1) == 1 && s.m.is_master;
 
     if (nkCoordOn()) {
-        nkCoordTick(F.master.reach, F.have_master ? F.master.port : 0, have_m && m.valid,
+        nkCoordTick(F.master.reach, F.have_master ? F.master.port : 0, s.have_m && s.m.valid,
                     F.state == FO_WATCHING, F.epoch, F.lease_bound_us);
-        have_m = nkProbeNodes(&m, 1) == 1 && m.is_master;
+        s.have_m = nkProbeNodes(&s.m, 1) == 1 && s.m.is_master;
         coordRecordWatch();
         if (F.state != FO_WATCHING && !nkCoordLeader()) {
             /* Whatever we were doing is the new leader's to decide: it
@@ -1035,137 +1208,80 @@ void nkFailoverTick(void) {
          * Nic-KV's connection holds its grantor's place (a previous
          * leader, stopped or cut off from etcd): its lease ran out before
          * we led, nobody can renew it, so it takes no writes: replace it. */
-        if (nkCoordLeader() && have_m && m.valid && nkProbeLeaseHeldByIdle()) {
-            if (!F.foreign_since_us) F.foreign_since_us = now;
+        if (nkCoordLeader() && s.have_m && s.m.valid && nkProbeLeaseHeldByIdle()) {
+            if (!F.foreign_since_us) F.foreign_since_us = s.now;
         } else F.foreign_since_us = 0;
     }
+    if (F.state < 0 || F.state >= FO_STATES) nkBug("failover: state %d", F.state);
+    foTicks[F.state](&s);
+}
 
-    switch (F.state) {
-    case FO_WATCHING:
-        if (!nkCoordLeader()) {
-            /* A standby: the leader decides (and the master's probe is
-             * only a PING here: it answers once connected). */
-            setBlocked(!have_m || m.valid || m.answered_ms_ago < 0 ? "" :
-                       "this Nic-KV is a standby: the leader decides (INFO coordinator)");
-            break;
-        }
-        repointTick();
-        if (have_m && m.valid && F.foreign_since_us && now - F.foreign_since_us > 2000LL * nk.cfg.waiting_time) {
-            why = foBlocker();
-            setBlocked(why);
-            if (!why[0] && now >= F.retry_after_us) {
-                m.why = "it refuses our lease: another Nic-KV's connection holds it";
-                foStart(&m);
-                F.refusing = 1;
-            }
-            break;
-        }
-        if (have_m && m.valid) failbackTick(now);
-        if (!have_m || m.valid) {
-            setBlocked("");
-            break;
-        }
-        why = foBlocker();
-        setBlocked(why);
-        if (!why[0] && now >= F.retry_after_us) foStart(&m);
-        break;
-    case FO_FENCING:
-        if (F.refusing && have_m && m.valid && !nkProbeLeaseHeldByIdle())
-            foAbort("the master no longer refuses our lease as an idle grantor's");
-        else if (!nk.cfg.failover && !F.planned) foAbort("failover was turned off");
-        else if (have_m && m.valid && !F.planned && !F.refusing) foAbort("the master answers again");
-        else if (now >= F.lease_bound_us) foQuery();
-        break;
-    case FO_QUERYING: {
-        int waiting = 0;
-        if (F.planned) {
-            plannedTick(now);
-            break;
-        }
-        if (have_m && m.valid && (!F.refusing || !nkProbeLeaseHeldByIdle())) {
-            foAbort(F.refusing ? "the master no longer refuses our lease as an idle grantor's" :
-                    "the master answers again");
-            break;
-        }
-        if (!nk.cfg.failover) {
-            foAbort("failover was turned off");
-            break;
-        }
-        int witnesses = 0;
-        for (int i = 0; i < F.ncand; i++) {
-            nkProbeView v;
-            foCandidate *c = &F.cand[i];
-            if (c->answered) continue;
-            int known = nkProbeFind(c->node.ip, c->node.port, &v);
-            if (known && v.valid) {
-                waiting++;
-                /* Asked again (its connection was down, or it answered an
-                 * error): every 100 ms at most. */
-                if (c->named) witnesses++;
-                if (v.connected && now - F.query_us >= 100000LL)
-                    nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication",
-                                   "rdma", "nickv", NULL);
-            } else if (c->named && known && !v.refused) {
-                /* It may hold acknowledged writes, and its process may
-                 * still run (a partition): wait for it. */
-                witnesses++;
-                if (v.connected && now - F.query_us >= 100000LL)
-                    nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication",
-                                   "rdma", "nickv", NULL);
-            } else {
-                c->answered = 1;
-                snprintf(c->why, sizeof(c->why), "%s", known && v.refused ? "its process is gone" : "invalid now");
-            }
-        }
-        if (now - F.query_us >= 100000LL) F.query_us = now;    /* asked again above */
-        if (witnesses) {
-            char why[300] = "";
-            for (int i = 0; i < F.ncand; i++)
-                if (F.cand[i].named && !F.cand[i].answered) {
-                    snprintf(why, sizeof(why), "waiting to hear from %.64s:%d, which acknowledged writes "
-                             "lately (min-slaves %d): CONFIG SET min-slaves 0 gives that up",
-                             F.cand[i].node.reach, F.cand[i].node.port, nk.cfg.min_slaves);
-                    break;
-                }
-            setBlocked(why);
-            if (nk.cfg.min_slaves > 0) break;
-        }
-        /* Every valid candidate's answer is waited for (see the top). */
-        if (!waiting || now - F.step_us >= 2000LL * nk.cfg.waiting_time) foChoose();
-        break;
-    }
-    case FO_FENCE_CMD:
-        fenceCheck(now);
-        break;
-    case FO_PROMOTING:
-        if (!F.promote_sent) {
-            int r = nkCoordPublished(F.epoch);
-            if (r == 1) promoteSend();
-            else if (r == -1) promoteUndo("this Nic-KV no longer leads: the record was not written");
-            else if (now - F.step_us > 2000LL * nk.cfg.waiting_time) promoteUndo("etcd did not take the record in time");
-            break;
-        }
-        if (F.promote_reply == 1) {
-            foPromoted();
-        } else if (F.promote_reply == -1 || now - F.step_us > 2000LL * nk.cfg.waiting_time) {
-            char reason[200];
-            snprintf(reason, sizeof(reason), "REPLICAOF NO ONE on %.60s:%d: %.100s", F.winner.reach,
-                     F.winner.port, F.promote_reply == -1 ? F.promote_err : "no answer");
-            F.master = F.old;
-            F.master_runid[0] = '\0';
-            F.master_rdma_port = 0;
-            repointRemove(F.old.reach, F.old.port);
-            /* It may still run REPLICAOF NO ONE (a late answer): as a master
-             * it would hold no lease, and repointing makes it a replica
-             * of the master again. */
-            repointAdd(F.winner.reach, F.winner.port, 0);
-            stateSave();
-            foAbort(reason);
-        }
-        break;
-    default:
-        nkBug("failover: state %d", F.state);
-    }
+static int foTimer(aeEventLoop *el, long long id, void *data) {
+    (void)el; (void)id; (void)data;
+    if (nk.shutdown_asap) return AE_NOMORE;
+    foTick();
+    /* As often as the probes look (nickv_probe.c's probeTick): CONFIG SET
+     * probe-interval takes effect at the next tick. */
+    return nk.cfg.probe_interval < NICKV_CRON_MS ? nk.cfg.probe_interval : NICKV_CRON_MS;
+}
+
+/* ------------------------------------------------------------- Start --- */
+
+/* The probes' news: the master they read answers as one. */
+static void probeMasterServes(const char *ip, int port, int rdma_port) {
+    foMasterServes(ip, port, rdma_port);
+}
+
+/* ... the master they read says it replicates from to_ip:to_port (an
+ * operator's REPLICAOF or FAILOVER, a cluster failover): the probe follows
+ * it there; the link and F.master follow once that one answers as the
+ * master (probeMasterServes). */
+static void probeMasterFollows(const char *ip, int port, const char *to_ip, int to_port) {
+    (void)ip;
+    (void)port;
+    nkProbeFollowMaster(to_ip, to_port);
+}
+
+static void probeChanged(void) {
+    foTick();
+}
+
+static int coordMasterLease(void) {
+    return nkProbeMasterLease();
+}
+
+static const nkProbeHooks probe_hooks = {
+    .master_serves = probeMasterServes,
+    .master_follows = probeMasterFollows,
+    .granting = leaseGranting,
+    .lease_time = leaseTime,
+    .granted = leaseGranted,
+    .changed = probeChanged,
+};
+
+static const nkCoordHooks coord_hooks = {
+    .follow = foFollow,
+    .granted = leaseGranted,
+    .lease_bound_us = leaseBoundUs,
+    .lease_max_ms = leaseMaxMs,
+    .master_lease = coordMasterLease,
+    .drop_master_conn = nkProbeDropMasterConn,
+    .fanout_changed = nkLinkFanoutCheck,
+};
+
+int nkFailoverStart(void) {
+    if (nkCoordInit(&coord_hooks) == -1) return -1;
+    nkProbeStart(F.master.reach, F.master.port, &probe_hooks);
+    aeCreateTimeEvent(nk.el, 1, foTimer, NULL, NULL);
+    return 0;
+}
+
+void nkFailoverMaster(const char **ip, int *port) {
+    /* From the promotion on F.master is the winner; clients are sent there
+     * once it answers +OK (foPromoted), as the probes are. */
+    const foNode *n = F.state == FO_PROMOTING ? &F.old : &F.master;
+    *ip = n->ip;
+    *port = n->port;
 }
 
 /* ---------------------------------------------------------------- INFO --- */

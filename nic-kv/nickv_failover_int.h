@@ -151,10 +151,17 @@ static inline long long foNowMs(void) { return foNowUs() / 1000; }
  * lease-time granted), a promotion, and the nodes to repoint. */
 int stateSave(void);
 
+/* nickv_state.c: the master changes the state file records. The probes
+ * see ip:port answer as the master (the link follows it; F.master moves
+ * when we lead and no failover is under way), and the leader's record in
+ * etcd moved the master (a standby follows it). */
+void foMasterServes(const char *ip, int port, int rdma_port);
+void foFollow(const char *ip, int port, long long epoch);
+
 /* nickv_repoint.c: the nodes that are made replicas of the master after a
  * promotion (F.repoint[]). Add one (read from the state file, or named by
  * the failover), take one off, and send them what they still need (every
- * tick, from nkFailoverTick). */
+ * tick, from the failover's tick). */
 void repointAdd(const char *ip, int port, int old_master);
 void repointRemove(const char *ip, int port);
 void repointTick(void);

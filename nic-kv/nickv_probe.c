@@ -163,7 +163,8 @@ static int master_identified;           /* a lease answer on this connection */
  * not synced yet: a restarted master is vetted against this. */
 static char known_replid[NK_RUNID_SIZE + 1];
 static long long known_offset;
-static int failover_kick;               /* news for nickv_failover.c: tick it soon */
+static int failover_kick;               /* news for the layer above: hooks.changed */
+static nkProbeHooks hooks;               /* the layer above (nkProbeStart) */
 static int health_dirty;
 static int was_streaming;                /* the link, at the last healthSend */
 
@@ -494,7 +495,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         if (!quiet)
             nkLog(LL_WARNING, "Probe: the master %s:%d is now a replica of %s:%d: following it",
                   m->ip, m->port, mhost, mport);
-        nodeRetarget(m, mhost, mport);
+        hooks.master_follows(m->ip, m->port, mhost, mport);
         return;
     }
     if (strcmp(role, "master")) {
@@ -523,8 +524,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         return;
     }
     master_rdma_port = rdma_on && rdma_port > 0 && rdma_port <= 65535 ? rdma_port : 0;
-    nkLinkFollow(m->ip, m->port, master_rdma_port);
-    nkFailoverMasterIs(m->ip, m->port);
+    hooks.master_serves(m->ip, m->port, master_rdma_port);
     ndirect = 0;
     for (int i = 0; i < count; i++) {
         nkInfoReplica rl;
@@ -581,7 +581,7 @@ static int leaseForeign(const char *err) {
     if (strstr(err, "an earlier connection of this Nic-KV")) return 0;
     if ((p = strstr(err, "granted runs for ")) && string2ll(p + 17, strcspn(p + 17, " "), &ms) &&
         ms >= 0 && ms <= NICKV_LEASE_MAX_MS) {
-        nkFailoverGranted(ms);
+        hooks.granted(ms);
         return 0;
     }
     return 1;
@@ -631,7 +631,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     master_clock = clock;
     /* The first clock of a master: grant at once (a new master serves
      * nothing before), and read its INFO behind the grant. */
-    if (first && nkFailoverGranting()) {
+    if (first && hooks.granting()) {
         probeSend(n, PROBE_LEASE);
         probeSend(n, PROBE_INFO);
         next_info_us = now + NK_PROBE_INFO_US;
@@ -853,15 +853,15 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
         /* A grant from the master's last clock (a query while we have
          * none), for lease-time: nickv_failover.c counts it. */
         char t[32], ms[32];
-        int grant = master_clock && !master_restarted && nkFailoverGranting();
-        long long lease_ms = grant ? nkFailoverLeaseTime() : 0;
+        int grant = master_clock && !master_restarted && hooks.granting();
+        long long lease_ms = grant ? hooks.lease_time() : 0;
         snprintf(t, sizeof(t), "%lld", grant ? master_clock : 0);
         snprintf(ms, sizeof(ms), "%lld", lease_ms);
         sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s %s", t, ms, nk.instance);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
         if (grant) {
-            nkFailoverGranted(lease_ms);
+            hooks.granted(lease_ms);
             master_granted = 1;
         }
     } else
@@ -1114,7 +1114,7 @@ void nkProbeAfterEvents(void) {
     /* A failover moves on at once when a verdict or a reply came. */
     if (nodes && failover_kick) {
         failover_kick = 0;
-        nkFailoverTick();
+        hooks.changed();
     }
 }
 
@@ -1129,19 +1129,17 @@ static int probeTick(aeEventLoop *el, long long id, void *data) {
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) nodeTick(listNodeValue(ln), now);
     healthSend();
-    failover_kick = 0;
-    nkFailoverTick();
+    /* A verdict this round changed: hooks.changed before the loop sleeps
+     * (nkProbeAfterEvents). The failover ticks on a timer of its own. */
     /* At least every NICKV_CRON_MS, so that CONFIG SET probe-interval and
      * waiting-time take effect at once; each node is PINGed at its own
      * interval (nodeTick). */
     return nk.cfg.probe_interval < NICKV_CRON_MS ? nk.cfg.probe_interval : NICKV_CRON_MS;
 }
 
-void nkProbeStart(void) {
-    const char *host;
-    int port;
+void nkProbeStart(const char *host, int port, const nkProbeHooks *h) {
+    hooks = *h;
     nodes = listCreate();
-    nkLinkMaster(&host, &port);
     nodeAdd(host, port, 1);
     next_info_us = getMonotonicUs();
     aeCreateTimeEvent(nk.el, 1, probeTick, NULL, NULL);
@@ -1286,6 +1284,10 @@ void nkProbeDropMasterConn(void) {
     if (!nodes || !listLength(nodes)) return;
     probeNode *m = listNodeValue(listFirst(nodes));
     if (m->is_master && m->conn) probeConnect(m);
+}
+
+void nkProbeFollowMaster(const char *ip, int port) {
+    nodeRetarget(listNodeValue(listFirst(nodes)), ip, port);
 }
 
 void nkProbeRetargetMaster(const char *ip, int port) {

@@ -126,6 +126,9 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
         return;
     }
     for (int i = 1; i < n; i++) if (v[i].listed) nreplicas++;
+    /* The master is where the failover says (its own promotions, the
+     * coordinator's record), not wherever the probes look meanwhile. */
+    nkFailoverMaster(&v[0].addr, &v[0].port);
     if (!strcasecmp(sub, "masters") && argc == 2) {
         out = sdsnew("*1\r\n");
         out = masterState(out, &v[0], nreplicas);

@@ -15,7 +15,7 @@
  * Here too, as they sat with the state file in nickv_failover.c: the
  * failover's start (nkFailoverInit: the state file read, a lease of our
  * previous run waited for) and the master changes it records
- * (nkFailoverMasterIs, nkFailoverFollow). The failover's state, F, and its
+ * (foMasterServes, foFollow). The failover's state, F, and its
  * types are in nickv_failover_int.h; the state machine is described at the
  * top of nickv_failover.c.
  */
@@ -384,10 +384,11 @@ start:
     return 0;
 }
 
-void nkFailoverMasterIs(const char *ip, int port) {
+void foMasterServes(const char *ip, int port, int rdma_port) {
+    nkLinkFollow(ip, port, rdma_port);
     if (F.have_master && F.master.port == port && !strcmp(F.master.reach, ip)) return;
     /* With a coordinator a standby takes the master from the leader's
-     * record (nkFailoverFollow), not from its own probes: one owner. */
+     * record (foFollow), not from its own probes: one owner. */
     if (nkCoordOn() && !nkCoordLeader()) return;
     /* Our own failover owns the master meanwhile: from foPromote on,
      * F.master is the winner, while the probes still read the old master
@@ -409,7 +410,7 @@ void nkFailoverMasterIs(const char *ip, int port) {
 
 /* Another Nic-KV (the leader, through the coordinator's record) moved the
  * master: follow it, as the probes do when they see a master move. */
-void nkFailoverFollow(const char *ip, int port, long long epoch) {
+void foFollow(const char *ip, int port, long long epoch) {
     if (F.state != FO_WATCHING) return;
     if (!F.have_master || F.master.port != port || strcmp(F.master.reach, ip)) {
         nkLog(LL_NOTICE, "Failover: the record in etcd names the master %s:%d (epoch %lld)", ip, port, epoch);

@@ -223,7 +223,13 @@ start_server [list overrides $co_conf] {
         } else {
             fail "the leader does not stream: [nickv_cmd [co_nk 0] info upstream]"
         }
-        assert_match "127.0.0.1:$co(port,0)" [nickv_info [co_nk 1] record_master]
+        # The record reaches a standby one etcd round of each after the
+        # leader wrote it: not necessarily before the link is up.
+        wait_for_condition 50 100 {
+            [nickv_info [co_nk 1] record_master] eq "127.0.0.1:$co(port,0)"
+        } else {
+            fail "a standby does not read the leader's record: [nickv_info [co_nk 1] record_master]"
+        }
         assert_equal 0 [nickv_info [co_nk 0] records_not_ours]
         for {set i 1} {$i < 3} {incr i} {
             assert {[nickv_info [co_nk $i] master_link_status] ne {up}}
