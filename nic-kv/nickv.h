@@ -596,6 +596,9 @@ typedef struct nkCoordHooks {
     void (*drop_master_conn)(void);
     /* Who fans out may have changed: the link opens or closes. */
     void (*fanout_changed)(void);
+    /* etcd answered with news (leadership won or lost, a record written):
+     * decide now (nkCoordTick reads them). */
+    void (*changed)(void);
 } nkCoordHooks;
 int nkCoordInit(const nkCoordHooks *hooks);
 void nkCoordShutdown(void);

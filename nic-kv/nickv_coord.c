@@ -80,15 +80,23 @@
  *
  * The etcd calls block, so they run in a thread of their own (coordThread),
  * which shares with the main thread only the struct below, under its lock.
+ * It makes a round every NK_COORD_TICK_US, at once when the main thread has
+ * a record to write (S.wake), and wakes the main thread (a byte on a pipe,
+ * then the failover's tick through hooks.changed) when a round won or lost
+ * the leadership or wrote, was refused or read a new record: a standby
+ * that wins, and a promotion's record, cost no wait for the next tick.
  */
 
 #include "nickv.h"
 #include "nickv_etcd.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "monotonic.h"
@@ -97,7 +105,8 @@
 
 #define NK_COORD_DRIFT_PCT 10            /* clock rates differ by less */
 #define NK_COORD_MARGIN_US 10000         /* ms reads, scheduling */
-#define NK_COORD_TICK_US 100000          /* the thread's round, at most this often */
+#define NK_COORD_TICK_US 100000          /* the thread's round, this often (and at
+                                          * once for a record to write) */
 #define NK_COORD_AUTH_TIMEOUT_MS 5000    /* an etcd authentication (a bcrypt) */
 #define NK_COORD_NAMED 32                /* replicas the record can name */
 
@@ -124,6 +133,9 @@ static const char *roleNames[] = {"off", "standby", "leader", "resigning"};
 /* Shared with the thread, under lock. */
 static struct {
     pthread_mutex_t lock;
+    pthread_cond_t wake;                 /* main -> thread: a round now (kick) */
+    int kick;
+    int notify_fd[2];                    /* thread -> main: a round changed something */
     pthread_t thread;
     int running, stop;
     /* main -> thread */
@@ -279,6 +291,24 @@ static int successorWaits(nkEtcd *e, char *succ, long long *seen_us) {
     return coordNowUs() - *seen_us < NK_COORD_SUCCESSOR_MS * 1000LL;
 }
 
+/* The thread tells the main thread a round brought news (a byte on a
+ * pipe the event loop watches): it decides now, not at its next tick. */
+static void coordNotify(void) {
+    char b = 1;
+    if (write(S.notify_fd[1], &b, 1) == -1 && errno != EAGAIN) {
+        /* full (EAGAIN): a byte is already waiting; else the next tick */
+    }
+}
+
+static void coordNotified(aeEventLoop *el, int fd, void *data, int mask) {
+    char buf[64];
+    (void)el;
+    (void)data;
+    (void)mask;
+    while (read(fd, buf, sizeof(buf)) > 0) {}
+    hooks.changed();
+}
+
 static void *coordThread(void *arg) {
     char err[256];
     nkEtcd *e = arg;
@@ -413,6 +443,9 @@ static void *coordThread(void *arg) {
         }
 
         pthread_mutex_lock(&S.lock);
+        /* What the main thread acts on at once: leadership won or lost, a
+         * record written, refused, or changed by another leader. */
+        int was_leader = S.leader;
         S.rounds++;
         S.etcd_ok = ok;
         if (!ok) {
@@ -437,6 +470,7 @@ static void *coordThread(void *arg) {
             S.leader_val = lval ? lval : sdsempty();
             lval = NULL;
         }
+        int record_moved = ok && strcmp(S.record_val, rval ? rval : "") != 0;
         if (ok) {
             sdsfree(S.record_val);
             S.record_val = rval ? rval : sdsempty();
@@ -450,6 +484,7 @@ static void *coordThread(void *arg) {
             }
         }
         if (refused) S.publish_refused = 1;
+        int news = S.leader != was_leader || published >= 0 || refused || record_moved;
         if (present >= 0) {
             S.member_present = present;
             memcpy(S.member_instance, inst, sizeof(inst));
@@ -458,9 +493,24 @@ static void *coordThread(void *arg) {
         sdsfree(lval);
         sdsfree(rval);
         sdsfree(pub);
+        if (news) coordNotify();
 
+        /* Until the next round's time, or a kick: a record to write. */
         left = NK_COORD_TICK_US - (coordNowUs() - t0);
-        if (left > 0) usleep((useconds_t)left);
+        pthread_mutex_lock(&S.lock);
+        if (left > 0 && !S.kick && !S.stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += (time_t)(left / 1000000);
+            ts.tv_nsec += (long)(left % 1000000) * 1000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            while (!S.kick && !S.stop && pthread_cond_timedwait(&S.wake, &S.lock, &ts) != ETIMEDOUT) {}
+        }
+        S.kick = 0;
+        pthread_mutex_unlock(&S.lock);
     }
     if (lease) nkEtcdLeaseRevoke(e, lease, err, sizeof(err));
     sdsfree(member_key);
@@ -542,6 +592,17 @@ int nkCoordInit(const nkCoordHooks *h) {
     C.my_value = sdscatfmt(sdsempty(), "%s %s:%i", nk.instance, C.local.ip, C.local.port);
     C.role = CO_STANDBY;
     pthread_mutex_init(&S.lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&S.wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pipe2(S.notify_fd, O_NONBLOCK | O_CLOEXEC) == -1 ||
+        aeCreateFileEvent(nk.el, S.notify_fd[0], AE_READABLE, coordNotified, NULL) == AE_ERR) {
+        nkLog(LL_WARNING, "Coordinator: cannot create its notification pipe: %s", strerror(errno));
+        nkEtcdFree(e);
+        return -1;
+    }
     S.leader_val = sdsempty();
     S.record_val = sdsempty();
     S.published_epoch = -1;
@@ -567,6 +628,7 @@ void nkCoordShutdown(void) {
     }
     pthread_mutex_lock(&S.lock);
     S.stop = 1;
+    pthread_cond_signal(&S.wake);
     pthread_mutex_unlock(&S.lock);
     pthread_join(S.thread, NULL);
     S.running = 0;
@@ -676,6 +738,8 @@ static void publish(long long epoch, const char *ip, int port, const coordAddr *
     S.publish = v;
     S.publish_epoch = epoch;
     S.publish_refused = 0;
+    S.kick = 1;                         /* written now, not at the next round */
+    pthread_cond_signal(&S.wake);
     pthread_mutex_unlock(&S.lock);
     C.publishing_epoch = epoch;
     C.publishing_nnamed = nnamed;

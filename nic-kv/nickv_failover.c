@@ -31,8 +31,9 @@
  *
  * (foSetState makes the moves and checks them against this diagram; each
  * state has its tick, tickWatching ... tickPromoting, run by foTick on the
- * failover's own timer, when the probes report a change, and when the
- * lease's bound passes.)
+ * failover's own timer, when the probes report a change, when the
+ * coordinator's thread brings news from etcd, and when the lease's bound
+ * passes.)
  *
  * One owner of where the master is. F.master is it, for the whole daemon:
  * the failover starts the coordinator and the probes (nkFailoverStart)
@@ -48,10 +49,11 @@
  *   - the coordinator: the leader's record names another master (follow:
  *     a standby takes it from there, never from its own probes);
  *   - its own promotions (foPromote, foPromoted).
- * The probes' master and F.master differ only while a move is under way
- * (the probes follow a chain of REPLICAOF ahead of F.master; from
- * foPromote until foPromoted F.master is the winner and the probes still
- * read the old master).
+ * The probes' master and F.master differ while the probes follow a chain
+ * of REPLICAOF ahead of F.master (on a standby, until the record names
+ * the chain's end), and from foPromote until foPromoted (F.master is the
+ * winner, the probes still read the old master). SENTINEL names
+ * nkFailoverMaster's node, flagged down unless the probes read it.
  *
  * Fencing. The master's probe grants the master a lease with every probe
  * (src/nickv_lease.c says how a grant is anchored on the master's clock).
@@ -1183,8 +1185,8 @@ static void (*const foTicks[FO_STATES])(foSight *) = {
 };
 
 /* The failover decides: at every tick of its own timer (foTimer), when the
- * probes report a change (probeChanged), and when the lease's bound passes
- * (fenceTimer). First what the coordinator says (with one, a Nic-KV that
+ * probes or the coordinator report news (probeChanged), and when the
+ * lease's bound passes (fenceTimer). First what the coordinator says (with one, a Nic-KV that
  * no longer leads drops what it was doing), then the state's own tick. */
 static void foTick(void) {
     foSight s;
@@ -1242,6 +1244,7 @@ static void probeMasterFollows(const char *ip, int port, const char *to_ip, int 
     nkProbeFollowMaster(to_ip, to_port);
 }
 
+/* The probes' or the coordinator's news: decide now. */
 static void probeChanged(void) {
     foTick();
 }
@@ -1267,12 +1270,15 @@ static const nkCoordHooks coord_hooks = {
     .master_lease = coordMasterLease,
     .drop_master_conn = nkProbeDropMasterConn,
     .fanout_changed = nkLinkFanoutCheck,
+    .changed = probeChanged,
 };
 
 int nkFailoverStart(void) {
     if (nkCoordInit(&coord_hooks) == -1) return -1;
-    nkProbeStart(F.master.reach, F.master.port, &probe_hooks);
+    /* Created before the probes' timer: ae runs the newest first, so a
+     * tick due with a probe round runs after it, on its verdicts. */
     aeCreateTimeEvent(nk.el, 1, foTimer, NULL, NULL);
+    nkProbeStart(F.master.reach, F.master.port, &probe_hooks);
     return 0;
 }
 
@@ -1280,7 +1286,7 @@ void nkFailoverMaster(const char **ip, int *port) {
     /* From the promotion on F.master is the winner; clients are sent there
      * once it answers +OK (foPromoted), as the probes are. */
     const foNode *n = F.state == FO_PROMOTING ? &F.old : &F.master;
-    *ip = n->ip;
+    *ip = n->reach;             /* where it is reached, as +switch-master says */
     *port = n->port;
 }
 

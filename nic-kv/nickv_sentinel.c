@@ -5,9 +5,11 @@
  *
  * Client libraries that support Sentinel (redis-py's redis.sentinel,
  * Jedis's JedisSentinelPool, go-redis's FailoverClient, ...) find the
- * master with a few SENTINEL subcommands. Nic-KV answers those from what
- * its probes see (nickv_probe.c), for the one master it follows, named by
- * master-name:
+ * master with a few SENTINEL subcommands. Nic-KV answers those for the one
+ * master it follows, named by master-name: the master the failover names
+ * (nkFailoverMaster: its own promotions, the master's moves, the
+ * coordinator's record), its state and the replicas' as the probes see
+ * them (nickv_probe.c):
  *
  *   SENTINEL GET-MASTER-ADDR-BY-NAME <name>   [ip, port], or a null array
  *   SENTINEL MASTERS | MASTER <name>          the master's state, as
@@ -18,9 +20,10 @@
  * The fields are Sentinel's; those Nic-KV has no value for are 0 or "".
  * A master that does not answer its probes is flagged s_down and o_down
  * (Nic-KV is the only observer: its quorum is 1), which tells a client
- * not to use it; a replica, s_down. The master is the one the link
- * follows: after someone else's failover it is the new one (NIC-KV.md,
- * "Following a master change").
+ * not to use it; a replica, s_down. So is a master the probes do not read
+ * as one yet (they follow a REPLICAOF ahead of the failover). After
+ * someone else's failover the master is the new one once it answers as
+ * one (NIC-KV.md, "Following a master change").
  */
 
 #include "nickv.h"
@@ -127,8 +130,19 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
     }
     for (int i = 1; i < n; i++) if (v[i].listed) nreplicas++;
     /* The master is where the failover says (its own promotions, the
-     * coordinator's record), not wherever the probes look meanwhile. */
-    nkFailoverMaster(&v[0].addr, &v[0].port);
+     * coordinator's record), not wherever the probes look meanwhile (a
+     * chain of REPLICAOF they follow): while they do not read that node
+     * as the master, it is flagged down. */
+    const char *mip;
+    int mport;
+    nkFailoverMaster(&mip, &mport);
+    if (v[0].port != mport || strcmp(v[0].reach, mip)) {
+        v[0].valid = 0;
+        v[0].answered_ms_ago = -1;
+        v[0].since_ms = 0;
+    }
+    v[0].addr = mip;
+    v[0].port = mport;
     if (!strcasecmp(sub, "masters") && argc == 2) {
         out = sdsnew("*1\r\n");
         out = masterState(out, &v[0], nreplicas);
