@@ -918,6 +918,10 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     if (C.role == CO_LEADER) {
         /* Names to record; replicas not named for a while leave the record. */
         long long now_ms = now / 1000, window = NICKV_HEALTH_TIMEOUT_MS + 2LL * nk.cfg.lease_time + 1000;
+        /* ... counted back from the last lease the master may hold, not
+         * from now: while a dead master is not replaced (no candidate), the
+         * replicas it counted stay in the record. */
+        if (lease_bound_us < now) window += (now - lease_bound_us) / 1000;
         if (C.publishing_epoch >= 0) {
             int r2 = nkCoordPublished(C.publishing_epoch);
             if (r2 == 1) {

@@ -207,7 +207,13 @@ static void setBlocked(const char *why) {
 static int collectCandidates(void) {
     nkProbeView v[NK_FO_CANDIDATES + 1];
     int n = nkProbeNodes(v, NK_FO_CANDIDATES + 1), ncand = 0;
+    /* Named within the window before the master's last lease ran out, not
+     * before now: a master dead for longer than the window (no replica to
+     * promote meanwhile) counted, until it died, the replicas named just
+     * before. */
     long long window = NICKV_HEALTH_TIMEOUT_MS + 2LL * nk.cfg.lease_time + 1000;
+    long long since_lease_ms = (foNowUs() - F.lease_bound_us) / 1000;
+    if (since_lease_ms > 0) window += since_lease_ms;
     F.ncand = 0;
     F.excluded[0] = '\0';
     for (int i = 0; i < n && F.ncand < NK_FO_CANDIDATES; i++) {

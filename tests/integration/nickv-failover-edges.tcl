@@ -16,8 +16,10 @@ proc fe_stop_and_cut {m r pid} {
 
 # Wait until Nic-KV holds node addr invalid.
 proc fe_wait_invalid {nk addr} {
+    # On addr's own line: a glob's * would run on into another node's.
+    set re [string map {. \\.} "node\[0-9\]+:addr=$addr,\[^\r\n\]*flags=invalid"]
     wait_for_condition 50 100 {
-        [string match "*node*:addr=$addr,*flags=invalid*" [nickv_cmd $nk info failover]]
+        [regexp $re [nickv_cmd $nk info failover]]
     } else {
         fail "$addr is not invalid: [nickv_cmd $nk info failover]"
     }
@@ -121,6 +123,62 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
                 fail "R2 does not follow R1"
             }
             assert_equal yes [$r2 get only-on-r1]
+        }
+        nickv_stop $nk
+    }
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fe_conf] {
+    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
+        set r1 [srv -1 client]
+        set p1 [srv -1 port]
+        set pid1 [srv -1 pid]
+        set r2 [srv 0 client]
+        set p2 [srv 0 port]
+        set pid2 [srv 0 pid]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        nickv_wait_failover_view $nk 2
+
+        test {Nic-KV failover: a replica that acknowledged writes is still waited for when no candidate appears for a while} {
+            set m [srv -2 client]
+            fe_stop_and_cut $m $r2 $pid2
+            fe_wait_invalid $nk 127.0.0.1:$p2
+            $m set only-on-r1 yes
+            assert_equal 1 [$m wait 1 2000]
+            # R1 goes silent and is held invalid, then the master dies: no
+            # replica can be promoted, for longer than the window in which
+            # a replica named valid counts (2 s + 2 x lease-time + 1 s).
+            # Before, that window was counted back from now, not from the
+            # master's last lease: R1 was forgotten, and R2, back without
+            # the write, was promoted.
+            exec kill -STOP $pid1
+            fe_wait_invalid $nk 127.0.0.1:$p1
+            exec kill -9 $mpid
+            after 6000
+            exec kill -CONT $pid2
+            wait_for_condition 50 100 {
+                [string match "*waiting to hear from 127.0.0.1:$p1*" [nickv_info $nk failover_blocked]]
+            } else {
+                exec kill -CONT $pid1
+                fail "not waiting for R1: [nickv_cmd $nk info failover]"
+            }
+            after 500
+            assert_equal 0 [nickv_info $nk failovers]
+            exec kill -CONT $pid1
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers] == 1
+            } else {
+                fail "no failover once R1 answers: [nickv_cmd $nk info failover]"
+            }
+            assert_equal "127.0.0.1 $p1" [nickv_master_addr $nk]
+            nickv_wait_served $r1
+            assert_equal yes [$r1 get only-on-r1]
         }
         nickv_stop $nk
     }
