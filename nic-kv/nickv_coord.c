@@ -155,6 +155,7 @@ static struct {
     int member_present;                  /* member_check's key exists */
     char member_instance[NICKV_INSTANCE_LEN + 1];
     int resigned;                        /* the key was deleted on resign */
+    int key_lease_alive;                 /* absent, but its holder's lease lives */
     int etcd_ok;
     char etcd_err[256];
     char endpoint[128];
@@ -273,13 +274,14 @@ static sds recordFormat(long long epoch, const char *ip, int port, const coordAd
  * the key first. Read here, in the round that campaigns, not from the
  * main thread's older copy: the resigner writes the record, then frees
  * the key. On an etcd error: no campaign this round. */
-static int successorWaits(nkEtcd *e, char *succ, long long *seen_us) {
+static int successorWaits(nkEtcd *e, char *succ, long long *seen_us, int *named) {
     char err[256];
     sds v = NULL;
     coordRecord r;
     if (nkEtcdGet(e, C.key_record, &v, NULL, err, sizeof(err)) == -1) return 1;
     int has = v && recordParse(v, &r) && r.successor[0];
     sdsfree(v);
+    *named = has;
     if (!has || !strcmp(r.successor, nk.instance)) {
         succ[0] = '\0';
         return 0;
@@ -289,6 +291,25 @@ static int successorWaits(nkEtcd *e, char *succ, long long *seen_us) {
         *seen_us = coordNowUs();
     }
     return coordNowUs() - *seen_us < NK_COORD_SUCCESSOR_MS * 1000LL;
+}
+
+/* The leader key is absent, and was last seen attached to another Nic-KV's
+ * etcd lease, *seen: may we create it? Not while etcd still has that lease
+ * (the key was deleted by hand, not expired: its holder, perhaps cut off
+ * from etcd, may grant until its lease runs out), unless the record names
+ * a successor (a leader that resigned deleted its key once its grants had
+ * run out). 1 yes, 0 not yet (*alive set), -1 on an etcd error. */
+static int keyLeaseGone(nkEtcd *e, long long *seen, int successor_named, int *alive, char *err, size_t errlen) {
+    int exists;
+    *alive = 0;
+    if (!*seen || successor_named) return 1;
+    if (nkEtcdLeaseExists(e, *seen, &exists, err, errlen) == -1) return -1;
+    if (exists) {
+        *alive = 1;
+        return 0;
+    }
+    *seen = 0;
+    return 1;
 }
 
 /* The thread tells the main thread a round brought news (a byte on a
@@ -316,6 +337,7 @@ static void *coordThread(void *arg) {
     int member_put = 0;
     char succ[NICKV_INSTANCE_LEN + 1] = "";
     long long succ_seen_us = 0;
+    long long key_lease = 0;             /* the leader key's lease, when another's */
     sds member_key = sdscatfmt(sdsempty(), "%S%s:%i", C.key_member_prefix, C.local.ip, C.local.port);
     while (1) {
         long long t0 = coordNowUs(), s, left;
@@ -385,7 +407,10 @@ static void *coordThread(void *arg) {
             sdsfree(cur);
         }
         /* The leader key. */
-        if (ok && nkEtcdGet(e, C.key_leader, &lval, NULL, err, sizeof(err)) == -1) ok = 0;
+        long long klease = 0;
+        int lease_alive = 0, succ_named = 0;
+        if (ok && nkEtcdGetLease(e, C.key_leader, &lval, NULL, &klease, err, sizeof(err)) == -1) ok = 0;
+        if (ok && lval && strcmp(lval, C.my_value)) key_lease = klease != lease ? klease : 0;
         if (ok && lval && !strcmp(lval, C.my_value)) {
             leader = 1;
             if (resign) {
@@ -404,10 +429,14 @@ static void *coordThread(void *arg) {
                 }
             }
         } else if (ok && !lval && campaign && lease && until > coordNowUs() &&
-                   !successorWaits(e, succ, &succ_seen_us)) {
-            int won;
-            if (nkEtcdCreate(e, C.key_leader, C.my_value, lease, &won, &lval, err, sizeof(err)) == -1) ok = 0;
-            else if (won) {
+                   !successorWaits(e, succ, &succ_seen_us, &succ_named)) {
+            int won, gone = keyLeaseGone(e, &key_lease, succ_named, &lease_alive, err, sizeof(err));
+            if (gone == -1) ok = 0;
+            else if (gone == 0) {
+                /* held back until etcd drops that lease (INFO campaign_held) */
+            } else if (nkEtcdCreate(e, C.key_leader, C.my_value, lease, &won, &lval, err, sizeof(err)) == -1) {
+                ok = 0;
+            } else if (won) {
                 leader = 1;
                 lval = sdsnew(C.my_value);
             }
@@ -484,6 +513,7 @@ static void *coordThread(void *arg) {
             }
         }
         if (refused) S.publish_refused = 1;
+        S.key_lease_alive = lease_alive;
         int news = S.leader != was_leader || published >= 0 || refused || record_moved;
         if (present >= 0) {
             S.member_present = present;
@@ -785,7 +815,7 @@ static void adoptRecord(void) {
 /* Called by the failover's tick: what the thread found, into the roles. */
 void nkCoordTick(const char *master_ip, int master_port, int master_valid, int watching, long long epoch,
                  long long lease_bound_us) {
-    int leader, etcd_ok, resigned, present, just_won = 0;
+    int leader, etcd_ok, resigned, present, key_lease_alive, just_won = 0;
     long long now = coordNowUs();
     char err[256], inst[NICKV_INSTANCE_LEN + 1];
     sds rv;
@@ -799,6 +829,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     S.resigned = 0;
     present = S.member_present;
     memcpy(inst, S.member_instance, sizeof(inst));
+    key_lease_alive = S.key_lease_alive;
     pthread_mutex_unlock(&S.lock);
 
     if (!etcd_ok && strcmp(err, C.last_err))
@@ -885,6 +916,9 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         campaign = 0;
         C.campaign_held = "resigned-lately";
     }
+    /* The thread's own hold: the key was deleted while its holder's etcd
+     * lease lives (keyLeaseGone). */
+    if (campaign && key_lease_alive) C.campaign_held = "leader-lease-alive";
     /* A newer record: the master moved. A standby also takes the record's
      * master over what its own probes saw: the leader owns that. */
     if (C.rec.epoch && watching && C.role != CO_LEADER &&

@@ -1461,9 +1461,14 @@ int nkEtcdCreate(nkEtcd *e, const char *key, const char *val, long long lease, i
 }
 
 int nkEtcdGet(nkEtcd *e, const char *key, sds *val, long long *mod_rev, char *err, size_t errlen) {
+    return nkEtcdGetLease(e, key, val, mod_rev, NULL, err, errlen);
+}
+
+int nkEtcdGetLease(nkEtcd *e, const char *key, sds *val, long long *mod_rev, long long *lease, char *err,
+                   size_t errlen) {
     etcdAnswer a;
     sds body = jsonBytesField(sdsnew("{"), "key", key);
-    long long rev = 0;
+    long long rev = 0, id = 0;
     int rv, has;
 
     body = sdscat(body, "}");
@@ -1478,9 +1483,30 @@ int nkEtcdGet(nkEtcd *e, const char *key, sds *val, long long *mod_rev, char *er
         rv = C_ERR;
     } else if (has == 1) {
         rv = etcdInt(&a, "kvs.0.mod_revision", 1, &rev, err, errlen);
+        /* Absent when the key has no lease (JSON leaves zeros out). */
+        if (rv == C_OK) rv = etcdInt(&a, "kvs.0.lease", 0, &id, err, errlen);
         if (rv == C_OK) rv = etcdBytes(&a, "kvs.0.value", val, err, errlen);
     }
     if (rv == C_OK && mod_rev) *mod_rev = rev;
+    if (rv == C_OK && lease) *lease = id;
+    sdsfree(a.doc);
+    return rv;
+}
+
+int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t errlen) {
+    char body[64];
+    etcdAnswer a;
+    long long ttl;
+    int rv;
+
+    snprintf(body, sizeof(body), "{\"ID\":\"%lld\"}", id);
+    if (etcdCall(e, "/v3/lease/timetolive", body, &a, err, errlen) == C_ERR) return C_ERR;
+    /* TTL: -1 for a lease etcd no longer has (expired and revoked, or
+     * revoked); else the whole seconds left, 0 (left out of the JSON) for
+     * less than one, or for one past its time that etcd has not revoked
+     * yet: it still exists. */
+    rv = etcdInt(&a, "TTL", 0, &ttl, err, errlen);
+    if (rv == C_OK) *exists = ttl != -1;
     sdsfree(a.doc);
     return rv;
 }

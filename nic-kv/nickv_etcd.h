@@ -80,6 +80,11 @@ int nkEtcdCreate(nkEtcd *e, const char *key, const char *val, long long lease, i
 /* *val: the key's value (sds, caller frees) or NULL when it does not exist;
  * *mod_rev (when not NULL): its mod_revision. */
 int nkEtcdGet(nkEtcd *e, const char *key, sds *val, long long *mod_rev, char *err, size_t errlen);
+/* ... and the lease the key is attached to (0: none). */
+int nkEtcdGetLease(nkEtcd *e, const char *key, sds *val, long long *mod_rev, long long *lease, char *err,
+                   size_t errlen);
+/* *exists: etcd still has the lease (not yet expired and revoked). */
+int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t errlen);
 /* key = val (no lease), only if guard's value is guard_val: *ok = 1; else
  * *ok = 0 and nothing changed. */
 int nkEtcdPutIf(nkEtcd *e, const char *guard, const char *guard_val, const char *key, const char *val,

@@ -298,6 +298,52 @@ start_server [list overrides $co_conf] {
         $c close
     }
 
+    test {Many Nic-KVs: a leader key deleted by hand is not taken while its holder's etcd lease lives} {
+        # Node 0's Nic-KV leads; it is cut off from etcd (its relays
+        # stopped) and its key is deleted by hand. It cannot see that, and
+        # may grant the master until its own etcd lease runs out. Before, a
+        # standby led at once (and could have promoted after one
+        # lease-time): two grantors, two masters after a failover.
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]"
+        }
+        foreach p $relay_pids { exec kill -STOP $p }
+        etcd_ctl del /skv/mymaster/leader
+        set t0 [clock milliseconds]
+        wait_for_condition 50 20 {
+            [nickv_info [co_nk 1] campaign_held] eq {leader-lease-alive} ||
+            [nickv_info [co_nk 2] campaign_held] eq {leader-lease-alive}
+        } else {
+            foreach p $relay_pids { exec kill -CONT $p }
+            fail "no standby holds back: [nickv_cmd [co_nk 1] info coordinator]"
+        }
+        # Node 0's etcd lease lives on for leader-ttl (2 s) after its last
+        # keep-alive: no standby leads for the first second at least.
+        while {[clock milliseconds] - $t0 < 1000} {
+            if {[co_role 1] eq {leader} || [co_role 2] eq {leader}} {
+                foreach p $relay_pids { exec kill -CONT $p }
+                fail "a standby led while the deleted key's lease lived"
+            }
+            after 50
+        }
+        # Then etcd drops that lease, and a standby leads.
+        wait_for_condition 100 100 {
+            [llength [co_leaders]] == 1 && [lindex [co_leaders] 0] != 0
+        } else {
+            foreach p $relay_pids { exec kill -CONT $p }
+            fail "no standby leads once the lease expired: [nickv_cmd [co_nk 1] info coordinator]"
+        }
+        foreach p $relay_pids { exec kill -CONT $p }
+        # Leadership goes back to the master's own Nic-KV.
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead again: [co_role 0] [co_role 1] [co_role 2]"
+        }
+    }
+
     test {Many Nic-KVs: a master whose lease another, uncoordinated, Nic-KV grants is not failed over} {
         # The leader dies; a Nic-KV started without coordinator (an
         # operator's mistake) takes the grantor's place and keeps granting:
