@@ -152,7 +152,9 @@ static struct {
     sds record_val;                      /* the record ("" none) */
     long long published_epoch;           /* the last record written, its epoch */
     int publish_refused;                 /* ... or refused (not the leader) */
-    int member_present;                  /* member_check's key exists */
+    int member_present;                  /* member_check's key exists (-1: not read
+                                          * since it was set) */
+    long long member_gen;                /* bumped whenever member_check is set anew */
     char member_instance[NICKV_INSTANCE_LEN + 1];
     int resigned;                        /* the key was deleted on resign */
     int key_lease_alive;                 /* absent, but its holder's lease lives */
@@ -358,6 +360,7 @@ static void *coordThread(void *arg) {
             pub_epoch = S.publish_epoch;
         }
         memcpy(check, S.member_check, sizeof(check));
+        long long check_gen = S.member_gen;
         held = S.held_us;
         pthread_mutex_unlock(&S.lock);
 
@@ -515,7 +518,7 @@ static void *coordThread(void *arg) {
         if (refused) S.publish_refused = 1;
         S.key_lease_alive = lease_alive;
         int news = S.leader != was_leader || published >= 0 || refused || record_moved;
-        if (present >= 0) {
+        if (present >= 0 && check_gen == S.member_gen) {
             S.member_present = present;
             memcpy(S.member_instance, inst, sizeof(inst));
         }
@@ -867,6 +870,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         C.wrote = 0;
         adoptRecord();
         just_won = 1;
+        present = -1;           /* read before we led: not about now */
         /* Every lease a previous leader granted ran out before its key
          * could expire (the chain at the top). But a key can also vanish
          * before its time: deleted by hand (etcdctl del), its lease revoked,
@@ -1029,7 +1033,14 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
 
     pthread_mutex_lock(&S.lock);
     S.campaign = campaign;
-    memcpy(S.member_check, check, sizeof(check));
+    /* Another node to check, or a leadership just won: what the thread
+     * read before is not about it (a value from our last leadership made
+     * a new leader resign at once to a Nic-KV long gone). */
+    if (just_won || strcmp(S.member_check, check)) {
+        memcpy(S.member_check, check, sizeof(check));
+        S.member_present = -1;
+        S.member_gen++;
+    }
     pthread_mutex_unlock(&S.lock);
     if ((C.role == CO_LEADER) != C.was_leader) hooks.fanout_changed();
     C.was_leader = C.role == CO_LEADER;

@@ -344,6 +344,61 @@ start_server [list overrides $co_conf] {
         }
     }
 
+    test {Many Nic-KVs: a standby that led before and leads again does not hand over to a Nic-KV that is gone} {
+        # Standby X leads while node 0's Nic-KV is down, and hands over to
+        # it once it is back (X saw its member key then). Node 0's Nic-KV
+        # is killed again; X (the other standby stopped) leads again. It
+        # must go on leading: before, it read the member key's presence
+        # from its last leadership and resigned at once to the dead Nic-KV,
+        # and nobody granted the master for seconds.
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]"
+        }
+        set saved [co_nk 0]
+        nickv_stop $saved KILL
+        set co(nk,0) {}
+        wait_for_condition 100 100 {
+            [llength [co_leaders]] == 1
+        } else {
+            fail "no standby leads: [co_role 1] [co_role 2]"
+        }
+        set x [lindex [co_leaders] 0]
+        set y [expr {3 - $x}]
+        set co(nk,0) [nickv_restart $saved]
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "no handover to node 0's Nic-KV: [co_role 0] [co_role 1] [co_role 2]"
+        }
+        set saved [co_nk 0]
+        exec kill -STOP [dict get [co_nk $y] pid]
+        nickv_stop $saved KILL
+        set co(nk,0) {}
+        wait_for_condition 100 50 {
+            [co_role $x] eq {leader}
+        } else {
+            exec kill -CONT [dict get [co_nk $y] pid]
+            fail "X does not lead again: [nickv_cmd [co_nk $x] info coordinator]"
+        }
+        set t0 [clock milliseconds]
+        while {[clock milliseconds] - $t0 < 1500} {
+            if {[co_role $x] ne {leader}} {
+                exec kill -CONT [dict get [co_nk $y] pid]
+                fail "X resigned to a Nic-KV that is gone: [nickv_cmd [co_nk $x] info coordinator]"
+            }
+            after 50
+        }
+        exec kill -CONT [dict get [co_nk $y] pid]
+        set co(nk,0) [nickv_restart $saved]
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead again: [co_role 0] [co_role 1] [co_role 2]"
+        }
+    }
+
     test {Many Nic-KVs: a master whose lease another, uncoordinated, Nic-KV grants is not failed over} {
         # The leader dies; a Nic-KV started without coordinator (an
         # operator's mistake) takes the grantor's place and keeps granting:
