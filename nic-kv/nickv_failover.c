@@ -387,6 +387,14 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
      * reply we never saw (a master now, our history as its replid2). */
     /* (A replica's replid2 is ours after it was promoted and made a
      * replica again: a late REPLICAOF NO ONE, then a repoint.) */
+    if (!ours[0] && nkCoordOn()) {
+        /* A Nic-KV of many that never learnt the master's history (a
+         * standby restarted while the master was dead, with a state file
+         * from before the history was recorded): a replica restarted empty
+         * would pass as one of ours. */
+        snprintf(c->why, sizeof(c->why), "its history cannot be checked: this Nic-KV never read the master's");
+        return;
+    }
     if (!strcmp(role, "slave") && offset >= 0 && (!ours[0] || !strcmp(replid, ours) || !strcmp(replid2, ours))) {
         c->offset = offset;
     } else if (!strcmp(role, "master") && moffset >= 0 && ours[0] &&
@@ -1012,6 +1020,12 @@ static void knownTick(long long now) {
     if (n < 1 || !v[0].is_master || lease < 0) return;
     const char *runid = nkProbeMasterRunid(), *replid = nkLinkReplid();
     long long offset = nkBacklogLastPub();
+    /* A standby holds no link: the master's history as its INFO says, so
+     * that a restart while the master is dead still knows it. */
+    if (!replid[0] && nkCoordOn()) {
+        replid = nkProbeMasterReplid();
+        offset = nkProbeStreamBound(NULL, NULL);
+    }
     sig = (sig ^ (unsigned)lease) * 1099511628211ULL;
     for (const char *p = runid; *p; p++) sig = (sig ^ (unsigned char)*p) * 1099511628211ULL;
     for (const char *p = replid; *p; p++) sig = (sig ^ (unsigned char)*p) * 1099511628211ULL;

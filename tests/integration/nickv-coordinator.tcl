@@ -237,6 +237,19 @@ start_server [list overrides $co_conf] {
         }
         # A standby refuses a planned handover: the leader decides.
         assert_match {*standby*} [nickv_cmd [co_nk 1] failover]
+        # A standby's state file records the master's history (from its
+        # INFO: a standby holds no link), so that one restarted while the
+        # master is dead checks candidates against it. Before, it recorded
+        # none, and took a replica of any history.
+        set mc [redis 127.0.0.1 $co(port,0)]
+        set replid [status $mc master_replid]
+        $mc close
+        set sf [file dirname [dict get [co_nk 1] log]]/nickv.state
+        wait_for_condition 50 100 {
+            [string match "*\nstream $replid *" [exec cat $sf]]
+        } else {
+            fail "the standby's state file has no stream line for $replid:\n[exec cat $sf]"
+        }
     }
 
     test {Many Nic-KVs: etcd without authentication, or with the wrong password, is refused} {
