@@ -1249,15 +1249,10 @@ static int foTimer(aeEventLoop *el, long long id, void *data) {
 
 /* ------------------------------------------------------------- Start --- */
 
-/* The probes' news: the master they read answers as one. */
-static void probeMasterServes(const char *ip, int port, int rdma_port) {
-    foMasterServes(ip, port, rdma_port);
-}
-
-/* ... the master they read says it replicates from to_ip:to_port (an
+/* The probes' news: the master they read says it replicates from to_ip:to_port (an
  * operator's REPLICAOF or FAILOVER, a cluster failover): the probe follows
  * it there; the link and F.master follow once that one answers as the
- * master (probeMasterServes). */
+ * master (foMasterServes). */
 static void probeMasterFollows(const char *ip, int port, const char *to_ip, int to_port) {
     (void)ip;
     (void)port;
@@ -1269,12 +1264,8 @@ static void probeChanged(void) {
     foTick();
 }
 
-static int coordMasterLease(void) {
-    return nkProbeMasterLease();
-}
-
 static const nkProbeHooks probe_hooks = {
-    .master_serves = probeMasterServes,
+    .master_serves = foMasterServes,
     .master_follows = probeMasterFollows,
     .granting = leaseGranting,
     .lease_time = leaseTime,
@@ -1287,7 +1278,7 @@ static const nkCoordHooks coord_hooks = {
     .granted = leaseGranted,
     .lease_bound_us = leaseBoundUs,
     .lease_max_ms = leaseMaxMs,
-    .master_lease = coordMasterLease,
+    .master_lease = nkProbeMasterLease,
     .drop_master_conn = nkProbeDropMasterConn,
     .fanout_changed = nkLinkFanoutCheck,
     .changed = probeChanged,

@@ -25,6 +25,29 @@ proc fe_wait_invalid {nk addr} {
     }
 }
 
+# The master is dead and R1 (pid1), which holds the write only-on-r1, is
+# stopped: the failover waits to hear from it, promotes nobody meanwhile,
+# and promotes R1 once it answers.
+proc fe_waits_for_r1 {nk r1 p1 pid1} {
+    wait_for_condition 50 100 {
+        [string match "*waiting to hear from 127.0.0.1:$p1*" [nickv_info $nk failover_blocked]]
+    } else {
+        exec kill -CONT $pid1
+        fail "not waiting for R1: [nickv_cmd $nk info failover]"
+    }
+    after 500
+    assert_equal 0 [nickv_info $nk failovers]
+    exec kill -CONT $pid1
+    wait_for_condition 100 100 {
+        [nickv_info $nk failovers] == 1
+    } else {
+        fail "no failover once R1 answers: [nickv_cmd $nk info failover]"
+    }
+    assert_equal "127.0.0.1 $p1" [nickv_master_addr $nk]
+    nickv_wait_served $r1
+    assert_equal yes [$r1 get only-on-r1]
+}
+
 set fe_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 
 start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
@@ -100,23 +123,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             exec kill -STOP $pid1
             exec kill -9 $mpid
             exec kill -CONT $pid2
-            wait_for_condition 50 100 {
-                [string match "*waiting to hear from 127.0.0.1:$p1*" [nickv_info $nk failover_blocked]]
-            } else {
-                exec kill -CONT $pid1
-                fail "not waiting for R1: [nickv_cmd $nk info failover]"
-            }
-            after 500
-            assert_equal 0 [nickv_info $nk failovers]
-            exec kill -CONT $pid1
-            wait_for_condition 100 100 {
-                [nickv_info $nk failovers] == 1
-            } else {
-                fail "no failover once R1 answers: [nickv_cmd $nk info failover]"
-            }
-            assert_equal "127.0.0.1 $p1" [nickv_master_addr $nk]
-            nickv_wait_served $r1
-            assert_equal yes [$r1 get only-on-r1]
+            fe_waits_for_r1 $nk $r1 $p1 $pid1
             wait_for_condition 100 100 {
                 [status $r2 master_port] == $p1 && [status $r2 master_link_status] eq {up}
             } else {
@@ -162,23 +169,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             exec kill -9 $mpid
             after 6000
             exec kill -CONT $pid2
-            wait_for_condition 50 100 {
-                [string match "*waiting to hear from 127.0.0.1:$p1*" [nickv_info $nk failover_blocked]]
-            } else {
-                exec kill -CONT $pid1
-                fail "not waiting for R1: [nickv_cmd $nk info failover]"
-            }
-            after 500
-            assert_equal 0 [nickv_info $nk failovers]
-            exec kill -CONT $pid1
-            wait_for_condition 100 100 {
-                [nickv_info $nk failovers] == 1
-            } else {
-                fail "no failover once R1 answers: [nickv_cmd $nk info failover]"
-            }
-            assert_equal "127.0.0.1 $p1" [nickv_master_addr $nk]
-            nickv_wait_served $r1
-            assert_equal yes [$r1 get only-on-r1]
+            fe_waits_for_r1 $nk $r1 $p1 $pid1
         }
         nickv_stop $nk
     }
