@@ -539,8 +539,30 @@ long long nkProbeStreamBound(long long *at_us, long long *rate);
 /* A replica's process as the probes learnt it while it was listed ("" if
  * not known: it requires a password, or never answered). */
 const char *nkProbeRunid(const char *ip, int port);
-/* The master runs in cluster mode (its INFO cluster). */
+/* The master's cluster mode as its INFO cluster says: 1, 0, -1 unknown. */
 int nkProbeMasterCluster(void);
+
+/* nickv_cluster.c: in cluster mode the cluster's view (CLUSTER NODES,
+ * read with the probes) says where the shard's master is. */
+/* Cluster mode is mode (1, 0), as from says ("the master", "a replica",
+ * "the state file"): the master's word overrides the others. */
+void nkClusterMode(int mode, const char *from);
+/* The shard runs in cluster mode: the cluster fails over, Nic-KV follows. */
+int nkClusterOn(void);
+/* Ask the nodes the probes watch for their views (every failover tick). */
+void nkClusterTick(void);
+/* A view named a successor to the master at master_ip:master_port: 1, with
+ * where it is; 0: none. nkClusterFollowed once the probe goes there. */
+int nkClusterSuccessor(const char *master_ip, int master_port, const char **ip, int *port);
+void nkClusterFollowed(void);
+/* The state file's "cluster" line (appended to s), and reading it back
+ * (argv[0] is "cluster"): 0, or -1 if malformed. */
+sds nkClusterStateLine(sds s);
+int nkClusterStateRead(int argc, sds *argv);
+/* The shard changed since this was last asked: the state file is due. */
+int nkClusterDirty(void);
+sds nkClusterInfo(sds s);
+void nkClusterResetStats(void);
 /* The master's RDMA port, as its last INFO rdma said (0: no listener). */
 int nkProbeMasterRdmaPort(void);
 /* Why the master refused our last lease ("" if it did not). */

@@ -164,6 +164,9 @@ static sds genInfo(int nsec, sds *secs) {
         s = nkProbeInfo(s);
         s = nkFailoverInfo(s);
     }
+    if (infoWants(nsec, secs, "cluster", NULL)) {
+        s = nkClusterInfo(s);
+    }
     if (infoWants(nsec, secs, "coordinator", NULL)) {
         s = nkCoordInfo(s);
     }

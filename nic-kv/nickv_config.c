@@ -729,6 +729,7 @@ void configCommand(nkClient *c, int argc, sds *argv) {
         nkResolveResetStats();
         nkProbeResetStats();
         nkFailoverResetStats();
+        nkClusterResetStats();
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else {

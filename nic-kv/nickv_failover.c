@@ -356,6 +356,14 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     }
     nkInfo in;
     nkInfoParse(reply, len, &in);
+    if (in.cluster == 1) {
+        /* The master was never read (a Nic-KV started while it was down,
+         * with no word of cluster mode in its state file): the cluster
+         * fails its shard over, and refuses REPLICAOF anyway. */
+        nkClusterMode(1, "a candidate's INFO");
+        snprintf(c->why, sizeof(c->why), "a cluster node: the cluster fails its shard over");
+        return;
+    }
     memcpy(c->runid, in.runid, sizeof(c->runid));
     c->rdma = in.rdma_replication;
     /* The node's word: a port REPLICAOF could use, or none. */
@@ -530,7 +538,7 @@ static void foQuery(void) {
         foCandidate *c = &F.cand[i];
         /* A witness whose connection is down is asked again each tick. */
         if (nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "server", "replication",
-                           "rdma", "nickv", NULL) == -1 && !c->named) {
+                           "rdma", "nickv", "cluster", NULL) == -1 && !c->named) {
             c->answered = 1;
             snprintf(c->why, sizeof(c->why), "its probe connection is down");
         }
@@ -883,7 +891,7 @@ int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size
         return -1;
     }
     m = v[0];
-    if (nkProbeMasterLease() != 1 || nkProbeMasterCluster()) {
+    if (nkProbeMasterLease() != 1 || nkClusterOn()) {
         snprintf(err, errlen, "the master must run with nickv-lease yes, not in cluster mode");
         return -1;
     }
@@ -981,7 +989,7 @@ static void failbackTick(long long now) {
 /* In WATCHING: should a failover begin? "" if so, else why not. */
 static const char *foBlocker(void) {
     if (!nk.cfg.failover) return "failover is off";
-    if (nkProbeMasterCluster()) return "the master is in cluster mode: the cluster fails over, Nic-KV follows";
+    if (nkClusterOn()) return "the shard is in cluster mode: the cluster fails over, Nic-KV follows";
     if (nkProbeMasterLease() == 0)
         return "the master runs with nickv-lease no: a promotion could leave two masters";
     if (nkProbeMasterLease() != 1) return "the master's nickv-lease is not known yet";
@@ -1077,6 +1085,17 @@ static void tickWatching(foSight *s) {
         return;
     }
     repointTick();
+    const char *cip;
+    int cport;
+    if (nkClusterOn() && s->have_m && nkClusterSuccessor(m->reach, m->port, &cip, &cport)) {
+        /* The cluster promoted another node of the shard: the probe goes
+         * there, the link and F.master follow once it answers as a master
+         * (foMasterServes), as after any master that moved. */
+        nkClusterFollowed();
+        nkProbeRetargetMaster(cip, cport);
+        setBlocked(foBlocker());
+        return;
+    }
     if (s->have_m && m->valid && F.foreign_since_us && s->now - F.foreign_since_us > 2000LL * nk.cfg.waiting_time) {
         why = foBlocker();
         setBlocked(why);
@@ -1213,6 +1232,9 @@ static void foTick(void) {
     s.now = foNowUs();
     knownTick(s.now);
     s.have_m = nkProbeNodes(&s.m, 1) == 1 && s.m.is_master;
+    if (nkProbeMasterCluster() >= 0) nkClusterMode(nkProbeMasterCluster(), "the master");
+    nkClusterTick();
+    if (nkClusterDirty()) stateSave();
 
     if (nkCoordOn()) {
         nkCoordTick(F.master.reach, F.have_master ? F.master.port : 0, s.have_m && s.m.valid,

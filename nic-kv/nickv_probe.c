@@ -141,7 +141,7 @@ static long long lease_zero_us;         /* the master's INFO last said its lease
 static long long lease_busy_us;         /* ... or last said it holds one */
 static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unknown */
 static int master_granted;              /* a grant went on this connection */
-static int master_cluster;              /* its INFO says cluster_enabled:1 */
+static int master_cluster = -1;         /* its INFO cluster_enabled (-1: not read) */
 static int master_rdma_port;            /* its RDMA listener's port (INFO rdma), 0: none */
 /* The highest offset the master's stream is known to have reached: what
  * the master said (its INFO, its answers to leases) or our own stream's
@@ -480,7 +480,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
     if (in.lease >= 0) master_lease = in.lease;
     if (in.lease_left_ms == 0) lease_zero_us = getMonotonicUs();
     else if (in.lease_left_ms > 0) lease_busy_us = getMonotonicUs();
-    if (in.cluster >= 0) master_cluster = in.cluster == 1;
+    if (in.cluster >= 0) master_cluster = in.cluster;
     if (!strcmp(role, "master")) {
         streamHistory(replid, replid2);
         streamSeen(offset);

@@ -130,6 +130,13 @@ static void rdmaModeReply(long long tag, const char *ip, int port, const char *r
         nkInfoParse(reply, len, &in);
         r->rdma = in.rdma_replication;
         r->is_master = isMasterProcess(in.runid);
+        /* A cluster node: the cluster says whose replica it is (and
+         * refuses REPLICAOF). One that already replicates from the master:
+         * nothing to do. Either way, off the list. */
+        r->holds = in.cluster == 1 ? 2 :
+                   (!strcmp(in.role, "slave") && in.master_port == F.master.port &&
+                    (!strcmp(in.master_host, F.master.reach) || !strcmp(in.master_host, F.master.ip)));
+        if (in.cluster == 1) nkClusterMode(1, "a node to repoint");
         return;
     }
 }
@@ -175,10 +182,19 @@ void repointTick(void) {
             stateSave();
             continue;
         }
+        if (r->holds) {
+            nkLog(LL_NOTICE, "Failover: %s:%d %s: not repointed", r->node.reach, r->node.port,
+                  r->holds == 2 ? "is a cluster node (the cluster places its replicas)" :
+                  "already replicates from the master");
+            nkProbeWatch(r->node.ip, r->node.port, 0);
+            F.repoint[i--] = F.repoint[--F.nrepoint];
+            stateSave();
+            continue;
+        }
         if (foNowUs() < r->retry_after_us) continue;
         if (r->rdma < 0) {
             if (nkProbeCommand(r->node.ip, r->node.port, rdmaModeReply, F.epoch, "INFO", "server", "rdma",
-                               NULL) == 0)
+                               "replication", "cluster", NULL) == 0)
                 r->pending = 1;
             continue;
         }

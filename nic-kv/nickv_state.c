@@ -108,6 +108,8 @@ int stateSave(void) {
     for (int i = 0; i < F.nrepoint; i++)
         s = sdscatprintf(addr(sdscat(s, "repoint "), F.repoint[i].node.reach), " %d %d\n",
                          F.repoint[i].node.port, F.repoint[i].old_master);
+    /* In cluster mode only (an older Nic-KV reads the other files). */
+    s = nkClusterStateLine(s);
     stateChecksum(s, sdslen(s), sum);
     s = sdscatprintf(s, "end %s\n", sum);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
@@ -314,6 +316,8 @@ int nkFailoverInit(void) {
                 known[nknown].port = (int)v;
                 nknown++;
             }
+        } else if (!strcmp(argv[0], "cluster")) {
+            ok = nkClusterStateRead(argc, argv) == 0;
         } else if (!strcmp(argv[0], "repoint") && argc == 4 && sdslen(argv[1]) < NK_ADDR_LEN &&
                    string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536 && nrp < NK_FO_REPOINT) {
             snprintf(rp[nrp].ip, sizeof(rp[nrp].ip), "%s", argv[1]);

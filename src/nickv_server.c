@@ -235,8 +235,17 @@ static const char *nickvUserUnsafe(void) {
 
 /* Start-up and CONFIG SET (the nickv-lease and nickv-user rows): a lease
  * needs a user of Nic-KV's own. (Whether it has a password is checked at
- * each grant: ACL users change at run time.) */
+ * each grant: ACL users change at run time.) And no lease in cluster mode:
+ * the cluster elects a shard's master, and a node it promotes must serve
+ * at once, not wait for a grant that no Nic-KV sends (Nic-KV never fails
+ * a cluster's shard over, so it never needs to fence one). */
 int nickvLeaseConfigApply(const char **err) {
+    if (nickvLease && server.cluster_enabled) {
+        *err = "nickv-lease yes cannot be used with cluster-enabled yes: the cluster fails its shards over, "
+               "and a master it promotes would refuse writes until a lease came; Nic-KV follows the "
+               "cluster's choice without one";
+        return 0;
+    }
     if (nickvLease && (!nickvUser || !strcmp(nickvUser, "default"))) {
         *err = "nickv-lease yes needs a dedicated nickv-user (not 'default', which every client can use "
                "to grant leases): create an ACL user for Nic-KV and name it in nickv-user";

@@ -94,3 +94,328 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
     }
     nickv_stop $nk
 }
+
+# The cluster's own failover of a master that crashed: nothing on the dead
+# master says where its shard went, only the cluster's view does (CLUSTER
+# NODES from the shard's replicas). Before nickv_cluster.c, Nic-KV stayed on
+# the dead port for ever (master_moves:0), the promoted master streamed to
+# its replica directly, and SENTINEL named the dead master; a Nic-KV
+# restarted while its shard's master was dead tried a failover of its own
+# (REPLICAOF NO ONE refused in cluster mode, hundreds of aborted attempts)
+# and left a repoint pending for ever.
+
+# A list-append writer on one shard: RPUSH key i then WAIT 1, through the
+# master Nic-KV's SENTINEL names; at i == at, runs fault. Returns the
+# acknowledged values.
+proc cl_append {nk key n at fault} {
+    set r {}
+    set acked {}
+    for {set i 0} {$i < $n} {incr i} {
+        if {$i == $at} { uplevel 1 $fault }
+        set deadline [expr {[clock milliseconds] + 20000}]
+        while {1} {
+            if {$r eq {}} { catch {set r [redis {*}[nickv_master_addr $nk]]} }
+            if {$r ne {} && [catch {$r rpush $key $i} e] == 0} {
+                if {[catch {$r wait 1 2000} w] == 0 && $w >= 1} { lappend acked $i }
+                break
+            }
+            if {$r ne {}} { catch {$r close}; set r {} }
+            if {[clock milliseconds] > $deadline} { fail "no master takes writes: [nickv_cmd $nk info cluster]" }
+            after 50
+        }
+    }
+    if {$r ne {}} { $r close }
+    return $acked
+}
+
+start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" cluster-enabled yes cluster-node-timeout 500}} {
+    set a [Rn 0]
+    set aport [srv 0 port]
+    set b [Rn 3]
+    set bport [srv -3 port]
+    # A key of the first master's slots (0-5461).
+    for {set i 0} {[$a cluster keyslot list$i] > 5461} {incr i} {}
+    set key list$i
+    set nk [nickv_start $aport --failover yes]
+    nickv_wait_replicas $nk 1
+    wait_for_condition 50 100 {
+        [nickv_info $nk cluster_shard] eq {ok} && [nickv_info $nk cluster_shard_slots] == 5462
+    } else {
+        fail "Nic-KV does not know its shard: [nickv_cmd $nk info cluster]"
+    }
+
+    test {A cluster master killed: Nic-KV says the shard is lost, then follows the replica the cluster promotes} {
+        set acked [cl_append $nk $key 300 100 {
+            # The cluster may not promote B yet: Nic-KV says so, and never
+            # fails the shard over itself.
+            $b config set cluster-replica-no-failover yes
+            exec kill -9 [srv 0 pid]
+            wait_for_condition 100 100 {
+                [string match {lost: the master 127.0.0.1:*is invalid*} [nickv_info $nk cluster_shard]]
+            } else {
+                fail "Nic-KV does not say its shard is lost: [nickv_cmd $nk info cluster]"
+            }
+            assert_match {*cluster mode*} [nickv_info $nk failover_blocked]
+            $b config set cluster-replica-no-failover no
+            wait_for_condition 100 100 {
+                [nickv_info $nk master_port] == $bport && [nickv_info $nk master_link_status] eq {up} &&
+                [nickv_status $b nickv_daemon] eq {healthy}
+            } else {
+                fail "Nic-KV did not follow the promoted replica: [nickv_cmd $nk info cluster]\n[exec tail -n 20 [dict get $nk log]]"
+            }
+            assert_equal [list 127.0.0.1 $bport] [nickv_master_addr $nk]
+            # The dead master comes back: the cluster makes it B's replica,
+            # and B hands it to Nic-KV.
+            restart_server 0 true false
+            set a [Rn 0]
+        }]
+        wait_for_condition 100 100 {
+            [string match {*slave0:*via=nickv*} [$b info replication]]
+        } else {
+            fail "the restarted master does not stream from Nic-KV: [$b info replication]"
+        }
+        assert_equal 1 [$b wait 1 5000]
+        fo_assert_acked $acked [$b lrange $key 0 -1] 300
+        assert_morethan [llength $acked] 150
+        nickv_assert_digests $b [list $a]
+        assert_equal 1 [nickv_info $nk cluster_follows]
+        assert_equal 1 [nickv_info $nk master_moves]
+        assert_equal 0 [nickv_info $nk failovers]
+        assert_equal 0 [nickv_info $nk failovers_aborted]
+        assert_equal ok [nickv_info $nk cluster_shard]
+        assert_match {*Cluster: the cluster promoted 127.0.0.1:*} [exec grep "Cluster:" [dict get $nk log]]
+    }
+
+    test {A Nic-KV restarted while its shard's master is dead follows the cluster's choice, tries no failover, repoints nothing} {
+        set args [dict get $nk args]
+        set state [lindex $args [expr {[lsearch -exact $args --state-file] + 1}]]
+        assert_match "*\ncluster \[0-9a-f\]* 0-5461\n*" [exec cat $state]
+        # Nic-KV knows its shard's replica (A, back since the last test).
+        wait_for_condition 50 100 {
+            [string match "*\nreplica \"127.0.0.1\" $aport\n*" [exec cat $state]]
+        } else {
+            fail "the state file does not list the replica: [exec cat $state]"
+        }
+        nickv_stop $nk KILL
+        set bpid [srv -3 pid]
+        exec kill -9 $bpid
+        wait_for_condition 100 100 {
+            [s 0 role] eq {master}
+        } else {
+            fail "the cluster promoted nobody"
+        }
+        set nk [nickv_restart $nk]
+        wait_for_condition 100 100 {
+            [nickv_info $nk master_port] == $aport && [nickv_info $nk master_link_status] eq {up} &&
+            [nickv_status $a nickv_daemon] eq {healthy}
+        } else {
+            fail "Nic-KV did not follow the cluster's choice: [nickv_cmd $nk info cluster]\n[exec tail -n 20 [dict get $nk log]]"
+        }
+        restart_server -3 true false
+        set b [Rn 3]
+        wait_for_condition 100 100 {
+            [string match {*slave0:*via=nickv*} [$a info replication]]
+        } else {
+            fail "the restarted node does not stream from Nic-KV: [$a info replication]"
+        }
+        $a rpush $key done
+        assert_equal 1 [$a wait 1 5000]
+        nickv_assert_digests $a [list $b]
+        assert_equal 0 [nickv_info $nk failovers]
+        assert_equal 0 [nickv_info $nk failovers_aborted]
+        assert_equal 0 [nickv_info $nk repoint_pending]
+        assert_equal yes [nickv_info $nk cluster_mode]
+        assert_equal [list 127.0.0.1 $aport] [nickv_master_addr $nk]
+        if {![catch {exec grep -c "REPLICAOF\\|promoting" [dict get $nk log]} n]} {
+            fail "Nic-KV tried a failover of its own: [exec grep "REPLICAOF\\|promoting" [dict get $nk log]]"
+        }
+        nickv_assert_no_bug $nk
+    }
+
+    test {nickv-lease yes is refused in cluster mode, by CONFIG SET and at start-up} {
+        catch {$a config set nickv-lease yes} e
+        assert_match {*nickv-lease yes cannot be used with cluster-enabled yes*} $e
+        assert_equal {nickv-lease no} [$a config get nickv-lease]
+        set port [find_available_port [expr {$::baseport + 560}] 20]
+        set dir [tmpdir cluster-lease]
+        catch {exec src/redis-server --port $port --save "" --dir $dir --cluster-enabled yes \
+                   --nickv-lease yes --nickv-user nk} out
+        assert_match {*Fatal config error: nickv-lease yes cannot be used with cluster-enabled yes*} $out
+    }
+    nickv_stop $nk
+}
+
+# A Nic-KV per shard, writers on every shard, as an operator runs it: a
+# reshard under load (ASK redirects followed by the writer), then a master
+# of another shard killed. Each asserts nothing acknowledged lost, digests
+# equal per shard, every shard's replica behind its Nic-KV, each Nic-KV's
+# SENTINEL naming its shard's master.
+
+# A cluster client of the test's own (the harness's follows no redirect):
+# a connection per node address, MOVED and ASK followed, a node that does
+# not answer replaced by any node that does (which redirects).
+proc cl_conn {addr} {
+    if {![info exists ::cl_conns($addr)]} {
+        lassign [split $addr :] h p
+        set ::cl_conns($addr) [redis $h $p]
+    }
+    return $::cl_conns($addr)
+}
+proc cl_drop {addr} {
+    if {[info exists ::cl_conns($addr)]} {
+        catch {$::cl_conns($addr) close}
+        unset ::cl_conns($addr)
+    }
+}
+# INCR key, then WAIT 1 on the master that took it: 1 if acknowledged.
+# ::cl_route(key) is where it went last; ::cl_nodes every node's address.
+proc cl_incr {key} {
+    if {![info exists ::cl_route($key)]} { set ::cl_route($key) [lindex $::cl_nodes 0] }
+    set addr $::cl_route($key)
+    set asking 0
+    set deadline [expr {[clock milliseconds] + 20000}]
+    while {[clock milliseconds] < $deadline} {
+        if {[catch {cl_conn $addr} c]} {
+            set addr [lindex $::cl_nodes [expr {int(rand() * [llength $::cl_nodes])}]]
+            after 20
+            continue
+        }
+        if {$asking && [catch {$c asking}]} { cl_drop $addr; continue }
+        if {[catch {$c incr $key} e] == 0} {
+            if {!$asking} { set ::cl_route($key) $addr }
+            return [expr {[catch {$c wait 1 500} w] == 0 && $w >= 1}]
+        }
+        if {[regexp {^MOVED [0-9]+ ([^ ]+)} $e -> to]} {
+            set addr $to
+            set ::cl_route($key) $to
+            set asking 0
+        } elseif {[regexp {^ASK [0-9]+ ([^ ]+)} $e -> to]} {
+            incr ::cl_asks
+            set addr $to
+            set asking 1
+        } else {
+            # A dead node, CLUSTERDOWN while the cluster fails over, a
+            # replica that refuses: another node, a moment later.
+            cl_drop $addr
+            set addr [lindex $::cl_nodes [expr {int(rand() * [llength $::cl_nodes])}]]
+            set asking 0
+            after 20
+        }
+    }
+    fail "no node takes writes for $key: $e"
+}
+# Rounds of INCR + WAIT over keys; at round at(i), runs fault(i).
+proc cl_write_rounds {keys rounds faults} {
+    for {set r 0} {$r < $rounds} {incr r} {
+        if {[dict exists $faults $r]} { uplevel 1 [dict get $faults $r] }
+        foreach k $keys { if {[cl_incr $k]} { incr ::cl_acked($k) } }
+    }
+}
+# Every key holds at least what was acknowledged, at most what was sent.
+proc cl_assert_acked {keys rounds} {
+    foreach k $keys {
+        set c [cl_conn $::cl_route($k)]
+        set v [$c get $k]
+        if {$v eq {}} { set v 0 }
+        if {$v < $::cl_acked($k) || $v > $rounds} {
+            fail "$k holds $v: $::cl_acked($k) increments acknowledged, $rounds sent"
+        }
+    }
+}
+
+start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" cluster-enabled yes cluster-node-timeout 500}} {
+    set ::cl_nodes {}
+    for {set i 0} {$i < 6} {incr i} { lappend ::cl_nodes 127.0.0.1:[srv -$i port] }
+    # Shard i: master at level -i, replica at -(i+3); a Nic-KV each, named
+    # shard-i in SENTINEL.
+    for {set i 0} {$i < 3} {incr i} {
+        set nks($i) [nickv_start [srv -$i port] --master-name shard-$i]
+    }
+    for {set i 0} {$i < 3} {incr i} { nickv_wait_replicas $nks($i) 1 }
+    # Keys: ten in slots 0-99 (the reshard moves them), ten on each shard.
+    set moved {}
+    set keys {}
+    for {set i 0} {[llength $moved] < 10} {incr i} {
+        if {[R 0 cluster keyslot m$i] < 100} { lappend moved m$i }
+    }
+    for {set i 0} {[llength $keys] < 30} {incr i} { lappend keys k$i }
+    # Two keys in one slot of shard 0 outside 0-99, moved by hand, one key
+    # at a time: the writer meets ASK between the two.
+    for {set i 0} {[set slot [R 0 cluster keyslot "{s$i}"]] < 100 || $slot > 5461} {incr i} {}
+    set tag "{s$i}"
+    set keys [concat $moved $keys [list ${tag}a ${tag}b]]
+    foreach k $keys { set ::cl_acked($k) 0 }
+    set ::cl_asks 0
+    proc shard_check {arr} {
+        upvar 1 $arr nks
+        for {set i 0} {$i < 3} {incr i} {
+            # Whichever of the shard's two nodes is its master now.
+            set m [expr {[string match {*role:master*} [R $i info replication]] ? $i : $i + 3}]
+            set r [expr {$m == $i ? $i + 3 : $i}]
+            wait_for_condition 100 100 {
+                [string match {*slave0:*via=nickv*} [R $m info replication]] &&
+                [nickv_info $nks($i) master_port] == [srv -$m port]
+            } else {
+                fail "shard $i: the replica is not behind its Nic-KV: [R $m info replication]"
+            }
+            assert_equal 1 [R $m wait 1 5000]
+            nickv_assert_digests [Rn $m] [list [Rn $r]]
+            assert_equal [list 127.0.0.1 [srv -$m port]] [nickv_cmd $nks($i) sentinel get-master-addr-by-name shard-$i]
+            assert_equal 0 [nickv_info $nks($i) failovers]
+            nickv_assert_no_bug $nks($i)
+        }
+    }
+
+    test {A reshard under writers on every shard: ASK redirects followed, nothing acknowledged lost, the shards' replicas stay behind their Nic-KVs} {
+        set id0 [R 0 cluster myid]
+        set id1 [R 1 cluster myid]
+        set bg [tmpfile reshard]
+        cl_write_rounds $keys 40 [dict create 5 {
+            R 1 cluster setslot $slot importing $id0
+            R 0 cluster setslot $slot migrating $id1
+            R 0 migrate 127.0.0.1 [srv -1 port] "" 0 5000 keys ${tag}a
+        } 15 {
+            R 0 migrate 127.0.0.1 [srv -1 port] "" 0 5000 keys ${tag}b
+            for {set i 0} {$i < 3} {incr i} { R $i cluster setslot $slot node $id1 }
+            set pid [exec src/redis-cli --cluster reshard 127.0.0.1:[srv 0 port] --cluster-from $id0 \
+                         --cluster-to $id1 --cluster-slots 100 --cluster-yes --cluster-pipeline 1 >& $bg &]
+        }]
+        wait_for_condition 200 100 {
+            [catch {exec kill -0 $pid}]
+        } else {
+            fail "the reshard did not end: [exec tail -n 5 $bg]"
+        }
+        wait_for_condition 50 100 {
+            [R 1 cluster countkeysinslot [R 1 cluster keyslot [lindex $moved 0]]] > 0
+        } else {
+            fail "the slots did not move: [exec tail -n 5 $bg]"
+        }
+        wait_for_condition 50 100 {
+            [nickv_info $nks(0) cluster_shard_slots] == 5361 && [nickv_info $nks(1) cluster_shard_slots] == 5562
+        } else {
+            fail "the Nic-KVs do not see the shards' new slots: [nickv_cmd $nks(0) info cluster]"
+        }
+        assert_morethan $::cl_asks 0
+        cl_assert_acked $keys 40
+        shard_check nks
+    }
+
+    test {A master killed under writers on every shard: its Nic-KV follows the cluster, the others stay, nothing acknowledged lost} {
+        cl_write_rounds $keys 40 [dict create 10 {
+            exec kill -9 [srv -1 pid]
+            wait_for_condition 100 100 {
+                [nickv_info $nks(1) master_port] == [srv -4 port] && [nickv_info $nks(1) master_link_status] eq {up}
+            } else {
+                fail "shard 1's Nic-KV did not follow: [nickv_cmd $nks(1) info cluster]"
+            }
+            restart_server -1 true false
+        }]
+        cl_assert_acked $keys 80
+        assert_equal 1 [nickv_info $nks(1) cluster_follows]
+        assert_equal 0 [nickv_info $nks(0) cluster_follows]
+        assert_equal 0 [nickv_info $nks(2) cluster_follows]
+        shard_check nks
+    }
+    for {set i 0} {$i < 3} {incr i} { nickv_stop $nks($i) }
+    foreach a [array names ::cl_conns] { cl_drop $a }
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# cluster-bench.sh -- Redis Cluster scale-out, with and without a Nic-KV
+# per shard: throughput and the masters' CPU per write.
+#
+#   utils/cluster-bench.sh [--shards 3] [--replicas "1 2"] [--writes 300000]
+#                          [--rounds 3] [--clients 30] [--pipelines "1 16"]
+#
+# Each round, for each replica count N, builds a cluster of --shards
+# masters with N replicas each on loopback (redis-cli --cluster create),
+# and runs redis-benchmark --cluster SET (random keys over every shard)
+# against it twice: with every replica on its master ("direct"), then with
+# a nic-kv per shard that the shard's replicas stream from ("nickv": each
+# master hands its replicas over, as in a deployment with a DPU per
+# master). It reads, before and after each run, every master's INFO cpu
+# (used_cpu_sys + used_cpu_user) and prints, per (N, mode, pipeline), the
+# medians over the rounds of:
+#   ops/s            redis-benchmark's SET rate over the whole cluster
+#   cpu-s/1M writes  the masters' CPU seconds, summed, per million writes
+#   sends/write      the masters' replication stream writes per write
+#                    (INFO nickv repl_stream_writes, summed)
+# then the masters' CPU per write through Nic-KV against direct, per N.
+#
+# Everything runs on this machine: the masters, replicas, Nic-KVs and the
+# benchmark share its cores, so the replicas and Nic-KVs compete with the
+# masters for CPU in both modes. Absolute numbers vary with the machine's
+# load; the modes alternate within a round so that drift hits both alike,
+# and the ratios are what to quote.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+bin="$top/build/redis/src"
+. "$top/utils/lib.sh"
+shards=3 replica_counts="1 2" writes=300000 rounds=3 clients=30 pipelines="1 16"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --shards) shards=$2; shift 2 ;;
+        --replicas) replica_counts=$2; shift 2 ;;
+        --writes) writes=$2; shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
+        --clients) clients=$2; shift 2 ;;
+        --pipelines) pipelines=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "cluster-bench: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[ -x "$bin/nic-kv" ] || { echo "cluster-bench: build SKV first (make)" >&2; exit 1; }
+
+base=$((21000 + RANDOM % 500 * 10))
+work=$(mktemp -d)
+results="$work/results"
+: > "$results"
+nk_pids=()
+cli_quiet=1
+
+ports() { # every node's port, masters first
+    local n=$1
+    seq "$base" $((base + shards * (n + 1) - 1))
+}
+
+teardown() {
+    [ ${#nk_pids[@]} -gt 0 ] && kill "${nk_pids[@]}" 2>/dev/null || true
+    for pid in "${nk_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    nk_pids=()
+    for p in $(seq "$base" $((base + 60))); do cli "$p" shutdown nosave >/dev/null 2>&1 || true; done
+    rm -rf "$work"/node-* "$work"/nickv-*
+}
+
+cleanup() {
+    teardown
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The masters' summed INFO cpu, and repl_stream_writes.
+masters_cpu() {
+    local s=0
+    for p in $(seq "$base" $((base + shards - 1))); do s=$(awk -v a="$s" -v b="$(cpu "$p")" 'BEGIN { printf "%.6f", a + b }'); done
+    echo "$s"
+}
+masters_sends() {
+    local s=0 v
+    for p in $(seq "$base" $((base + shards - 1))); do
+        v=$(field "$p" nickv repl_stream_writes); s=$((s + ${v:-0}))
+    done
+    echo "$s"
+}
+
+cluster_up() { # replicas per shard
+    local n=$1 addrs=()
+    for p in $(ports "$n"); do
+        mkdir -p "$work/node-$p"
+        "$bin/redis-server" --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/node-$p" \
+            --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
+            --logfile "$work/node-$p/log" --daemonize yes --repl-diskless-sync-delay 0
+        addrs+=("127.0.0.1:$p")
+    done
+    for p in $(ports "$n"); do wait_for 10 'cli '"$p"' ping >/dev/null 2>&1'; done
+    # redis-cli --cluster create makes the first $shards nodes masters.
+    "$bin/redis-cli" --cluster create "${addrs[@]}" --cluster-replicas "$n" --cluster-yes >/dev/null
+    for p in $(ports "$n"); do wait_for 30 '[ "$(field '"$p"' cluster cluster_state)" = ok ]'; done
+    for p in $(seq "$base" $((base + shards - 1))); do
+        wait_for 60 '[ "$(cli '"$p"' info replication | grep -c "^slave.*state=online")" = '"$n"' ]'
+    done
+}
+
+nickvs_up() { # replicas per shard
+    local n=$1 i=0
+    for p in $(seq "$base" $((base + shards - 1))); do
+        mkdir -p "$work/nickv-$p"
+        "$bin/nic-kv" --port $((base + 100 + i)) --master-port "$p" --logfile "$work/nickv-$p/log" \
+            --state-file "$work/nickv-$p/state" &
+        nk_pids+=($!)
+        i=$((i + 1))
+    done
+    for p in $(seq "$base" $((base + shards - 1))); do
+        wait_for 60 '[ "$(field '"$p"' nickv nickv_replicas)" = '"$n"' ]'
+    done
+    sleep 1
+}
+
+measure() { # replicas mode pipeline
+    local c0 c1 w0 w1 out rps
+    c0=$(masters_cpu); w0=$(masters_sends)
+    out=$("$bin/redis-benchmark" -p "$base" --cluster -t set -n "$writes" -c "$clients" -P "$3" -r 1000000 \
+          --csv 2>/dev/null)
+    c1=$(masters_cpu); w1=$(masters_sends)
+    rps=$(echo "$out" | tr -d '"' | awk -F, '$1 == "SET" { print $2 }')
+    awk -v n="$1" -v m="$2" -v p="$3" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" \
+        -v w="$writes" -v rps="${rps:-0}" 'BEGIN {
+            printf "%s %s %s %.3f %.4f %s\n", n, m, p, (c1 - c0) * 1e6 / w, (w1 - w0) / w, rps }' >> "$results"
+}
+
+for round in $(seq 1 "$rounds"); do
+    for n in $replica_counts; do
+        cluster_up "$n"
+        for p in $pipelines; do measure "$n" direct "$p"; done
+        teardown
+        cluster_up "$n"
+        nickvs_up "$n"
+        for p in $pipelines; do measure "$n" nickv "$p"; done
+        teardown
+        echo "cluster-bench: round $round, $n replica(s) per shard done" >&2
+    done
+done
+
+printf '%-9s %-7s %-9s %12s %18s %13s\n' replicas mode pipeline "ops/s" "cpu-s/1M writes" "sends/write"
+sort -k1,1n -k3,3n -k2,2 "$results" | awk '{ print $1, $2, $3 }' | uniq | while read -r n m p; do
+    c=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $4 }' "$results" | median)
+    s=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $5 }' "$results" | median)
+    r=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $6 }' "$results" | median)
+    printf '%-9s %-7s %-9s %12s %18s %13s\n' "$n" "$m" "$p" "$r" "$c" "$s"
+    echo "$n $m $p $c $r" >> "$work/medians"
+done
+echo
+for p in $pipelines; do
+    for n in $replica_counts; do
+        awk -v n="$n" -v p="$p" '$1 == n && $3 == p { c[$2] = $4; r[$2] = $5 }
+            END { if (c["direct"] > 0 && r["direct"] > 0)
+                printf "pipeline %-3s %d replica(s) per shard: masters CPU per write %+.1f%%, ops/s %+.1f%% through Nic-KV vs direct\n",
+                       p, n, (c["nickv"] / c["direct"] - 1) * 100, (r["nickv"] / r["direct"] - 1) * 100 }' "$work/medians"
+    done
+done
+echo "($shards shards, $writes writes per run, $clients clients, $rounds rounds, medians; everything on this machine's $(nproc) cores)"
