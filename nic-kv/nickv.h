@@ -555,10 +555,16 @@ void nkClusterTick(void);
  * where it is; 0: none. nkClusterFollowed once the probe goes there. */
 int nkClusterSuccessor(const char *master_ip, int master_port, const char **ip, int *port);
 void nkClusterFollowed(void);
-/* The state file's "cluster" line (appended to s), and reading it back
- * (argv[0] is "cluster"): 0, or -1 if malformed. */
-sds nkClusterStateLine(sds s);
+/* The master says it replicates from ip:port: may the probe follow it
+ * there (1), or is that no node of the shard (0: held, INFO says why)? */
+int nkClusterMayFollow(const char *ip, int port);
+/* The state file's cluster lines (appended to s; none outside cluster
+ * mode); reading one back (argv[0] starts with "cluster"): 0, or -1 if
+ * malformed; then applied (found: the file is for this master and had
+ * them) once the whole file is read. */
+sds nkClusterStateLines(sds s);
 int nkClusterStateRead(int argc, sds *argv);
+void nkClusterStateApply(int found);
 /* The shard changed since this was last asked: the state file is due. */
 int nkClusterDirty(void);
 sds nkClusterInfo(sds s);

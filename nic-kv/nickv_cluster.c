@@ -11,38 +11,45 @@
  * replicas, and only the cluster's view tells which. So, with the probes,
  * Nic-KV reads CLUSTER NODES:
  *
- *   - from the master, once a second: what the shard is. The shard is the
- *     slots the master owns (its "myself" line), with the master's node id
- *     and config epoch. Slots rather than node ids: the cluster may move a
- *     replica to another shard (replica migration), and a replica's master
- *     is then another shard's, while the slots say which node took over
- *     ours;
- *   - from every replica the probes watch (the shard's replicas: they
- *     streamed from us or from the master), once a second, and every
- *     probe round while the master is invalid.
+ *   - from the master, once a second: what the shard is: the slots the
+ *     master owns (its "myself" line), its node id and config epoch, and
+ *     its members, the nodes the view lists as the master's replicas
+ *     (node id, address). A master at the same address with another node
+ *     id that owns none of the shard's slots (restarted without its
+ *     nodes.conf) is not taken as the shard's master;
+ *   - from each member the probes reach at the address the view gives
+ *     (a replica that streams from us or from the master), once a second,
+ *     and every probe interval while the master is invalid.
  *
- * A view names a successor when the master's node is flagged fail in it,
- * or is a replica in it (a failover the master took part in), and a
- * master node that is not failing, at a numeric address, with a config
- * epoch above the one the master had, owns slots of the shard (the most
- * of them wins, then the higher epoch). The failover (tickWatching) then
- * moves the probe there; once that node answers its INFO as a master, the
- * link follows it as it follows any master that moved (foMasterServes).
- * The new master's own view then says what the shard is.
+ * A member's view names a successor when the shard's master owns none of
+ * the shard's slots in it (the cluster gave them to another node: a
+ * failover after a crash, CLUSTER FAILOVER FORCE or TAKEOVER) and a member
+ * is a master there, not failing, at a numeric address, with a config
+ * epoch above the one the shard's master had, owning slots of the shard
+ * (the most of them, then the higher epoch). Members only: a reshard gives
+ * slots to other shards' masters, which are never followed (nor is the
+ * master's own word that it now replicates from a node that is not a
+ * member: a master emptied by a reshard that the cluster then makes
+ * another shard's replica, nkClusterMayFollow). The failover (tickWatching)
+ * moves the probe to the successor; once that node answers its INFO as a
+ * master, the link follows it as it follows any master that moved
+ * (foMasterServes), and its own view says what the shard is from then on.
  *
- * What this trusts. The views come from nodes the master listed, on the
- * probe connections the failover commands them on (masterauth); the node
- * followed must answer the probe's INFO as a master. A cluster node can
- * already claim any slots on the cluster bus, which Redis Cluster does
- * not authenticate: a hostile cluster member is not something Nic-KV can
- * protect the cluster from, and NIC-KV.md says so. Host names in a view
+ * What this trusts. The views are asked of the members, at the addresses
+ * the master's view gives, on the probe connections the failover commands
+ * nodes on (with masterauth: any of them may become the master Nic-KV
+ * authenticates to); a successor must be a member. A member can lie in
+ * its view, as it can claim slots on the cluster bus, which Redis Cluster
+ * does not authenticate: a hostile cluster node threatens the cluster
+ * itself, and Nic-KV follows the cluster. Host names in a view
  * (cluster-announce-hostname) are never looked up: numeric addresses
- * only.
+ * only. A view is parsed with bounds on its lines and slot ranges.
  *
- * The shard is written in the state file (stateSave: a "cluster" line),
- * so that a Nic-KV restarted while its master is dead knows it serves a
+ * The shard is written in the state file (stateSave: "cluster",
+ * "cluster-slots" and "cluster-member" lines, state file format 2), so
+ * that a Nic-KV restarted while its master is dead knows it serves a
  * cluster (and never tries a failover of its own, or REPLICAOF on a
- * cluster node) and which slots are its shard.
+ * cluster node), which slots are its shard and whom to ask.
  */
 
 #include "nickv.h"
@@ -57,10 +64,14 @@
 
 #define NK_CLUSTER_SLOTS 16384
 #define NK_CLUSTER_ID_LEN 40
-#define NK_CLUSTER_ASK_US 1000000LL    /* each node's view, this often */
-#define NK_CLUSTER_ASKED 64            /* nodes asked at a time, at most */
-#define NK_CLUSTER_VIEW_MAX 4096       /* nodes in one view, at most */
-#define NK_CLUSTER_IP 256              /* an address in a view */
+#define NK_CLUSTER_ASK_US 1000000LL    /* each member's view, this often */
+#define NK_CLUSTER_MEMBERS 32           /* a shard's replicas, at most */
+#define NK_CLUSTER_VIEW_MAX 4096        /* nodes in one view, at most */
+#define NK_CLUSTER_RANGES_MAX 32768     /* slot ranges in one view, at most (a
+                                         * real one has at most 16384, and a
+                                         * few importing or migrating) */
+#define NK_CLUSTER_IP 256               /* an address in a view */
+#define NK_CLUSTER_STATE_RANGES 128     /* slot ranges per state file line */
 
 typedef struct clusterEntry {
     char id[NK_CLUSTER_ID_LEN + 1];
@@ -69,59 +80,93 @@ typedef struct clusterEntry {
     int myself, master, fail, pfail, handshake, noaddr;
     char master_id[NK_CLUSTER_ID_LEN + 1];  /* a replica's master, "" if none */
     long long epoch;                         /* config epoch */
-    int nslots;
-    unsigned char *slots;                    /* NK_CLUSTER_SLOTS bits */
+    unsigned char *slots;                    /* NK_CLUSTER_SLOTS bits, NULL: none */
 } clusterEntry;
+
+typedef struct clusterMember {
+    char id[NK_CLUSTER_ID_LEN + 1];
+    char ip[NK_CLUSTER_IP];
+    int port;
+} clusterMember;
+
+/* The shard: its master's node id, config epoch, slots and members. */
+typedef struct clusterShard {
+    int have;
+    char id[NK_CLUSTER_ID_LEN + 1];
+    long long epoch;
+    unsigned char slots[NK_CLUSTER_SLOTS / 8];
+    clusterMember member[NK_CLUSTER_MEMBERS];
+    int nmembers;
+} clusterShard;
 
 static struct {
     int mode;                                /* 1: cluster mode, 0: not, -1: unknown */
     char mode_from[64];                      /* who said so */
-    /* The shard: its master's node id, config epoch and slots, as the
-     * master's own view (or the state file, or the view we followed) said. */
-    int have_shard;
-    char id[NK_CLUSTER_ID_LEN + 1];
-    long long epoch;
-    unsigned char slots[NK_CLUSTER_SLOTS / 8];
-    int nslots;
-    /* A successor a view named, for the failover to follow. */
+    clusterShard shard;                      /* as the master's view said */
+    clusterShard loaded;                     /* as the state file said, until applied */
+    /* A successor a member's view named, for the failover to follow. */
     int moved;
     char to_ip[NK_CLUSTER_IP];
     int to_port;
     char to_id[NK_CLUSTER_ID_LEN + 1];
     long long to_epoch;
-    char to_from[NK_CLUSTER_IP + 8];           /* whose view named it */
-    /* Nodes asked, so that a silent one is not asked again and again. */
-    struct { char ip[NK_CLUSTER_IP]; int port; int pending; long long asked_us; } asked[NK_CLUSTER_ASKED];
-    int nasked;
+    char to_from[NK_CLUSTER_IP + 8];         /* whose view named it */
+    /* The members' requests: one at a time each. */
+    struct { int pending; long long asked_us; } asked[NK_CLUSTER_MEMBERS + 1];
     long long views, view_errors, follows;
-    char state[256];                         /* INFO cluster_shard */
+    char state[400];                         /* INFO cluster_shard */
+    char hold[320];                          /* why the master's move is not followed */
     char last_err[256];                      /* the last view that did not parse */
     int dirty;                               /* the shard changed: the state file */
 } C = { .mode = -1 };
 
+#define S (C.shard)
+
 /* ----------------------------------------------------------- Parsing --- */
 
 static int slotGet(const unsigned char *s, int i) { return s[i >> 3] & (1 << (i & 7)); }
-static void slotSet(unsigned char *s, int i) { s[i >> 3] |= (unsigned char)(1 << (i & 7)); }
+
+/* Slots a..b (0 <= a <= b < NK_CLUSTER_SLOTS) into s, whole bytes at a time. */
+static void slotFill(unsigned char *s, int a, int b) {
+    for (; a <= b && (a & 7); a++) s[a >> 3] |= (unsigned char)(1 << (a & 7));
+    if (b - a + 1 >= 8) {
+        int whole = (b - a + 1) / 8;
+        memset(s + (a >> 3), 0xff, (size_t)whole);
+        a += whole * 8;
+    }
+    for (; a <= b; a++) s[a >> 3] |= (unsigned char)(1 << (a & 7));
+}
+
+static int slotCount(const unsigned char *s) {
+    int k = 0;
+    if (!s) return 0;
+    for (int i = 0; i < NK_CLUSTER_SLOTS / 8; i++) k += __builtin_popcount(s[i]);
+    return k;
+}
+
+/* How many of the shard's slots s holds. */
+static int overlap(const unsigned char *s) {
+    int k = 0;
+    if (!s) return 0;
+    for (int i = 0; i < NK_CLUSTER_SLOTS / 8; i++) k += __builtin_popcount(s[i] & S.slots[i]);
+    return k;
+}
 
 /* "N" or "N-M" into slots; importing and migrating entries ("[N->-id]",
  * "[N-<-id]") are not owned slots: skipped. 0, or -1 if malformed. */
-static int slotRange(const char *w, unsigned char *slots, int *nslots) {
+static int slotRange(const char *w, size_t len, unsigned char *slots) {
     long long a, b;
-    const char *dash = strchr(w, '-');
-    if (w[0] == '[') return 0;
+    const char *dash = memchr(w, '-', len);
+    if (len && w[0] == '[') return 0;
     if (dash) {
-        if (!string2ll(w, (size_t)(dash - w), &a) || !string2ll(dash + 1, strlen(dash + 1), &b)) return -1;
+        if (!string2ll(w, (size_t)(dash - w), &a) || !string2ll(dash + 1, len - (size_t)(dash - w) - 1, &b))
+            return -1;
     } else {
-        if (!string2ll(w, strlen(w), &a)) return -1;
+        if (!string2ll(w, len, &a)) return -1;
         b = a;
     }
     if (a < 0 || b < a || b >= NK_CLUSTER_SLOTS) return -1;
-    for (long long i = a; i <= b; i++)
-        if (!slotGet(slots, (int)i)) {
-            slotSet(slots, (int)i);
-            (*nslots)++;
-        }
+    slotFill(slots, (int)a, (int)b);
     return 0;
 }
 
@@ -134,13 +179,15 @@ static int isNodeId(const char *w) {
 
 /* One line of CLUSTER NODES: "<id> <ip:port@cport[,hostname]> <flags>
  * <master-id|-> <ping-sent> <pong-recv> <config-epoch> <link-state>
- * <slot>...". 0, or -1 (malformed: the whole view is dropped). */
-static int entryParse(const char *line, clusterEntry *e) {
+ * <slot>...". 0, or -1 (malformed: the whole view is dropped); *ranges
+ * counts the slot words, against the view's bound. */
+static int entryParse(const char *line, clusterEntry *e, int *ranges) {
     int argc, ret = -1;
     sds *argv = sdssplitlen(line, (ssize_t)strlen(line), " ", 1, &argc);
     long long v;
     memset(e, 0, sizeof(*e));
     if (!argv || argc < 8 || !isNodeId(argv[0])) goto out;
+    if ((*ranges += argc - 8) > NK_CLUSTER_RANGES_MAX) goto out;
     memcpy(e->id, argv[0], NK_CLUSTER_ID_LEN + 1);
     /* The address: up to '@' (the bus port), its port after the last ':'
      * (an IPv6 address has colons of its own). */
@@ -172,7 +219,7 @@ static int entryParse(const char *line, clusterEntry *e) {
     if (argc > 8) {
         e->slots = zcalloc(NK_CLUSTER_SLOTS / 8);
         for (int i = 8; i < argc; i++)
-            if (slotRange(argv[i], e->slots, &e->nslots) == -1) goto out;
+            if (slotRange(argv[i], sdslen(argv[i]), e->slots) == -1) goto out;
     }
     ret = 0;
 out:
@@ -184,43 +231,45 @@ out:
     return ret;
 }
 
-/* A whole view: its entries (*n of them), or NULL if any line is
- * malformed (why says which). */
-static clusterEntry *viewParse(const char *reply, size_t len, int *n, char *why, size_t whylen) {
-    int count;
-    sds *lines = sdssplitlen(reply, (ssize_t)len, "\n", 1, &count);
-    clusterEntry *e = NULL;
-    *n = 0;
-    if (!lines) {
-        snprintf(why, whylen, "empty");
-        return NULL;
-    }
-    if (count > NK_CLUSTER_VIEW_MAX) {
-        snprintf(why, whylen, "more than %d nodes", NK_CLUSTER_VIEW_MAX);
-        goto out;
-    }
-    e = zcalloc(sizeof(*e) * (size_t)(count ? count : 1));
-    for (int i = 0; i < count; i++) {
-        sdstrim(lines[i], "\r ");
-        if (!sdslen(lines[i])) continue;
-        if (entryParse(lines[i], &e[*n]) == -1) {
-            snprintf(why, whylen, "line %d does not parse: %.80s", i + 1, lines[i]);
-            for (int j = 0; j < *n; j++) zfree(e[j].slots);
-            zfree(e);
-            e = NULL;
-            *n = 0;
-            goto out;
-        }
-        (*n)++;
-    }
-out:
-    sdsfreesplitres(lines, count);
-    return e;
-}
-
 static void viewFree(clusterEntry *e, int n) {
     for (int i = 0; i < n; i++) zfree(e[i].slots);
     zfree(e);
+}
+
+/* A whole view: its entries (*n of them), or NULL if it is too large or
+ * any line is malformed (why says which). The lines are counted before
+ * anything is split or allocated. */
+static clusterEntry *viewParse(const char *reply, size_t len, int *n, char *why, size_t whylen) {
+    int lines = 0, ranges = 0;
+    const char *p = reply, *end = reply + len;
+    *n = 0;
+    for (const char *nl; p < end && (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1)
+        if (++lines > NK_CLUSTER_VIEW_MAX) {
+            snprintf(why, whylen, "more than %d lines", NK_CLUSTER_VIEW_MAX);
+            return NULL;
+        }
+    clusterEntry *e = zcalloc(sizeof(*e) * (size_t)(lines + 1));
+    for (p = reply; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        sds line = sdstrim(sdsnewlen(p, l), "\r ");
+        p += l + (nl ? 1 : 0);
+        if (!sdslen(line)) {
+            sdsfree(line);
+            continue;
+        }
+        if (*n > lines || entryParse(line, &e[*n], &ranges) == -1) {
+            snprintf(why, whylen, "%s: %.80s", ranges > NK_CLUSTER_RANGES_MAX ? "too many slot ranges" :
+                     "a line does not parse", line);
+            sdsfree(line);
+            viewFree(e, *n);
+            *n = 0;
+            return NULL;
+        }
+        sdsfree(line);
+        (*n)++;
+    }
+    return e;
 }
 
 static clusterEntry *viewFind(clusterEntry *e, int n, const char *id) {
@@ -229,37 +278,33 @@ static clusterEntry *viewFind(clusterEntry *e, int n, const char *id) {
     return NULL;
 }
 
-static int overlap(const clusterEntry *e) {
-    int k = 0;
-    if (!e->slots) return 0;
-    for (int i = 0; i < NK_CLUSTER_SLOTS / 8; i++) k += __builtin_popcount(e->slots[i] & C.slots[i]);
-    return k;
+static const clusterMember *memberFind(const char *id) {
+    for (int i = 0; i < S.nmembers; i++)
+        if (!strcmp(S.member[i].id, id)) return &S.member[i];
+    return NULL;
+}
+
+static int memberAt(const char *ip, int port) {
+    for (int i = 0; i < S.nmembers; i++)
+        if (S.member[i].port == port && !strcmp(S.member[i].ip, ip)) return i;
+    return -1;
 }
 
 /* ------------------------------------------------------------- Views --- */
 
-static void shardTake(const clusterEntry *me) {
-    if (!C.have_shard || strcmp(C.id, me->id) || C.epoch != me->epoch || C.nslots != me->nslots ||
-        (me->slots && memcmp(C.slots, me->slots, sizeof(C.slots))))
-        C.dirty = 1;
-    C.have_shard = 1;
-    memcpy(C.id, me->id, sizeof(C.id));
-    C.epoch = me->epoch;
-    memset(C.slots, 0, sizeof(C.slots));
-    if (me->slots) memcpy(C.slots, me->slots, sizeof(C.slots));
-    C.nslots = me->nslots;
-}
-
 void nkClusterMode(int mode, const char *from) {
-    if (mode < 0 || mode == C.mode) return;
-    /* The master's word is final; a replica's or the state file's only
-     * stand while the master has not said. */
-    if (C.mode >= 0 && strcmp(from, "the master")) return;
-    if (C.mode >= 0 || mode == 1)
-        nkLog(LL_NOTICE, "Cluster: the shard %s in cluster mode (as %s says)", mode ? "runs" : "does not run", from);
+    int master = !strcmp(from, "the master");
+    if (mode < 0) return;
+    /* The master's word is final; the others' stand while it has not
+     * spoken. */
+    if (C.mode >= 0 && !master) return;
+    if (mode != C.mode) {
+        if (C.mode >= 0 || mode == 1)
+            nkLog(LL_NOTICE, "Cluster: the shard %s in cluster mode (as %s says)", mode ? "runs" : "does not run", from);
+        C.dirty = 1;
+    }
     C.mode = mode;
     snprintf(C.mode_from, sizeof(C.mode_from), "%s", from);
-    C.dirty = 1;
 }
 
 int nkClusterOn(void) {
@@ -267,38 +312,62 @@ int nkClusterOn(void) {
 }
 
 /* The master's own view: what the shard is. */
-static void masterView(clusterEntry *e, int n) {
+static void masterView(clusterEntry *e, int n, const char *ip, int port) {
     clusterEntry *me = NULL;
+    clusterShard s;
     for (int i = 0; i < n; i++)
         if (e[i].myself) me = &e[i];
     if (!me || !me->master) return;         /* a replica now: its INFO says where to (probes) */
-    shardTake(me);
+    if (S.have && strcmp(me->id, S.id) && !overlap(me->slots)) {
+        /* Another node at the master's address, owning none of the
+         * shard's slots: not the shard's master (the members say who is). */
+        snprintf(C.hold, sizeof(C.hold), "the node at %s:%d is %.12s, not the shard's master %.12s, and owns "
+                 "none of its slots", ip, port, me->id, S.id);
+        return;
+    }
+    C.hold[0] = '\0';
+    memset(&s, 0, sizeof(s));
+    s.have = 1;
+    memcpy(s.id, me->id, sizeof(s.id));
+    s.epoch = me->epoch;
+    if (me->slots) memcpy(s.slots, me->slots, sizeof(s.slots));
+    /* The master itself is one (a planned failover's new master replicates
+     * from it a moment before it takes over), then its replicas. */
+    for (int i = 0; i < n && s.nmembers < NK_CLUSTER_MEMBERS; i++) {
+        clusterEntry *r = &e[i];
+        if ((r != me && strcmp(r->master_id, me->id)) || r->handshake || r->noaddr || !r->port ||
+            !nkAddrNumeric(r->ip))
+            continue;
+        memcpy(s.member[s.nmembers].id, r->id, sizeof(s.member[0].id));
+        snprintf(s.member[s.nmembers].ip, sizeof(s.member[0].ip), "%s", r->ip);
+        s.member[s.nmembers].port = r->port;
+        s.nmembers++;
+    }
+    if (memcmp(&s, &S, sizeof(s))) C.dirty = 1;
+    S = s;
     C.moved = 0;
 }
 
-/* A replica's view: does it name a successor to the shard's master? */
-static void replicaView(clusterEntry *e, int n, const char *from_ip, int from_port) {
+/* A member's view: does it name a successor to the shard's master? */
+static void memberView(clusterEntry *e, int n, const char *from_ip, int from_port) {
     clusterEntry *old, *best = NULL;
     int best_k = 0;
-    if (!C.have_shard) return;
-    old = viewFind(e, n, C.id);
-    if (!old) return;
-    /* Still a master in this view (one emptied by resharding too: that is
-     * no failover). */
-    if (old->master && !old->fail) return;
+    if (!S.have) return;
+    old = viewFind(e, n, S.id);
+    /* The shard's master still owns slots of the shard in this view. */
+    if (old && overlap(old->slots)) return;
     for (int i = 0; i < n; i++) {
         clusterEntry *x = &e[i];
         int k;
         if (x == old || !x->master || x->fail || x->pfail || x->handshake || x->noaddr || !x->port) continue;
-        if (x->epoch <= C.epoch || !nkAddrNumeric(x->ip)) continue;
-        if (!(k = overlap(x))) continue;
+        if (x->epoch <= S.epoch || !memberFind(x->id) || !nkAddrNumeric(x->ip)) continue;
+        if (!(k = overlap(x->slots))) continue;
         if (!best || k > best_k || (k == best_k && x->epoch > best->epoch)) {
             best = x;
             best_k = k;
         }
     }
     if (!best) return;
-    if (C.moved && !strcmp(C.to_id, best->id) && C.to_epoch >= best->epoch) return;
     C.moved = 1;
     snprintf(C.to_ip, sizeof(C.to_ip), "%s", best->ip);
     C.to_port = best->port;
@@ -307,64 +376,37 @@ static void replicaView(clusterEntry *e, int n, const char *from_ip, int from_po
     snprintf(C.to_from, sizeof(C.to_from), "%s:%d", from_ip, from_port);
 }
 
-static int askedFind(const char *ip, int port) {
-    for (int i = 0; i < C.nasked; i++)
-        if (C.asked[i].port == port && !strcmp(C.asked[i].ip, ip)) return i;
-    return -1;
-}
-
-/* A node's CLUSTER NODES (tag 1: the probes' master's). */
+/* A node's CLUSTER NODES; tag: the member's index, NK_CLUSTER_MEMBERS for
+ * the master. */
 static void viewReply(long long tag, const char *ip, int port, const char *reply, size_t len, int is_error) {
-    int i = askedFind(ip, port), n;
+    int n, is_master = tag == NK_CLUSTER_MEMBERS;
     char why[160];
-    if (i >= 0) C.asked[i].pending = 0;
-    if (is_error) {
-        /* Cluster support disabled: not a cluster node (a replica says so
-         * only while the master has not: nkClusterMode). */
-        if (len >= 10 && strstr(reply, "cluster support disabled"))
-            nkClusterMode(0, tag ? "the master" : "a replica");
-        return;
-    }
-    nkClusterMode(1, tag ? "the master" : "a replica");
+    if (tag >= 0 && tag <= NK_CLUSTER_MEMBERS) C.asked[tag].pending = 0;
+    if (is_error || C.mode != 1) return;
     clusterEntry *e = viewParse(reply, len, &n, why, sizeof(why));
     if (!e) {
         C.view_errors++;
         if (strcmp(why, C.last_err))
-            nkLog(LL_WARNING, "Cluster: the view (CLUSTER NODES) of %s:%d is malformed: %s", ip, port, why);
+            nkLog(LL_WARNING, "Cluster: the view (CLUSTER NODES) of %s:%d is dropped: %s", ip, port, why);
         snprintf(C.last_err, sizeof(C.last_err), "%s", why);
         return;
     }
     C.views++;
-    if (tag) masterView(e, n);
-    else replicaView(e, n, ip, port);
+    if (is_master) masterView(e, n, ip, port);
+    else if (tag >= 0 && tag < S.nmembers && S.member[tag].port == port) memberView(e, n, ip, port);
     viewFree(e, n);
 }
 
 /* ------------------------------------------------------------- Ticks --- */
 
-static void ask(const nkProbeView *v, long long now, int every_round) {
-    int i = askedFind(v->addr, v->port);
-    if (i < 0) {
-        if (C.nasked == NK_CLUSTER_ASKED) {
-            /* The oldest entry that is not waiting goes. */
-            for (i = 0; i < C.nasked && C.asked[i].pending; i++)
-                ;
-            if (i == C.nasked) return;
-            C.asked[i] = C.asked[--C.nasked];
-        }
-        i = C.nasked++;
-        memset(&C.asked[i], 0, sizeof(C.asked[i]));
-        snprintf(C.asked[i].ip, sizeof(C.asked[i].ip), "%s", v->addr);
-        C.asked[i].port = v->port;
-    }
-    /* One at a time: a node that does not answer is not asked again
-     * until its probe connection is lost (which answers it). */
-    if (C.asked[i].pending) return;
-    if (!every_round && now - C.asked[i].asked_us < NK_CLUSTER_ASK_US) return;
-    if (nkProbeCommand(v->addr, v->port, viewReply, v->is_master, "CLUSTER", "NODES", NULL) == 0) {
-        C.asked[i].pending = 1;
-        C.asked[i].asked_us = now;
-    }
+static void ask(int slot, const nkProbeView *v, long long now, long long every_us) {
+    if (C.asked[slot].pending || now - C.asked[slot].asked_us < every_us) return;
+    /* Pending before the send: a connection that fails at once answers
+     * "connection lost" inside nkProbeCommand. */
+    C.asked[slot].pending = 1;
+    C.asked[slot].asked_us = now;
+    if (nkProbeCommand(v->addr, v->port, viewReply, slot, "CLUSTER", "NODES", NULL) == -1)
+        C.asked[slot].pending = 0;
 }
 
 void nkClusterTick(void) {
@@ -372,21 +414,36 @@ void nkClusterTick(void) {
     int n = nkProbeNodes(v, NICKV_HEALTH_MAX + 1);
     long long now = getMonotonicUs();
     if (n < 1 || !v[0].is_master) return;
-    /* Not a cluster node as far as the master said: nothing to read.
-     * Unknown (the master not read yet since start): the replicas say. */
-    if (C.mode == 0) return;
+    /* Only in cluster mode (the master's INFO, the state file, or a
+     * candidate's INFO said so). */
+    if (C.mode != 1) return;
     int master_down = !v[0].valid;
-    if (v[0].valid && v[0].connected && C.mode == 1) ask(&v[0], now, 0);
-    for (int i = 1; i < n; i++)
-        if (v[i].valid && v[i].connected && nkAddrNumeric(v[i].reach)) ask(&v[i], now, master_down);
+    /* A master the probes just moved to: its view at once. */
+    static char last_ip[NK_CLUSTER_IP];
+    static int last_port;
+    if (v[0].port != last_port || strcmp(v[0].addr, last_ip)) {
+        snprintf(last_ip, sizeof(last_ip), "%s", v[0].addr);
+        last_port = v[0].port;
+        C.asked[NK_CLUSTER_MEMBERS].asked_us = 0;
+    }
+    if (v[0].valid && v[0].connected) ask(NK_CLUSTER_MEMBERS, &v[0], now, NK_CLUSTER_ASK_US);
+    /* The members, where the probes reach them at the address the
+     * master's view gives: every probe interval while the master is
+     * invalid. */
+    for (int i = 1; i < n; i++) {
+        int m;
+        if (!v[i].valid || !v[i].connected) continue;
+        if ((m = memberAt(v[i].reach, v[i].port)) < 0 && (m = memberAt(v[i].addr, v[i].port)) < 0) continue;
+        ask(m, &v[i], now, master_down ? nk.cfg.probe_interval * 1000LL : NK_CLUSTER_ASK_US);
+    }
     /* The shard as it stands, for INFO. */
-    if (C.mode != 1) snprintf(C.state, sizeof(C.state), "%s", C.mode < 0 ? "pending" : "");
-    else if (!C.have_shard) snprintf(C.state, sizeof(C.state), "pending: the master's view not read yet");
-    else if (!master_down && C.nslots == 0)
-        snprintf(C.state, sizeof(C.state), "lost: the master %s:%d owns no slots", v[0].addr, v[0].port);
+    int nslots = slotCount(S.slots);
+    if (C.hold[0]) snprintf(C.state, sizeof(C.state), "lost: %s", C.hold);
+    else if (!S.have) snprintf(C.state, sizeof(C.state), "pending: the master's view not read yet");
     else if (master_down)
-        snprintf(C.state, sizeof(C.state), "lost: the master %s:%d is invalid (%s); waiting for the cluster "
+        snprintf(C.state, sizeof(C.state), "lost: the master %s:%d is invalid (%.120s); waiting for the cluster "
                  "to promote one of its replicas", v[0].addr, v[0].port, v[0].why);
+    else if (!nslots) snprintf(C.state, sizeof(C.state), "lost: the master %s:%d owns no slots", v[0].addr, v[0].port);
     else snprintf(C.state, sizeof(C.state), "ok");
 }
 
@@ -405,60 +462,84 @@ void nkClusterFollowed(void) {
     if (!C.moved) return;
     nkLog(LL_WARNING, "Cluster: the cluster promoted %s:%d (node %.12s, config epoch %lld) in place of the "
           "shard's master (node %.12s, config epoch %lld), as %s's view says: following it",
-          C.to_ip, C.to_port, C.to_id, C.to_epoch, C.id, C.epoch, C.to_from);
-    /* The successor is the shard's master from now on; its own view
-     * corrects the slots once it is read. */
-    memcpy(C.id, C.to_id, sizeof(C.id));
-    C.epoch = C.to_epoch;
+          C.to_ip, C.to_port, C.to_id, C.to_epoch, S.id, S.epoch, C.to_from);
+    /* Not taken as the shard's master until it answers as one: its own
+     * view says what the shard is then (masterView). */
     C.moved = 0;
     C.follows++;
-    C.dirty = 1;
+}
+
+int nkClusterMayFollow(const char *ip, int port) {
+    if (C.mode != 1 || !S.have || memberAt(ip, port) >= 0) return 1;
+    snprintf(C.hold, sizeof(C.hold), "the master replicates from %s:%d, which is not a node of its shard (a "
+             "master emptied by a reshard and moved to another shard?): not followed", ip, port);
+    nkLogRepeat(LL_WARNING, NULL, "Cluster: %s", C.hold);
+    return 0;
 }
 
 /* ------------------------------------------------------ State, INFO --- */
 
-sds nkClusterStateLine(sds s) {
+sds nkClusterStateLines(sds s) {
     if (C.mode != 1) return s;
-    s = sdscatprintf(s, "cluster %s %lld ", C.have_shard ? C.id : "-", C.have_shard ? C.epoch : 0);
-    int any = 0;
+    if (!S.have) return sdscat(s, "cluster - 0\n");
+    s = sdscatprintf(s, "cluster %s %lld\n", S.id, S.epoch);
+    int k = 0;
     for (int i = 0; i < NK_CLUSTER_SLOTS;) {
-        if (!slotGet(C.slots, i)) { i++; continue; }
+        if (!slotGet(S.slots, i)) {
+            i++;
+            continue;
+        }
         int j = i;
-        while (j + 1 < NK_CLUSTER_SLOTS && slotGet(C.slots, j + 1)) j++;
-        s = sdscatprintf(s, "%s%d-%d", any ? "," : "", i, j);
-        any = 1;
+        while (j + 1 < NK_CLUSTER_SLOTS && slotGet(S.slots, j + 1)) j++;
+        s = sdscatprintf(s, "%s%d-%d", k % NK_CLUSTER_STATE_RANGES ? "," : (k ? "\ncluster-slots " : "cluster-slots "),
+                         i, j);
+        k++;
         i = j + 1;
     }
-    return sdscat(s, any ? "\n" : "-\n");
+    if (k) s = sdscat(s, "\n");
+    for (int i = 0; i < S.nmembers; i++)
+        s = sdscatprintf(s, "cluster-member %s %s %d\n", S.member[i].id, S.member[i].ip, S.member[i].port);
+    return s;
 }
 
 int nkClusterStateRead(int argc, sds *argv) {
     long long v;
-    if (argc != 4 || (strcmp(argv[1], "-") && !isNodeId(argv[1])) || !string2ll(argv[2], sdslen(argv[2]), &v) ||
-        v < 0)
-        return -1;
-    unsigned char slots[NK_CLUSTER_SLOTS / 8] = {0};
-    int nslots = 0;
-    if (strcmp(argv[3], "-")) {
-        int nr;
-        sds *r = sdssplitlen(argv[3], (ssize_t)sdslen(argv[3]), ",", 1, &nr);
-        for (int i = 0; r && i < nr; i++)
-            if (slotRange(r[i], slots, &nslots) == -1) {
-                sdsfreesplitres(r, nr);
-                return -1;
-            }
+    clusterShard *l = &C.loaded;
+    if (!strcmp(argv[0], "cluster") && argc == 3 && (!strcmp(argv[1], "-") || isNodeId(argv[1])) &&
+        string2ll(argv[2], sdslen(argv[2]), &v) && v >= 0) {
+        l->have = strcmp(argv[1], "-") != 0;
+        if (l->have) memcpy(l->id, argv[1], sizeof(l->id));
+        l->epoch = v;
+        return 0;
+    }
+    if (!strcmp(argv[0], "cluster-slots") && argc == 2) {
+        int nr, ok = 1;
+        sds *r = sdssplitlen(argv[1], (ssize_t)sdslen(argv[1]), ",", 1, &nr);
+        if (!r || nr > NK_CLUSTER_STATE_RANGES) ok = 0;
+        for (int i = 0; ok && i < nr; i++)
+            if (slotRange(r[i], sdslen(r[i]), l->slots) == -1) ok = 0;
         if (r) sdsfreesplitres(r, nr);
+        return ok ? 0 : -1;
     }
-    nkClusterMode(1, "the state file");
-    if (strcmp(argv[1], "-")) {
-        C.have_shard = 1;
-        memcpy(C.id, argv[1], sizeof(C.id));
-        C.epoch = v;
-        memcpy(C.slots, slots, sizeof(C.slots));
-        C.nslots = nslots;
+    if (!strcmp(argv[0], "cluster-member") && argc == 4 && isNodeId(argv[1]) && nkAddrNumeric(argv[2]) &&
+        string2ll(argv[3], sdslen(argv[3]), &v) && v > 0 && v < 65536) {
+        if (l->nmembers == NK_CLUSTER_MEMBERS) return 0;
+        memcpy(l->member[l->nmembers].id, argv[1], sizeof(l->member[0].id));
+        snprintf(l->member[l->nmembers].ip, sizeof(l->member[0].ip), "%s", argv[2]);
+        l->member[l->nmembers].port = (int)v;
+        l->nmembers++;
+        return 0;
     }
+    return -1;
+}
+
+void nkClusterStateApply(int found) {
+    if (found) {
+        nkClusterMode(1, "the state file");
+        S = C.loaded;
+    }
+    memset(&C.loaded, 0, sizeof(C.loaded));
     C.dirty = 0;
-    return 0;
 }
 
 /* The shard changed since the state file was written (cleared). */
@@ -477,11 +558,12 @@ sds nkClusterInfo(sds s) {
         "cluster_shard_master_id:%s\r\n"
         "cluster_shard_config_epoch:%lld\r\n"
         "cluster_shard_slots:%d\r\n"
+        "cluster_shard_members:%d\r\n"
         "cluster_views:%lld\r\n"
         "cluster_view_errors:%lld\r\n"
         "cluster_follows:%lld\r\n\r\n",
         C.mode == 1 ? "yes" : (C.mode == 0 ? "no" : "unknown"), C.mode_from, C.mode == 1 ? C.state : "",
-        C.have_shard ? C.id : "", C.epoch, C.nslots, C.views, C.view_errors, C.follows);
+        S.have ? S.id : "", S.epoch, slotCount(S.slots), S.nmembers, C.views, C.view_errors, C.follows);
 }
 
 void nkClusterResetStats(void) {

@@ -1278,6 +1278,8 @@ static int foTimer(aeEventLoop *el, long long id, void *data) {
 static void probeMasterFollows(const char *ip, int port, const char *to_ip, int to_port) {
     (void)ip;
     (void)port;
+    /* In cluster mode, only to a node of the shard (nickv_cluster.c). */
+    if (!nkClusterMayFollow(to_ip, to_port)) return;
     nkProbeFollowMaster(to_ip, to_port);
 }
 

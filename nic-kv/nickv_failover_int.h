@@ -69,8 +69,7 @@ typedef struct foRepoint {
                                  * yet; 1: REPLICAOF names the RDMA port */
     int is_master;              /* its INFO server says it is the master's process,
                                  * at another address: not repointed */
-    int holds;                  /* its INFO: 1 already a replica of the master, 2 a
-                                 * cluster node: either way, not repointed */
+    int cluster;                /* its INFO says it is a cluster node: not repointed */
     long long retry_after_us;   /* after an error, not before then */
     char last_err[128];         /* ... which is logged once */
     long long since_ms;         /* on the list since */

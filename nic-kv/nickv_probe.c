@@ -923,6 +923,7 @@ static void nodeRetarget(probeNode *n, const char *ip, int port) {
     n->rtt_us = n->max_rtt_us = 0;
     master_clock = 0;           /* another host's clock: a query first */
     master_lease = -1;
+    master_cluster = -1;
     master_rdma_port = 0;
     master_granted = 0;
     master_runid[0] = '\0';     /* another process: taken as it answers */

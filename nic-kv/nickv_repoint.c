@@ -131,12 +131,9 @@ static void rdmaModeReply(long long tag, const char *ip, int port, const char *r
         r->rdma = in.rdma_replication;
         r->is_master = isMasterProcess(in.runid);
         /* A cluster node: the cluster says whose replica it is (and
-         * refuses REPLICAOF). One that already replicates from the master:
-         * nothing to do. Either way, off the list. */
-        r->holds = in.cluster == 1 ? 2 :
-                   (!strcmp(in.role, "slave") && in.master_port == F.master.port &&
-                    (!strcmp(in.master_host, F.master.reach) || !strcmp(in.master_host, F.master.ip)));
-        if (in.cluster == 1) nkClusterMode(1, "a node to repoint");
+         * refuses REPLICAOF): off the list. */
+        r->cluster = in.cluster == 1;
+        if (r->cluster) nkClusterMode(1, "a node to repoint");
         return;
     }
 }
@@ -182,10 +179,9 @@ void repointTick(void) {
             stateSave();
             continue;
         }
-        if (r->holds) {
-            nkLog(LL_NOTICE, "Failover: %s:%d %s: not repointed", r->node.reach, r->node.port,
-                  r->holds == 2 ? "is a cluster node (the cluster places its replicas)" :
-                  "already replicates from the master");
+        if (r->cluster) {
+            nkLog(LL_NOTICE, "Failover: %s:%d is a cluster node (the cluster places its replicas): not "
+                  "repointed", r->node.reach, r->node.port);
             nkProbeWatch(r->node.ip, r->node.port, 0);
             F.repoint[i--] = F.repoint[--F.nrepoint];
             stateSave();

@@ -33,7 +33,10 @@
 #include "skv_version.h"
 #include "util.h"
 
-#define NK_STATE_FORMAT 1                 /* of the state file this Nic-KV writes and reads */
+/* The newest format this Nic-KV reads and writes: 2 has the cluster lines,
+ * and is written only in cluster mode (an older Nic-KV then says the file
+ * is newer than it reads, rather than damaged); else 1. */
+#define NK_STATE_FORMAT 2
 #define NK_STATE_MAX (1024 * 1024)        /* a longer state file is not ours */
 
 /* -------------------------------------------------------- State file --- */
@@ -97,7 +100,7 @@ int stateSave(void) {
         "# Do not edit: the last line is the checksum of the lines before it.\n"
         "version %d nic-kv %s skv %s\n"
         "epoch %lld\n"
-        "lease-max-ms %lld\n", NK_STATE_FORMAT, NICKV_VERSION, SKV_VERSION, F.epoch, F.lease_max_ms);
+        "lease-max-ms %lld\n", nkClusterOn() ? NK_STATE_FORMAT : 1, NICKV_VERSION, SKV_VERSION, F.epoch, F.lease_max_ms);
     s = sdscatprintf(addr(sdscat(s, "configured "), nk.cfg.master_host), " %d\n", nk.cfg.master_port);
     if (F.have_master) s = sdscatprintf(addr(sdscat(s, "master "), F.master.reach), " %d\n", F.master.port);
     if (F.known_lease >= 0) s = sdscatprintf(s, "master-lease %d\n", F.known_lease);
@@ -109,7 +112,7 @@ int stateSave(void) {
         s = sdscatprintf(addr(sdscat(s, "repoint "), F.repoint[i].node.reach), " %d %d\n",
                          F.repoint[i].node.port, F.repoint[i].old_master);
     /* In cluster mode only (an older Nic-KV reads the other files). */
-    s = nkClusterStateLine(s);
+    s = nkClusterStateLines(s);
     stateChecksum(s, sdslen(s), sum);
     s = sdscatprintf(s, "end %s\n", sum);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
@@ -260,7 +263,7 @@ int nkFailoverInit(void) {
     char mhost[NK_ADDR_LEN] = "", chost[NK_ADDR_LEN] = "";
     int mport = 0, cport = 0, lineno = 0, missing;
     struct { char ip[NK_ADDR_LEN]; int port, old; } rp[NK_FO_REPOINT];
-    int nrp = 0, known_lease = -1, nknown = 0;
+    int nrp = 0, known_lease = -1, nknown = 0, cluster = 0;
     struct { char ip[NK_ADDR_LEN]; int port; } known[NK_FO_CANDIDATES];
 
     F.state = FO_WATCHING;
@@ -316,8 +319,9 @@ int nkFailoverInit(void) {
                 known[nknown].port = (int)v;
                 nknown++;
             }
-        } else if (!strcmp(argv[0], "cluster")) {
+        } else if (!strncmp(argv[0], "cluster", 7)) {
             ok = nkClusterStateRead(argc, argv) == 0;
+            cluster = 1;
         } else if (!strcmp(argv[0], "repoint") && argc == 4 && sdslen(argv[1]) < NK_ADDR_LEN &&
                    string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536 && nrp < NK_FO_REPOINT) {
             snprintf(rp[nrp].ip, sizeof(rp[nrp].ip), "%s", argv[1]);
@@ -343,9 +347,11 @@ int nkFailoverInit(void) {
               nk.cfg.master_host, nk.cfg.master_port);
         F.epoch = epoch;
         F.known_runid[0] = F.known_replid[0] = '\0';
+        nkClusterStateApply(0);
         goto start;
     }
     F.epoch = epoch;
+    nkClusterStateApply(cluster);
     if (mhost[0]) {
         const char *h;
         int p;

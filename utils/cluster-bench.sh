@@ -4,6 +4,7 @@
 #
 #   utils/cluster-bench.sh [--shards 3] [--replicas "1 2"] [--writes 300000]
 #                          [--rounds 3] [--clients 30] [--pipelines "1 16"]
+#                          [--no-pin]
 #
 # Each round, for each replica count N, builds a cluster of --shards
 # masters with N replicas each on loopback (redis-cli --cluster create),
@@ -20,17 +21,20 @@
 #                    (INFO nickv repl_stream_writes, summed)
 # then the masters' CPU per write through Nic-KV against direct, per N.
 #
-# Everything runs on this machine: the masters, replicas, Nic-KVs and the
-# benchmark share its cores, so the replicas and Nic-KVs compete with the
-# masters for CPU in both modes. Absolute numbers vary with the machine's
-# load; the modes alternate within a round so that drift hits both alike,
-# and the ratios are what to quote.
+# Placement, as utils/nickv-bench.sh does it: the masters and the
+# benchmark run on core 0 (the "hosts"), the replicas and the Nic-KVs on
+# the other cores (standing in for the replicas' machines and the DPUs'
+# ARM cores), which a SCHED_IDLE busy loop keeps busy in both modes, so
+# that how busy the rest of the machine is does not differ between the
+# modes compared. --no-pin lets the scheduler place everything. Absolute
+# numbers vary with the machine's load; the modes alternate within a
+# round so that drift hits both alike, and the ratios are what to quote.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin="$top/build/redis/src"
 . "$top/utils/lib.sh"
-shards=3 replica_counts="1 2" writes=300000 rounds=3 clients=30 pipelines="1 16"
+shards=3 replica_counts="1 2" writes=300000 rounds=3 clients=30 pipelines="1 16" pin=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --shards) shards=$2; shift 2 ;;
@@ -39,13 +43,21 @@ while [ $# -gt 0 ]; do
         --rounds) rounds=$2; shift 2 ;;
         --clients) clients=$2; shift 2 ;;
         --pipelines) pipelines=$2; shift 2 ;;
+        --no-pin) pin=0; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "cluster-bench: unknown option $1" >&2; exit 2 ;;
     esac
 done
 [ -x "$bin/nic-kv" ] || { echo "cluster-bench: build SKV first (make)" >&2; exit 1; }
 
-base=$((21000 + RANDOM % 500 * 10))
+host_cpu=() rest_cpu=() idle_pids=()
+if [ "$pin" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+    host_cpu=(taskset -c 0) rest_cpu=(taskset -c "1-$(($(nproc) - 1))")
+fi
+
+# Ports below the ephemeral range, and so are their cluster bus ports
+# (port + 10000): an outgoing connection cannot hold one.
+base=$((12000 + RANDOM % 300 * 10))
 work=$(mktemp -d)
 results="$work/results"
 : > "$results"
@@ -66,6 +78,7 @@ teardown() {
 }
 
 cleanup() {
+    [ ${#idle_pids[@]} -gt 0 ] && kill "${idle_pids[@]}" 2>/dev/null || true
     teardown
     rm -rf "$work"
 }
@@ -86,18 +99,20 @@ masters_sends() {
 }
 
 cluster_up() { # replicas per shard
-    local n=$1 addrs=()
+    local n=$1 addrs=() pin
     for p in $(ports "$n"); do
         mkdir -p "$work/node-$p"
-        "$bin/redis-server" --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/node-$p" \
+        # redis-cli --cluster create makes the first $shards nodes masters.
+        if [ "$p" -lt $((base + shards)) ]; then pin=("${host_cpu[@]}"); else pin=("${rest_cpu[@]}"); fi
+        "${pin[@]}" "$bin/redis-server" --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/node-$p" \
             --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
             --logfile "$work/node-$p/log" --daemonize yes --repl-diskless-sync-delay 0
         addrs+=("127.0.0.1:$p")
     done
     for p in $(ports "$n"); do wait_for 10 'cli '"$p"' ping >/dev/null 2>&1'; done
-    # redis-cli --cluster create makes the first $shards nodes masters.
-    "$bin/redis-cli" --cluster create "${addrs[@]}" --cluster-replicas "$n" --cluster-yes >/dev/null
-    for p in $(ports "$n"); do wait_for 30 '[ "$(field '"$p"' cluster cluster_state)" = ok ]'; done
+    "$bin/redis-cli" --cluster create "${addrs[@]}" --cluster-replicas "$n" --cluster-yes > "$work/create.log" 2>&1 ||
+        { cat "$work/create.log" >&2; exit 1; }
+    for p in $(ports "$n"); do wait_for 30 'cli '"$p"' cluster info | grep -q "^cluster_state:ok"'; done
     for p in $(seq "$base" $((base + shards - 1))); do
         wait_for 60 '[ "$(cli '"$p"' info replication | grep -c "^slave.*state=online")" = '"$n"' ]'
     done
@@ -107,7 +122,7 @@ nickvs_up() { # replicas per shard
     local n=$1 i=0
     for p in $(seq "$base" $((base + shards - 1))); do
         mkdir -p "$work/nickv-$p"
-        "$bin/nic-kv" --port $((base + 100 + i)) --master-port "$p" --logfile "$work/nickv-$p/log" \
+        "${rest_cpu[@]}" "$bin/nic-kv" --port $((base + 100 + i)) --master-port "$p" --logfile "$work/nickv-$p/log" \
             --state-file "$work/nickv-$p/state" &
         nk_pids+=($!)
         i=$((i + 1))
@@ -121,7 +136,7 @@ nickvs_up() { # replicas per shard
 measure() { # replicas mode pipeline
     local c0 c1 w0 w1 out rps
     c0=$(masters_cpu); w0=$(masters_sends)
-    out=$("$bin/redis-benchmark" -p "$base" --cluster -t set -n "$writes" -c "$clients" -P "$3" -r 1000000 \
+    out=$("${host_cpu[@]}" "$bin/redis-benchmark" -p "$base" --cluster -t set -n "$writes" -c "$clients" -P "$3" -r 1000000 \
           --csv 2>/dev/null)
     c1=$(masters_cpu); w1=$(masters_sends)
     rps=$(echo "$out" | tr -d '"' | awk -F, '$1 == "SET" { print $2 }')
@@ -129,6 +144,14 @@ measure() { # replicas mode pipeline
         -v w="$writes" -v rps="${rps:-0}" 'BEGIN {
             printf "%s %s %s %.3f %.4f %s\n", n, m, p, (c1 - c0) * 1e6 / w, (w1 - w0) / w, rps }' >> "$results"
 }
+
+# One SCHED_IDLE busy loop per core of the replicas' (see "Placement").
+if [ ${#rest_cpu[@]} -gt 0 ] && command -v chrt >/dev/null; then
+    for c in $(seq 1 $(($(nproc) - 1))); do
+        chrt -i 0 taskset -c "$c" bash -c 'while :; do :; done' &
+        idle_pids+=($!)
+    done
+fi
 
 for round in $(seq 1 "$rounds"); do
     for n in $replica_counts; do
@@ -160,4 +183,6 @@ for p in $pipelines; do
                        p, n, (c["nickv"] / c["direct"] - 1) * 100, (r["nickv"] / r["direct"] - 1) * 100 }' "$work/medians"
     done
 done
-echo "($shards shards, $writes writes per run, $clients clients, $rounds rounds, medians; everything on this machine's $(nproc) cores)"
+if [ ${#host_cpu[@]} -gt 0 ]; then where="masters and benchmark on core 0, replicas and Nic-KVs on cores 1-$(($(nproc) - 1)), kept busy by a SCHED_IDLE loop"
+else where="no pinning"; fi
+echo "($shards shards, $writes writes per run, $clients clients, $rounds rounds, medians; $where)"

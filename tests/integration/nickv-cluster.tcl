@@ -156,6 +156,11 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
                 fail "Nic-KV does not say its shard is lost: [nickv_cmd $nk info cluster]"
             }
             assert_match {*cluster mode*} [nickv_info $nk failover_blocked]
+            # B is asked once per probe interval (100 ms) meanwhile, not at
+            # the speed of its answers (which were thousands a second).
+            set v0 [nickv_info $nk cluster_views]
+            after 1000
+            assert_range [expr {[nickv_info $nk cluster_views] - $v0}] 1 20
             $b config set cluster-replica-no-failover no
             wait_for_condition 100 100 {
                 [nickv_info $nk master_port] == $bport && [nickv_info $nk master_link_status] eq {up} &&
@@ -189,10 +194,11 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
     test {A Nic-KV restarted while its shard's master is dead follows the cluster's choice, tries no failover, repoints nothing} {
         set args [dict get $nk args]
         set state [lindex $args [expr {[lsearch -exact $args --state-file] + 1}]]
-        assert_match "*\ncluster \[0-9a-f\]* 0-5461\n*" [exec cat $state]
-        # Nic-KV knows its shard's replica (A, back since the last test).
+        # Nic-KV knows its shard's replica (A, back since the last test),
+        # and the cluster's view lists it as one of the shard's nodes.
         wait_for_condition 50 100 {
-            [string match "*\nreplica \"127.0.0.1\" $aport\n*" [exec cat $state]]
+            [string match "*\nreplica \"127.0.0.1\" $aport\n*" [exec cat $state]] &&
+            [string match "*\ncluster \[0-9a-f\]* \[0-9\]*\ncluster-slots 0-5461\ncluster-member \[0-9a-f\]* 127.0.0.1 $aport\n*" [exec cat $state]]
         } else {
             fail "the state file does not list the replica: [exec cat $state]"
         }
@@ -323,6 +329,30 @@ proc cl_assert_acked {keys rounds} {
     }
 }
 
+# Shards 0 and 1 half the slots each, shard 2 ten (emptied by the last test).
+proc cl_slots_uneven {masters} {
+    R 0 cluster addslotsrange 0 8191
+    R 1 cluster addslotsrange 8192 16373
+    R 2 cluster addslotsrange 16374 16383
+}
+# Which of shard i's two nodes (i or i + 3) is its master now.
+proc cl_master_of {i} {
+    expr {[string match {*role:master*} [R $i info replication]] ? $i : $i + 3}
+}
+# The slots master i owns, as its own view says.
+proc cl_slots_of {i} {
+    set n 0
+    foreach line [split [R $i cluster nodes] "\n"] {
+        if {![string match {*myself*} $line]} continue
+        foreach w [lrange [split [string trim $line] " "] 8 end] {
+            if {[string index $w 0] eq {[}} continue
+            set r [split $w -]
+            incr n [expr {[lindex $r end] - [lindex $r 0] + 1}]
+        }
+    }
+    return $n
+}
+
 start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" cluster-enabled yes cluster-node-timeout 500}} {
     set ::cl_nodes {}
     for {set i 0} {$i < 6} {incr i} { lappend ::cl_nodes 127.0.0.1:[srv -$i port] }
@@ -341,7 +371,7 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
     for {set i 0} {[llength $keys] < 30} {incr i} { lappend keys k$i }
     # Two keys in one slot of shard 0 outside 0-99, moved by hand, one key
     # at a time: the writer meets ASK between the two.
-    for {set i 0} {[set slot [R 0 cluster keyslot "{s$i}"]] < 100 || $slot > 5461} {incr i} {}
+    for {set i 0} {[set slot [R 0 cluster keyslot "{s$i}"]] < 100 || $slot > 999} {incr i} {}
     set tag "{s$i}"
     set keys [concat $moved $keys [list ${tag}a ${tag}b]]
     foreach k $keys { set ::cl_acked($k) 0 }
@@ -349,8 +379,7 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
     proc shard_check {arr} {
         upvar 1 $arr nks
         for {set i 0} {$i < 3} {incr i} {
-            # Whichever of the shard's two nodes is its master now.
-            set m [expr {[string match {*role:master*} [R $i info replication]] ? $i : $i + 3}]
+            set m [cl_master_of $i]
             set r [expr {$m == $i ? $i + 3 : $i}]
             wait_for_condition 100 100 {
                 [string match {*slave0:*via=nickv*} [R $m info replication]] &&
@@ -391,7 +420,7 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
             fail "the slots did not move: [exec tail -n 5 $bg]"
         }
         wait_for_condition 50 100 {
-            [nickv_info $nks(0) cluster_shard_slots] == 5361 && [nickv_info $nks(1) cluster_shard_slots] == 5562
+            [nickv_info $nks(0) cluster_shard_slots] == 8091 && [nickv_info $nks(1) cluster_shard_slots] == 8283
         } else {
             fail "the Nic-KVs do not see the shards' new slots: [nickv_cmd $nks(0) info cluster]"
         }
@@ -416,6 +445,70 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
         assert_equal 0 [nickv_info $nks(2) cluster_follows]
         shard_check nks
     }
+    test {A shard of many slot ranges: its Nic-KV's state file keeps them, and a restart reads it} {
+        # Every other slot of 1000-2599 (no keys there) to shard 1: shard
+        # 0 owns 800 more ranges. Its state file's cluster line was one
+        # line of more than 4096 bytes, which the reader cut in two: Nic-KV
+        # then refused to start, calling its own file damaged.
+        set m1 [cl_master_of 1]
+        set id1 [R $m1 cluster myid]
+        set before [cl_slots_of [cl_master_of 0]]
+        set n 0
+        for {set s 1000} {$s < 2600} {incr s 2} {
+            if {[R 0 cluster countkeysinslot $s]} continue
+            foreach i [list [cl_master_of 0] $m1 [cl_master_of 2]] { R $i cluster setslot $s node $id1 }
+            incr n
+        }
+        assert_morethan $n 780
+        set want [cl_slots_of [cl_master_of 0]]
+        assert_equal [expr {$before - $n}] $want
+        set args [dict get $nks(0) args]
+        set state [lindex $args [expr {[lsearch -exact $args --state-file] + 1}]]
+        wait_for_condition 50 100 {
+            [nickv_info $nks(0) cluster_shard_slots] == $want && [regexp {[ ,]2599-} [exec cat $state]]
+        } else {
+            fail "the state file does not hold the slots: [nickv_cmd $nks(0) info cluster]"
+        }
+        nickv_stop $nks(0) KILL
+        set nks(0) [nickv_restart $nks(0)]
+        assert_equal $want [nickv_info $nks(0) cluster_shard_slots]
+        assert_equal {the state file} [nickv_info $nks(0) cluster_mode_from]
+        wait_for_condition 50 100 {
+            [nickv_info $nks(0) cluster_mode_from] eq {the master} && [nickv_info $nks(0) cluster_shard] eq {ok}
+        } else {
+            fail "Nic-KV does not read its master again: [nickv_cmd $nks(0) info cluster]"
+        }
+        shard_check nks
+    }
+
+    test {A master emptied by a reshard, which the cluster makes another shard's replica: its Nic-KV stays, says the shard is lost, and does not follow it there} {
+        set m1 [cl_master_of 1]
+        set id1 [R $m1 cluster myid]
+        set id2 [R 2 cluster myid]
+        set moves [nickv_info $nks(2) master_moves]
+        exec src/redis-cli --cluster reshard 127.0.0.1:[srv -2 port] --cluster-from $id2 --cluster-to $id1 \
+            --cluster-slots 10 --cluster-yes --cluster-pipeline 1 >& [tmpfile drain]
+        # Redis moves a master that gave its last slot away under the
+        # receiver (cluster-allow-replica-migration yes, the default).
+        wait_for_condition 100 100 {
+            [string match {*role:slave*} [R 2 info replication]]
+        } else {
+            fail "the emptied master did not become a replica: [R 2 info replication]"
+        }
+        wait_for_condition 100 100 {
+            [string match {lost: the master replicates from 127.0.0.1:*, which is not a node of its shard*} \
+                [nickv_info $nks(2) cluster_shard]]
+        } else {
+            fail "Nic-KV does not say its shard is gone: [nickv_cmd $nks(2) info cluster]"
+        }
+        after 1000
+        assert_equal $moves [nickv_info $nks(2) master_moves]
+        assert_equal [srv -2 port] [nickv_info $nks(2) master_port]
+        # Shard 1's own Nic-KV keeps serving it.
+        assert_equal [srv -$m1 port] [nickv_info $nks(1) master_port]
+        assert_equal 0 [nickv_info $nks(1) failovers]
+        nickv_assert_no_bug $nks(2)
+    }
     for {set i 0} {$i < 3} {incr i} { nickv_stop $nks($i) }
     foreach a [array names ::cl_conns] { cl_drop $a }
-}
+} cl_slots_uneven
