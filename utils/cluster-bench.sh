@@ -140,18 +140,11 @@ measure() { # replicas mode pipeline
           --csv 2>/dev/null)
     c1=$(masters_cpu); w1=$(masters_sends)
     rps=$(echo "$out" | tr -d '"' | awk -F, '$1 == "SET" { print $2 }')
-    awk -v n="$1" -v m="$2" -v p="$3" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" \
-        -v w="$writes" -v rps="${rps:-0}" 'BEGIN {
-            printf "%s %s %s %.3f %.4f %s\n", n, m, p, (c1 - c0) * 1e6 / w, (w1 - w0) / w, rps }' >> "$results"
+    record_run "$results" "$1" "$2" "$3" "$c0" "$c1" "$w0" "$w1" "$writes" "$rps"
 }
 
 # One SCHED_IDLE busy loop per core of the replicas' (see "Placement").
-if [ ${#rest_cpu[@]} -gt 0 ] && command -v chrt >/dev/null; then
-    for c in $(seq 1 $(($(nproc) - 1))); do
-        chrt -i 0 taskset -c "$c" bash -c 'while :; do :; done' &
-        idle_pids+=($!)
-    done
-fi
+start_idle_loops
 
 for round in $(seq 1 "$rounds"); do
     for n in $replica_counts; do
@@ -166,14 +159,7 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 
-printf '%-9s %-7s %-9s %12s %18s %13s\n' replicas mode pipeline "ops/s" "cpu-s/1M writes" "sends/write"
-sort -k1,1n -k3,3n -k2,2 "$results" | awk '{ print $1, $2, $3 }' | uniq | while read -r n m p; do
-    c=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $4 }' "$results" | median)
-    s=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $5 }' "$results" | median)
-    r=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $6 }' "$results" | median)
-    printf '%-9s %-7s %-9s %12s %18s %13s\n' "$n" "$m" "$p" "$r" "$c" "$s"
-    echo "$n $m $p $c $r" >> "$work/medians"
-done
+print_medians "$results" "$work/medians"
 echo
 for p in $pipelines; do
     for n in $replica_counts; do
