@@ -463,8 +463,8 @@ typedef struct nkProbeHooks {
      * listener at rdma_port, 0: none), holding our lease if it needs one. */
     void (*master_serves)(const char *ip, int port, int rdma_port);
     /* The master ip:port says it is a replica of to_ip:to_port (no loop):
-     * the owner moves the probe there (nkProbeFollowMaster), or not. */
-    void (*master_follows)(const char *ip, int port, const char *to_ip, int to_port);
+     * the owner moves the probe there (nkProbeFollowMaster: 1), or not (0). */
+    int (*master_follows)(const char *ip, int port, const char *to_ip, int to_port);
     /* May the master's probe grant a lease now? For how long (ms), and
      * one of ms was sent now. */
     int (*granting)(void);

@@ -258,7 +258,13 @@ static clusterEntry *viewParse(const char *reply, size_t len, int *n, char *why,
             sdsfree(line);
             continue;
         }
-        if (*n > lines || entryParse(line, &e[*n], &ranges) == -1) {
+        /* Its words counted before it is split: a line of millions of
+         * them is refused without allocating each. */
+        int words = 1;
+        for (const char *q = line; (q = memchr(q, ' ', sdslen(line) - (size_t)(q - line))); q++)
+            if (++words > NK_CLUSTER_RANGES_MAX + 8) break;
+        if (words > NK_CLUSTER_RANGES_MAX + 8) ranges = NK_CLUSTER_RANGES_MAX + 1;
+        if (*n > lines || words > NK_CLUSTER_RANGES_MAX + 8 || entryParse(line, &e[*n], &ranges) == -1) {
             snprintf(why, whylen, "%s: %.80s", ranges > NK_CLUSTER_RANGES_MAX ? "too many slot ranges" :
                      "a line does not parse", line);
             sdsfree(line);
@@ -298,10 +304,9 @@ void nkClusterMode(int mode, const char *from) {
     /* The master's word is final; the others' stand while it has not
      * spoken. */
     if (C.mode >= 0 && !master) return;
-    if (mode != C.mode) {
-        if (C.mode >= 0 || mode == 1)
-            nkLog(LL_NOTICE, "Cluster: the shard %s in cluster mode (as %s says)", mode ? "runs" : "does not run", from);
-        C.dirty = 1;
+    if (mode != C.mode && (C.mode == 1 || mode == 1)) {
+        nkLog(LL_NOTICE, "Cluster: the shard %s in cluster mode (as %s says)", mode ? "runs" : "does not run", from);
+        C.dirty = 1;             /* the state file's format and lines change */
     }
     C.mode = mode;
     snprintf(C.mode_from, sizeof(C.mode_from), "%s", from);
@@ -317,7 +322,10 @@ static void masterView(clusterEntry *e, int n, const char *ip, int port) {
     clusterShard s;
     for (int i = 0; i < n; i++)
         if (e[i].myself) me = &e[i];
-    if (!me || !me->master) return;         /* a replica now: its INFO says where to (probes) */
+    if (!me) return;
+    /* A replica now: its INFO says where to (the probes), which is
+     * followed if that is a member (nkClusterMayFollow). */
+    if (!me->master) return;
     if (S.have && strcmp(me->id, S.id) && !overlap(me->slots)) {
         /* Another node at the master's address, owning none of the
          * shard's slots: not the shard's master (the members say who is). */
@@ -392,8 +400,13 @@ static void viewReply(long long tag, const char *ip, int port, const char *reply
         return;
     }
     C.views++;
-    if (is_master) masterView(e, n, ip, port);
-    else if (tag >= 0 && tag < S.nmembers && S.member[tag].port == port) memberView(e, n, ip, port);
+    nkProbeView m;
+    /* The master's view, if it is still the node the probes read as the
+     * master (a reply sent before the probe moved is another node's). */
+    if (is_master) {
+        if (nkProbeNodes(&m, 1) == 1 && m.is_master && m.port == port && !strcmp(m.addr, ip))
+            masterView(e, n, ip, port);
+    } else if (tag >= 0 && tag < S.nmembers && S.member[tag].port == port) memberView(e, n, ip, port);
     viewFree(e, n);
 }
 

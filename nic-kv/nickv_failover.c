@@ -1275,12 +1275,15 @@ static int foTimer(aeEventLoop *el, long long id, void *data) {
  * operator's REPLICAOF or FAILOVER, a cluster failover): the probe follows
  * it there; the link and F.master follow once that one answers as the
  * master (foMasterServes). */
-static void probeMasterFollows(const char *ip, int port, const char *to_ip, int to_port) {
+static int probeMasterFollows(const char *ip, int port, const char *to_ip, int to_port) {
     (void)ip;
     (void)port;
-    /* In cluster mode, only to a node of the shard (nickv_cluster.c). */
-    if (!nkClusterMayFollow(to_ip, to_port)) return;
+    /* In cluster mode, only to a node of the shard (nickv_cluster.c): the
+     * master's mode as the INFO that says so has it. */
+    if (nkProbeMasterCluster() >= 0) nkClusterMode(nkProbeMasterCluster(), "the master");
+    if (!nkClusterMayFollow(to_ip, to_port)) return 0;
     nkProbeFollowMaster(to_ip, to_port);
+    return 1;
 }
 
 /* The probes' or the coordinator's news: decide now. */

@@ -490,12 +490,14 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         sdsfreesplitres(lines, count);
         if (!mhost[0] || mport <= 0 || mport > 65535 || (!strcmp(mhost, m->ip) && mport == m->port))
             return;
-        int quiet;
+        int quiet, from_port = m->port;
+        char from[NK_IP_LEN];
         if (!loopFollow(m, mhost, mport, &quiet)) return;
-        if (!quiet)
+        snprintf(from, sizeof(from), "%s", m->ip);
+        /* The owner may hold the probe where it is (it says why). */
+        if (hooks.master_follows(m->ip, m->port, mhost, mport) && !quiet)
             nkLog(LL_WARNING, "Probe: the master %s:%d is now a replica of %s:%d: following it",
-                  m->ip, m->port, mhost, mport);
-        hooks.master_follows(m->ip, m->port, mhost, mport);
+                  from, from_port, mhost, mport);
         return;
     }
     if (strcmp(role, "master")) {

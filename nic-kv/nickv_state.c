@@ -218,7 +218,7 @@ static sds stateRead(const char *path, int *missing, char *why, size_t whylen) {
     last = text + body;
     if (text[n - 1] != '\n' || strncmp(last, "end ", 4)) {
         snprintf(why, whylen, "it has no \"end\" line: it was cut short, or written by a Nic-KV older "
-                 "than state file format %d, which had none", NK_STATE_FORMAT);
+                 "than state file format 1, which had none");
         goto err;
     }
     stateChecksum(text, body, sum);
@@ -244,7 +244,7 @@ static sds stateRead(const char *path, int *missing, char *why, size_t whylen) {
         goto err;
     }
     if (format > NK_STATE_FORMAT) {
-        snprintf(why, whylen, "it is of format %lld, written by a newer Nic-KV; this one reads format %d",
+        snprintf(why, whylen, "it is of format %lld, written by a newer Nic-KV; this one reads formats 1 to %d",
                  format, NK_STATE_FORMAT);
         goto err;
     }

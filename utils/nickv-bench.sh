@@ -116,7 +116,8 @@ for round in $(seq 1 "$rounds"); do
                 kill "$spin_pid"; wait "$spin_pid" 2>/dev/null || true
             fi
             # Through Nic-KV: the master hands the replicas over.
-            "${rest_cpu[@]}" "$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" &
+            "${rest_cpu[@]}" "$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" \
+                --state-file "$work/nickv.state" &
             nk_pid=$!
             wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = '"$n"' ]'
             sleep 1

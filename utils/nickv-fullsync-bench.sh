@@ -50,7 +50,7 @@ trap cleanup EXIT
     --enable-debug-command yes
 wait_for 300 '[ "$(cli $mport ping 2>/dev/null)" = PONG ]'
 cli "$mport" debug populate "$keys" key "$value" >/dev/null
-"$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" &
+"$bin/nic-kv" --port "$nkport" --master-port "$mport" --logfile "$work/nickv.log" --state-file "$work/nickv.state" &
 nk_pid=$!
 wait_for 300 '[ "$(field $nkport upstream master_link_status)" = up ]'
 

@@ -503,6 +503,10 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
         }
         after 1000
         assert_equal $moves [nickv_info $nks(2) master_moves]
+        # Nor does its log say it follows, once a second.
+        if {![catch {exec grep "following it" [dict get $nks(2) log]} lines]} {
+            fail "Nic-KV says it follows: $lines"
+        }
         assert_equal [srv -2 port] [nickv_info $nks(2) master_port]
         # Shard 1's own Nic-KV keeps serving it.
         assert_equal [srv -$m1 port] [nickv_info $nks(1) master_port]

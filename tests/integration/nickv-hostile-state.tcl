@@ -118,15 +118,15 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
         }
 
         test {Nic-KV state file: a format from a newer Nic-KV stops it at start} {
-            # A well-formed file of format 2 (the checksum recomputed).
+            # A well-formed file of format 3 (the checksum recomputed).
             regsub "end \[0-9a-f\]+\n$" $good {} body
-            regsub {\nversion 1 } $body "\nversion 2 " body
+            regsub {\nversion 1 } $body "\nversion 3 " body
             set fd [open $dir/body wb]
             puts -nonewline $fd $body
             close $fd
             set sum [lindex [exec sha256sum $dir/body] 0]
             hs_assert_refused $mport $state "${body}end $sum\n" \
-                "it is of format 2, written by a newer Nic-KV; this one reads format 1"
+                "it is of format 3, written by a newer Nic-KV; this one reads formats 1 to 2"
         }
 
         test {Nic-KV state file: a good one is read at start, and written back the same way} {
