@@ -71,6 +71,8 @@
                                          * real one has at most 16384, and a
                                          * few importing or migrating) */
 #define NK_CLUSTER_IP 256               /* an address in a view */
+#define NK_CLUSTER_MEMBER_KEEP_US 60000000LL /* a member the master's view no
+                                         * longer lists stays one this long */
 #define NK_CLUSTER_STATE_RANGES 128     /* slot ranges per state file line */
 
 typedef struct clusterEntry {
@@ -87,6 +89,7 @@ typedef struct clusterMember {
     char id[NK_CLUSTER_ID_LEN + 1];
     char ip[NK_CLUSTER_IP];
     int port;
+    long long seen_us;          /* last listed by the shard's master's view */
 } clusterMember;
 
 /* The shard: its master's node id, config epoch, slots and members. */
@@ -316,10 +319,23 @@ int nkClusterOn(void) {
     return C.mode == 1;
 }
 
+/* The same shard, as the state file says it (when members were seen aside). */
+static int shardSame(const clusterShard *a, const clusterShard *b) {
+    if (a->have != b->have || strcmp(a->id, b->id) || a->epoch != b->epoch || a->nmembers != b->nmembers ||
+        memcmp(a->slots, b->slots, sizeof(a->slots)))
+        return 0;
+    for (int i = 0; i < a->nmembers; i++)
+        if (strcmp(a->member[i].id, b->member[i].id) || strcmp(a->member[i].ip, b->member[i].ip) ||
+            a->member[i].port != b->member[i].port)
+            return 0;
+    return 1;
+}
+
 /* The master's own view: what the shard is. */
 static void masterView(clusterEntry *e, int n, const char *ip, int port) {
     clusterEntry *me = NULL;
     clusterShard s;
+    long long now = getMonotonicUs();
     for (int i = 0; i < n; i++)
         if (e[i].myself) me = &e[i];
     if (!me) return;
@@ -349,9 +365,19 @@ static void masterView(clusterEntry *e, int n, const char *ip, int port) {
         memcpy(s.member[s.nmembers].id, r->id, sizeof(s.member[0].id));
         snprintf(s.member[s.nmembers].ip, sizeof(s.member[0].ip), "%s", r->ip);
         s.member[s.nmembers].port = r->port;
+        s.member[s.nmembers].seen_us = now;
         s.nmembers++;
     }
-    if (memcmp(&s, &S, sizeof(s))) C.dirty = 1;
+    /* The members the last view listed and this one does not stay for a
+     * while: a new master's first view may not list yet the old master
+     * that is becoming its replica (CLUSTER FAILOVER), which the cluster
+     * may promote back next. */
+    for (int i = 0; i < S.nmembers && s.nmembers < NK_CLUSTER_MEMBERS; i++) {
+        int listed = 0;
+        for (int j = 0; j < s.nmembers && !listed; j++) listed = !strcmp(s.member[j].id, S.member[i].id);
+        if (!listed && now - S.member[i].seen_us < NK_CLUSTER_MEMBER_KEEP_US) s.member[s.nmembers++] = S.member[i];
+    }
+    if (!shardSame(&s, &S)) C.dirty = 1;
     S = s;
     C.moved = 0;
 }
@@ -550,6 +576,7 @@ void nkClusterStateApply(int found) {
     if (found) {
         nkClusterMode(1, "the state file");
         S = C.loaded;
+        for (int i = 0; i < S.nmembers; i++) S.member[i].seen_us = getMonotonicUs();
     }
     memset(&C.loaded, 0, sizeof(C.loaded));
     C.dirty = 0;
