@@ -279,7 +279,7 @@ proc cl_incr {key} {
     if {![info exists ::cl_route($key)]} { set ::cl_route($key) [lindex $::cl_nodes 0] }
     set addr $::cl_route($key)
     set asking 0
-    set deadline [expr {[clock milliseconds] + 20000}]
+    set deadline [expr {[clock milliseconds] + 30000}]
     while {[clock milliseconds] < $deadline} {
         if {[catch {cl_conn $addr} c]} {
             set addr [lindex $::cl_nodes [expr {int(rand() * [llength $::cl_nodes])}]]
@@ -308,7 +308,17 @@ proc cl_incr {key} {
             after 20
         }
     }
-    fail "no node takes writes for $key: $e"
+    set states {}
+    foreach a $::cl_nodes {
+        lassign [split $a :] h p
+        catch {
+            set c [redis $h $p]
+            regexp {cluster_state:([a-z]+)} [$c cluster info] -> st
+            lappend states "$a [status $c role] $st"
+            $c close
+        }
+    }
+    fail "no node takes writes for $key: $e (nodes: [join $states {, }])"
 }
 # Rounds of INCR + WAIT over keys; at round at(i), runs fault(i).
 proc cl_write_rounds {keys rounds faults} {
@@ -353,7 +363,7 @@ proc cl_slots_of {i} {
     return $n
 }
 
-start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" cluster-enabled yes cluster-node-timeout 500}} {
+start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" cluster-enabled yes cluster-node-timeout 2000}} {
     set ::cl_nodes {}
     for {set i 0} {$i < 6} {incr i} { lappend ::cl_nodes 127.0.0.1:[srv -$i port] }
     # Shard i: master at level -i, replica at -(i+3); a Nic-KV each, named
@@ -486,8 +496,11 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
         set id1 [R $m1 cluster myid]
         set id2 [R 2 cluster myid]
         set moves [nickv_info $nks(2) master_moves]
-        exec src/redis-cli --cluster reshard 127.0.0.1:[srv -2 port] --cluster-from $id2 --cluster-to $id1 \
-            --cluster-slots 10 --cluster-yes --cluster-pipeline 1 >& [tmpfile drain]
+        set out [tmpfile drain]
+        if {[catch {exec src/redis-cli --cluster reshard 127.0.0.1:[srv -2 port] --cluster-from $id2 --cluster-to $id1 \
+                        --cluster-slots 10 --cluster-yes --cluster-pipeline 1 >& $out}]} {
+            fail "the reshard failed: [exec tail -n 10 $out]"
+        }
         # Redis moves a master that gave its last slot away under the
         # receiver (cluster-allow-replica-migration yes, the default).
         wait_for_condition 100 100 {
