@@ -450,12 +450,13 @@ static void ask(int slot, const nkProbeView *v, long long now, long long every_u
 
 void nkClusterTick(void) {
     nkProbeView v[NICKV_HEALTH_MAX + 1];
+    /* Only in cluster mode (the master's INFO, the state file, or a
+     * candidate's INFO said so): outside it, every failover tick returns
+     * here, before copying the probes' nodes. */
+    if (C.mode != 1) return;
     int n = nkProbeNodes(v, NICKV_HEALTH_MAX + 1);
     long long now = getMonotonicUs();
     if (n < 1 || !v[0].is_master) return;
-    /* Only in cluster mode (the master's INFO, the state file, or a
-     * candidate's INFO said so). */
-    if (C.mode != 1) return;
     int master_down = !v[0].valid;
     /* A master the probes just moved to: its view at once. */
     static char last_ip[NK_CLUSTER_IP];
