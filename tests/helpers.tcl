@@ -267,6 +267,30 @@ proc nickv_cmd {nk args} {
     return $r
 }
 
+# INFO all of Nic-KV, on a connection kept per Nic-KV address (it counts
+# as one of Nic-KV's clients while it lasts). The fault checkers poll
+# thousands of times a run: a connection each left some 15000 sockets in
+# TIME_WAIT per run, and two runs at once ran loopback out of ephemeral
+# ports (connect: "address already in use"). A connection that fails
+# (Nic-KV restarted) is dropped and opened again once.
+proc nickv_info_all {nk} {
+    global nickv_info_conns
+    set key "[nickv_host $nk]:[dict get $nk port]"
+    if {[info exists nickv_info_conns($key)]} {
+        if {![catch {$nickv_info_conns($key) info all} r]} { return $r }
+        catch {$nickv_info_conns($key) close}
+        unset nickv_info_conns($key)
+    }
+    set c [redis [nickv_host $nk] [dict get $nk port]]
+    if {[dict exists $nk auth]} { catch {$c auth [dict get $nk auth]} }
+    if {[catch {$c info all} r]} {
+        catch {$c close}
+        return $r
+    }
+    set nickv_info_conns($key) $c
+    return $r
+}
+
 proc nickv_info {nk field} {
     set info [nickv_cmd $nk info all]
     if {[regexp "\r\n$field:(\[^\r\n\]*)" "\r\n$info" -> v]} { return $v }

@@ -60,7 +60,7 @@ proc ff_append_round {nk} {
 # three replicas, a failover is not under way, nothing is left to repoint,
 # and its link streams from the master?
 proc ff_whole {nk} {
-    set info [nickv_cmd $nk info all]
+    set info [nickv_info_all $nk]
     foreach {field want} {valid_replicas 3 repoint_pending 0 failover_state watching
                           master_lease on master_link_status up} {
         if {![regexp "\r\n$field:(\[^\r\n\]*)" "\r\n$info" -> v] || $v ne $want} { return 0 }
