@@ -169,9 +169,9 @@ start_server {overrides {save ""}} {
             assert_equal 2 [exporter_value $m {redis_script_values{key="nickv_replicas"}}]
             assert_equal [nickv_status $master nickv_min_slaves] [exporter_value $m {redis_script_values{key="nickv_min_slaves"}}]
             assert_equal 1 [exporter_value $m {redis_script_values{key="nickv_offload"}}]
-            # nickv-lease is off here: no lease to hold or lose.
-            assert_equal off [nickv_status $master nickv_lease]
-            assert_equal "" [exporter_value $m {redis_script_values{key="nickv_lease_held"}}]
+            # Strings are not numbers: left out, or the scrape would fail.
+            assert_equal "" [exporter_value $m {redis_script_values{key="nickv_daemon_addr"}}]
+            assert_equal 0 [exporter_value $m {redis_exporter_last_scrape_error{err=""}}]
         }
 
         test {Nic-KV exporter: every metric the alert rules name is one the exporter produces} {
@@ -189,8 +189,7 @@ start_server {overrides {save ""}} {
                 }
             }
             foreach key [lsort -unique [regexp -all -inline {key="[a-z_]+"} $exprs]] {
-                if {[string first "redis_script_values\{$key\}" $scraped] < 0 &&
-                    $key ne {key="nickv_lease_held"}} {
+                if {[string first "redis_script_values\{$key\}" $scraped] < 0} {
                     fail "$rules names redis_script_values{$key}, which nickv-master.lua does not return"
                 }
             }
@@ -218,6 +217,46 @@ start_server {overrides {save ""}} {
     foreach pid $::exporter_pids { catch {exec kill $pid} }
     set ::exporter_pids {}
     nickv_stop $nk
+}
+
+# A master with nickv-lease yes serves no script without a lease: the
+# master's exporter says why its scrape failed (the SKVLeaseLost rule), and
+# still has the master's INFO fields (which tell SKVMasterDown it is up).
+start_server [list overrides [concat {save "" nickv-lease yes} [nickv_user_overrides]]] {
+    set master [srv 0 client]
+    set mport [srv 0 port]
+    set murl [exporter_start $mport --redis-only-metrics \
+                  --script $::skv_top/utils/prometheus/nickv-master.lua]
+    set masterdown {redis_exporter_last_scrape_error{err="MASTERDOWN This master holds no lease from Nic-KV (nickv-lease yes): it may have been replaced"}}
+
+    test {Nic-KV exporter: a master without its lease: the scrape fails with MASTERDOWN, INFO fields still come} {
+        assert_equal expired [nickv_status $master nickv_lease]
+        set m [exporter_scrape $murl]
+        assert_equal 0 [exporter_value $m redis_up]
+        assert_equal 1 [exporter_value $m $masterdown]
+        assert_match {[0-9]*} [exporter_value $m redis_uptime_in_seconds]
+    }
+
+    test {Nic-KV exporter: the lease granted, the script runs; Nic-KV killed, the lease lapses and it fails again} {
+        set nk [nickv_start $mport {*}[nickv_user_args]]
+        wait_for_condition 100 100 {
+            [exporter_value [set m [exporter_scrape $murl]] redis_up] == 1
+        } else {
+            fail "the master's exporter does not see the lease: [nickv_status $master nickv_lease]\n[exec grep scrape_error << $m]"
+        }
+        assert_equal held [nickv_status $master nickv_lease]
+        assert_equal 0 [exporter_value $m {redis_exporter_last_scrape_error{err=""}}]
+        assert {[exporter_value $m {redis_script_values{key="nickv_lease_grants"}}] > 0}
+        nickv_stop $nk KILL
+        wait_for_condition 100 100 {
+            [exporter_value [set m [exporter_scrape $murl]] $masterdown] == 1
+        } else {
+            fail "the master's exporter does not see the lease lost:\n[exec grep scrape_error << $m]"
+        }
+        assert_equal 0 [exporter_value $m redis_up]
+    }
+    foreach pid $::exporter_pids { catch {exec kill $pid} }
+    set ::exporter_pids {}
 }
 }
 }

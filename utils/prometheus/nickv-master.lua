@@ -7,14 +7,16 @@
 -- The exporter runs it with EVAL on every scrape and exports each pair it
 -- returns as redis_script_values{key="<name>"} <value>; one value that is
 -- not a number fails the whole scrape (redis_up 0), so only numbers are
--- returned. The numeric fields of INFO nickv keep their names; two words
--- become numbers under names of their own (NIC-KV.md, "Monitoring"):
+-- returned. The numeric fields of INFO nickv keep their names; one word
+-- becomes a number under a name of its own (NIC-KV.md, "Monitoring"):
 --
 --   nickv_daemon_healthy   1: nickv_daemon is healthy; 0: lagging or none
---   nickv_lease_held       1: nickv_lease is held; 0: expired. Absent when
---                          the master takes no lease (off) or is a replica.
 --
--- Read only (flags=no-writes): it runs while the master refuses writes.
+-- Read only (flags=no-writes): it runs while the master refuses writes
+-- for want of replicas (min-slaves). A master with nickv-lease yes that
+-- holds no lease runs no script at all: the scrape then fails with its
+-- MASTERDOWN error, which is how the lease's loss shows (the exporter's
+-- redis_exporter_last_scrape_error{err="MASTERDOWN ..."}).
 
 local out = {}
 local info = redis.call('INFO', 'nickv')
@@ -25,9 +27,6 @@ for name, value in string.gmatch(info, '([%w_]+):([^\r\n]*)') do
     elseif name == 'nickv_daemon' then
         out[#out + 1] = 'nickv_daemon_healthy'
         out[#out + 1] = value == 'healthy' and '1' or '0'
-    elseif name == 'nickv_lease' and (value == 'held' or value == 'expired') then
-        out[#out + 1] = 'nickv_lease_held'
-        out[#out + 1] = value == 'held' and '1' or '0'
     end
 end
 return out
