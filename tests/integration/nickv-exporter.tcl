@@ -62,6 +62,11 @@ proc exporter_value {text series} {
     return ""
 }
 
+# The lines of a scrape that hold pattern (for failure messages).
+proc exporter_grep {text pattern} {
+    join [lsearch -all -inline [split $text "\n"] "*$pattern*"] "\n"
+}
+
 # The exporter prints large numbers as Go's %g does (1.34217728e+08).
 proc exporter_int {v} {
     if {$v eq ""} { return "" }
@@ -125,7 +130,7 @@ start_server {overrides {save ""}} {
                 [exporter_value $m "redis_connected_slave_offset_bytes{slave_ip=\"127.0.0.1\",slave_port=\"$p1\",slave_state=\"online\"}"] == $off &&
                 [exporter_value $m "redis_connected_slave_offset_bytes{slave_ip=\"127.0.0.1\",slave_port=\"$p2\",slave_state=\"online\"}"] == $off
             } else {
-                fail "the exporter does not show both replicas at the master's offset [status $master master_repl_offset]:\n[exec grep connected_slave << $m]"
+                fail "the exporter does not show both replicas at the master's offset [status $master master_repl_offset]:\n[exporter_grep $m connected_slave]"
             }
             assert_equal 2 [exporter_value $m redis_connected_slaves]
             foreach p [list $p1 $p2] {
@@ -162,7 +167,7 @@ start_server {overrides {save ""}} {
             wait_for_condition 50 100 {
                 [exporter_value [set m [exporter_scrape $murl]] {redis_script_values{key="nickv_daemon_healthy"}}] == 1
             } else {
-                fail "the master's exporter does not show a healthy daemon:\n[exec grep script_values << $m]"
+                fail "the master's exporter does not show a healthy daemon:\n[exporter_grep $m script_values]"
             }
             assert_equal 1 [exporter_value $m redis_up]
             assert_equal [nickv_status $master nickv_replicas] [exporter_value $m {redis_script_values{key="nickv_replicas"}}]
@@ -201,7 +206,7 @@ start_server {overrides {save ""}} {
             wait_for_condition 100 100 {
                 [exporter_value [set m [exporter_scrape $nkurl]] redis_master_link_up$link] == 0
             } else {
-                fail "the exporter does not show the link down:\n[exec grep master_ << $m]"
+                fail "the exporter does not show the link down:\n[exporter_grep $m master_]"
             }
             # Nic-KV itself still answers; the master does not.
             assert_equal 1 [exporter_value $m redis_up]
@@ -242,7 +247,7 @@ start_server [list overrides [concat {save "" nickv-lease yes} [nickv_user_overr
         wait_for_condition 100 100 {
             [exporter_value [set m [exporter_scrape $murl]] redis_up] == 1
         } else {
-            fail "the master's exporter does not see the lease: [nickv_status $master nickv_lease]\n[exec grep scrape_error << $m]"
+            fail "the master's exporter does not see the lease: [nickv_status $master nickv_lease]\n[exporter_grep $m scrape_error]"
         }
         assert_equal held [nickv_status $master nickv_lease]
         assert_equal 0 [exporter_value $m {redis_exporter_last_scrape_error{err=""}}]
@@ -251,7 +256,7 @@ start_server [list overrides [concat {save "" nickv-lease yes} [nickv_user_overr
         wait_for_condition 100 100 {
             [exporter_value [set m [exporter_scrape $murl]] $masterdown] == 1
         } else {
-            fail "the master's exporter does not see the lease lost:\n[exec grep scrape_error << $m]"
+            fail "the master's exporter does not see the lease lost:\n[exporter_grep $m scrape_error]"
         }
         assert_equal 0 [exporter_value $m redis_up]
     }
