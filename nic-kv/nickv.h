@@ -391,7 +391,8 @@ long long nkLinkHistory(void);
 /* Is (replid, offset) our stream's history: the master's id, or the one
  * before it up to where it changed (as a Redis master's replid2)? */
 int nkLinkSameHistory(const char *replid, long long offset);
-/* INFO's "Upstream" section; last is the backlog's last offset. */
+/* INFO's "Replication" section (alias "upstream"): the link's fields, no
+ * closing blank line; last is the backlog's last offset. */
 sds nkLinkInfo(sds s, long long last);
 /* Called whenever the stream grew (main wires nkPsyncWaitersCheck in). */
 void nkLinkOnStream(void (*fn)(void));
@@ -724,6 +725,8 @@ int nkBacklogPinnedOut(void);
 /* The ring an RDMA replica's channel registers, and its size [main]. */
 char *nkBacklogBuf(long long *size);
 long long nkBacklogSize(void);
+/* ... and the bytes mapped for rings, old ones pins hold included [main]. */
+long long nkBacklogMapped(void);
 void nkBacklogPinAdd(nkBacklogPin *p);
 /* Forget a pin (its owner is freed); frees the old rings no pin holds. */
 void nkBacklogPinRemove(nkBacklogPin *p);
@@ -733,6 +736,8 @@ void nkBacklogSetDropper(nkPinDropFn fn);
  * byte; returns how many. */
 int nkBacklogDropPinners(const char *why);
 sds nkBacklogInfo(sds s);
+/* repl_backlog_* fields of INFO's "Replication" section. */
+sds nkBacklogReplicationInfo(sds s);
 
 /* nickv_fanout.c: the fan-out threads. */
 int nkFanoutStart(aeEventLoop *main_el, int thread_num);
@@ -769,6 +774,8 @@ typedef struct nkReplicaIter { listIter li; } nkReplicaIter;
 void nkReplicaIterInit(nkReplicaIter *it);
 nkReplica *nkReplicaIterNext(nkReplicaIter *it);
 sds nkReplicasInfo(sds s);
+/* connected_slaves and slaveN lines of INFO's "Replication" section. */
+sds nkReplicasReplicationInfo(sds s);
 sds nkReplicaStatsInfo(sds s);
 void nkReplicaResetStats(void);
 struct nkClient;

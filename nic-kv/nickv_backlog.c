@@ -320,6 +320,31 @@ char *nkBacklogBuf(long long *size) {
 
 long long nkBacklogSize(void) { return B.ring.size; }
 
+/* Bytes mapped for rings: the ring, and the old ones pins still hold
+ * (mmap()ed, so not in zmalloc_used_memory). Main thread. */
+long long nkBacklogMapped(void) {
+    long long n = B.ring.size;
+    listIter li;
+    listNode *ln;
+    if (!B.retired) return n;
+    listRewind(B.retired, &li);
+    while ((ln = listNext(&li))) n += ((retiredBuf *)listNodeValue(ln))->size;
+    return n;
+}
+
+/* The backlog's fields of INFO's "Replication" section, named and meant
+ * as a Redis master's (the "Backlog" section has them under our names). */
+sds nkBacklogReplicationInfo(sds s) {
+    long long first, last;
+    nkBacklogRange(&first, &last);
+    return sdscatprintf(s,
+        "repl_backlog_active:%d\r\n"
+        "repl_backlog_size:%lld\r\n"
+        "repl_backlog_first_byte_offset:%lld\r\n"
+        "repl_backlog_histlen:%lld\r\n",
+        B.ring.size > 0, B.ring.size, first, last >= first ? last - first + 1 : 0);
+}
+
 /* INFO's "Backlog" section. */
 sds nkBacklogInfo(sds s) {
     long long first, last;

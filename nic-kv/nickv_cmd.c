@@ -24,6 +24,7 @@
 #include "sha256.h"
 #include "skv_version.h"
 #include "util.h"
+#include "version.h"
 #include "zmalloc.h"
 
 /* ------------------------------------------------------------- Commands --- */
@@ -120,6 +121,8 @@ static sds genInfo(int nsec, sds *secs) {
         if (uname(&un) == -1) memset(&un, 0, sizeof(un));
         s = sdscatprintf(s,
             "# Server\r\n"
+            "redis_version:%s\r\n"
+            "redis_mode:nickv\r\n"
             "nickv_version:%s\r\n"
             "skv_version:%s\r\n"
             "os:%s %s %s\r\n"
@@ -132,13 +135,16 @@ static sds genInfo(int nsec, sds *secs) {
             "thread_num:%d\r\n"
             "fanout_threads:%d\r\n"
             "config_file:%s\r\n\r\n",
-            NICKV_VERSION, SKV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
+            REDIS_VERSION, NICKV_VERSION, SKV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
             (int)getpid(), nk.instance, nk.cfg.port, nkRdmaPort(),
             nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
             nk.cfg.config_file ? nk.cfg.config_file : "");
     }
-    if (infoWants(nsec, secs, "upstream", "replication")) {
+    if (infoWants(nsec, secs, "replication", "upstream")) {
         s = nkLinkInfo(s, last);
+        s = nkReplicasReplicationInfo(s);
+        s = nkBacklogReplicationInfo(s);
+        s = sdscat(s, "\r\n");
     }
     if (infoWants(nsec, secs, "backlog", NULL)) {
         s = nkBacklogInfo(s);
@@ -198,9 +204,12 @@ static sds genInfo(int nsec, sds *secs) {
     if (infoWants(nsec, secs, "memory", NULL)) {
         s = sdscatprintf(s,
             "# Memory\r\n"
-            "used_memory:%zu\r\n"
+            "used_memory:%lld\r\n"
+            "used_memory_heap:%zu\r\n"
+            "mem_replication_backlog:%lld\r\n"
             "backlog_allocated:%lld\r\n\r\n",
-            zmalloc_used_memory(), nkBacklogSize());
+            (long long)zmalloc_used_memory() + nkBacklogMapped(), zmalloc_used_memory(),
+            nkBacklogSize(), nkBacklogSize());
     }
     if (infoWants(nsec, secs, "cpu", NULL)) {
         getrusage(RUSAGE_SELF, &ru);

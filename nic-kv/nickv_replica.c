@@ -399,6 +399,31 @@ sds nkReplicasInfo(sds s) {
     return sdscat(s, "\r\n");
 }
 
+/* The replicas' fields of INFO's "Replication" section, as a Redis master
+ * writes them: connected_slaves, then slaveN:ip=,port=,state=,offset=,lag=
+ * with the offset the replica acknowledged and the seconds since its last
+ * ACK. Only the replicas we stream to (online): one being dropped is no
+ * longer one, as Redis lists none it closed. The "Replicas" section says
+ * more of each, the dropped ones too. */
+sds nkReplicasReplicationInfo(sds s) {
+    nkReplicaIter it;
+    nkReplica *r;
+    int n = 0;
+    nkReplicaIterInit(&it);
+    while ((r = nkReplicaIterNext(&it)))
+        if (r->state == NK_REPLICA_ONLINE && !r->kill) n++;
+    s = sdscatprintf(s, "connected_slaves:%d\r\n", n);
+    n = 0;
+    nkReplicaIterInit(&it);
+    while ((r = nkReplicaIterNext(&it))) {
+        if (r->state != NK_REPLICA_ONLINE || r->kill) continue;
+        s = sdscatprintf(s, "slave%d:ip=%s,port=%d,state=online,offset=%lld,lag=%lld\r\n",
+                         n++, r->ip, r->port, (long long)r->ack_off,
+                         nkUnixTime() - (long long)r->ack_time);
+    }
+    return s;
+}
+
 /* The sync_* fields of INFO's "Stats" section. */
 sds nkReplicaStatsInfo(sds s) {
     return sdscatprintf(s,

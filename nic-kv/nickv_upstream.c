@@ -189,30 +189,41 @@ int nkLinkSameHistory(const char *replid, long long offset) {
             offset <= L.second_replid_offset);
 }
 
+/* The link's fields of INFO's "Replication" section (the section is
+ * "upstream" too, its name before it spoke Redis's dialect). The fields a
+ * Redis replica has are named and meant as its are, so that tools reading
+ * a replica read our link: master_link_status, master_last_io_seconds_ago,
+ * master_sync_in_progress (reading the master's RDB, which we drop),
+ * slave_repl_offset (what we took from the master: the backlog's last
+ * offset, as master_repl_offset). The rest are ours. No header-closing
+ * blank line: the section goes on with the replicas (genInfo). */
 sds nkLinkInfo(sds s, long long last) {
+    int up = L.link_state == NK_LINK_STREAMING;
     s = sdscatprintf(s,
-            "# Upstream\r\n"
+            "# Replication\r\n"
             "role:nickv\r\n"
             "master_host:%s\r\n"
             "master_port:%d\r\n"
-            "master_link_transport:%s\r\n"
             "master_link_status:%s\r\n"
+            "master_last_io_seconds_ago:%lld\r\n"
+            "master_sync_in_progress:%d\r\n"
+            "slave_repl_offset:%lld\r\n"
+            "master_link_transport:%s\r\n"
             "master_link_paused:%d\r\n"
             "master_link_state:%s\r\n"
             "master_is_skv:%d\r\n"
-            "master_last_io_seconds_ago:%lld\r\n"
             "master_link_down_since_seconds:%lld\r\n"
             "master_replid:%s\r\n"
             "master_repl_offset:%lld\r\n"
             "master_link_connects:%lld\r\n"
             "master_bytes_in:%llu\r\n"
             "master_reads:%llu\r\n"
-            "master_moves:%lld\r\n\r\n",
-            M.host, M.rdma_port ? M.rdma_port : M.port, M.rdma_port ? "rdma" : "tcp",
-            L.link_state == NK_LINK_STREAMING ? "up" : "down", L.link_paused, nkLinkStateName(),
-            L.master_is_skv,
+            "master_moves:%lld\r\n",
+            M.host, M.rdma_port ? M.rdma_port : M.port, up ? "up" : "down",
             L.link_lastio ? nkUnixTime() - (long long)L.link_lastio : -1,
-            L.link_state == NK_LINK_STREAMING ? 0 : (L.link_down_since ? nkUnixTime() - (long long)L.link_down_since : -1),
+            L.link_state == NK_LINK_RDB, last,
+            M.rdma_port ? "rdma" : "tcp", L.link_paused, nkLinkStateName(), L.master_is_skv,
+            up ? 0 : (L.link_down_since ? nkUnixTime() - (long long)L.link_down_since : -1),
             L.master_replid, last, L.link_connects, L.link_bytes_in, L.link_reads, M.moves);
     return s;
 }
