@@ -130,6 +130,7 @@ check "the package's nic-kv.conf: state-file /var/lib/skv/nic-kv.state" nickv_st
 # redis-server first, holding a key and settings of its own; then
 # skv-server in its place, which must serve them (utils/deb/debian-redis.sh);
 # then Debian's again (the downgrade), which must serve what SKV wrote;
+# skv-server again, over data of SKV's own, which it must leave alone;
 # then skv-nic-kv and skv-server purged, leaving nothing behind. systemd
 # does not run there: the servers are started as their units would.
 chroot_install() {
@@ -219,6 +220,15 @@ chroot_install() {
     "${cli[@]}" shutdown nosave >/dev/null 2>&1 || true
     wait_down "${cli[@]}" || return 1
 
+    # Installed again where SKV has data of its own: nothing is taken.
+    echo "SKV's own" > "$r/var/lib/skv/dump.rdb"
+    out=$("${in[@]}" apt-get install -y -q --no-install-recommends /tmp/"$(basename "$server")" 2>&1) ||
+        { echo "$out"; return 1; }
+    v="skv-server: Debian's redis-server not taken over: SKV has data of its own (/var/lib/skv/dump.rdb)"
+    grep -qxF "$v" <<<"$out" || { echo "apt's output lacks: $v"; echo "$out"; return 1; }
+    [ "$(cat "$r/var/lib/skv/dump.rdb")" = "SKV's own" ] || { echo "SKV's own dump.rdb was overwritten"; return 1; }
+    [ ! -e "$r/etc/skv/conf.d/debian-redis.conf" ] || { echo "settings taken over all the same"; return 1; }
+
     # Purged, ours leave no dpkg-statoverride behind.
     "${in[@]}" apt-get purge -y -q skv-server skv-nic-kv >/dev/null || return 1
     [ ! -e "$r/usr/bin/nic-kv" ] || { echo "nic-kv left after purge"; return 1; }
@@ -240,7 +250,7 @@ wait_down() {
     echo "still answering: $*"; return 1
 }
 if [ "${SKV_DEB_CHROOT:-1}" = 1 ]; then
-    check "dpkg: skv-server replaces Debian's redis-server in a Debian 12 root (apt), serves its key and settings as skv; the downgrade serves SKV's; purges" chroot_install
+    check "dpkg: skv-server replaces Debian's redis-server in a Debian 12 root (apt), serves its key and settings as skv; the downgrade serves SKV's; SKV's own data left alone; purges" chroot_install
 fi
 
 exit $failed
