@@ -25,11 +25,15 @@
 #
 #   hand-back (postrm remove: skvHandBack), when debian-redis.taken exists:
 #     SKV's RDB and AOF directory are moved to where they came from, owned
-#     by redis (root, readable by all, in a directory only root enters,
-#     when redis-tools was purged and took the user), so that redis-server installed again serves SKV's data;
-#     the generated settings and ACL file are removed (Debian's own are in
-#     /etc/redis); debian-redis.taken is removed, so that installing
-#     skv-server again takes over again.
+#     by redis (by root, readable by all, in a directory only root enters,
+#     when redis-tools was purged and took the user with it), so that
+#     redis-server installed again serves SKV's data; the generated
+#     settings and ACL file are removed (Debian's own are in /etc/redis);
+#     debian-redis.taken is removed, so that installing skv-server again
+#     takes over again.
+#
+# Only plain files are copied (skvCopy): the directories the data comes
+# from belong to unprivileged users (redis, skv).
 
 SKV_DIR=/var/lib/skv
 SKV_TAKEN=$SKV_DIR/debian-redis.taken
