@@ -32,7 +32,18 @@ JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 # SKV_DEBUG=yes: SKV's own code checks its invariants (src/rdma_chan.h).
 BUILD_RDMA ?= yes
 export BUILD_RDMA
-REDIS_MAKE = $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes BUILD_RDMA=$(BUILD_RDMA) SKV_DEBUG=$(SKV_DEBUG)
+# Debian's hardening flags, as a package built by dpkg-buildpackage gets them
+# (DEB_BUILD_MAINT_OPTIONS=hardening=+all: stack protector, _FORTIFY_SOURCE,
+# relro and bind-now), in the environment of upstream's Makefile, which
+# passes CFLAGS and LDFLAGS on to its deps/ and uses CPPFLAGS when compiling
+# (nic-kv too: it is built there). Empty where dpkg-buildflags is missing.
+buildflags = $(shell DEB_BUILD_MAINT_OPTIONS=hardening=+all $(1) dpkg-buildflags --get $(2) 2>/dev/null)
+HARDENING = CFLAGS='$(call buildflags,,CFLAGS)' CPPFLAGS='$(call buildflags,,CPPFLAGS)' \
+            LDFLAGS='$(call buildflags,,LDFLAGS)'
+HARDENING_ARM64 = CFLAGS='$(call buildflags,DEB_HOST_ARCH=arm64,CFLAGS)' \
+            CPPFLAGS='$(call buildflags,DEB_HOST_ARCH=arm64,CPPFLAGS)' \
+            LDFLAGS='$(call buildflags,DEB_HOST_ARCH=arm64,LDFLAGS)'
+REDIS_MAKE = $(HARDENING) $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes BUILD_RDMA=$(BUILD_RDMA) SKV_DEBUG=$(SKV_DEBUG)
 
 PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
            $(wildcard deps/redis/patches/*.patch)
@@ -63,7 +74,7 @@ nic-kv-debug: all
 ARM64_TREE := $(BUILD)/redis-arm64
 nic-kv-arm64: deps $(ARM64_TREE)/.skv-patched
 	@utils/setup-deps.sh arm64
-	+$(MAKE) -C $(ARM64_TREE)/src -j$(JOBS) CC=aarch64-linux-gnu-gcc LD=aarch64-linux-gnu-gcc \
+	+$(HARDENING_ARM64) $(MAKE) -C $(ARM64_TREE)/src -j$(JOBS) CC=aarch64-linux-gnu-gcc LD=aarch64-linux-gnu-gcc \
 	    uname_M=aarch64 MALLOC=libc USE_SYSTEMD=no BUILD_TLS=no BUILD_RDMA=$(BUILD_RDMA) \
 	    SKV_SRC=$(TOP)/src nic-kv
 	@mkdir -p $(BUILD)/bin

@@ -27,6 +27,7 @@
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sha256.h"
@@ -254,11 +255,21 @@ err:
     return NULL;
 }
 
+/* Whether the directory of the state file at path is missing (a stat of
+ * it says ENOENT or ENOTDIR): 1 with the directory into dir, else 0. */
+static int stateDirMissing(const char *path, char *dir, size_t len) {
+    char buf[PATH_MAX];
+    struct stat st;
+    snprintf(buf, sizeof(buf), "%s", path);
+    snprintf(dir, len, "%s", dirname(buf));
+    return stat(dir, &st) == -1 && (errno == ENOENT || errno == ENOTDIR);
+}
+
 int nkFailoverInit(void) {
     const char *path = nk.cfg.state_file;
     FILE *fp;
     sds text;
-    char line[4096], why[300];
+    char line[4096], why[300], dir[PATH_MAX];
     long long lease_max = 0, epoch = 0;
     char mhost[NK_ADDR_LEN] = "", chost[NK_ADDR_LEN] = "";
     int mport = 0, cport = 0, lineno = 0, missing;
@@ -382,8 +393,16 @@ start:
         F.master.port = nk.cfg.master_port;
         F.have_master = 1;
     }
-    /* A failover must be able to record itself: find out now, not then. */
-    if (path && stateSave() == -1) {
+    /* A failover must be able to record itself: find out now, not then.
+     * A missing directory is a setup step not taken (a path of the
+     * package's, given outside it): say which option and what to do. */
+    if (path && stateDirMissing(path, dir, sizeof(dir))) {
+        nkLog(LL_WARNING, "Failover: state-file %s: its directory %s does not exist: create it "
+              "(writable by the user Nic-KV runs as), or set state-file to a file in an existing "
+              "directory (a relative path is from the working directory)%s", path, dir,
+              nk.cfg.failover ? "; with failover yes Nic-KV does not start without it" : "");
+        if (nk.cfg.failover) return -1;
+    } else if (path && stateSave() == -1) {
         if (nk.cfg.failover) {
             nkLog(LL_WARNING, "Failover: cannot write the state file %s (%s): with failover yes "
                   "Nic-KV does not start without it", path, F.state_err);

@@ -16,6 +16,10 @@
 # services run as the system user skv (made by the maintainer scripts),
 # keep their state in /var/lib/skv (StateDirectory=) and may lock memory
 # without limit (LimitMEMLOCK=infinity: RDMA registers memory).
+# Installed over Debian's redis-server, skv-server takes over its settings
+# and data, and hands the data back when removed (utils/deb/debian-redis.sh,
+# in its postinst and postrm; DEPLOY.md). The binaries were built with
+# Debian's hardening flags (the Makefile's HARDENING).
 # Dependencies are computed by dpkg-shlibdeps from the binaries themselves.
 # tests/deb/check-deb.sh checks the result (lintian, systemd-analyze,
 # the binaries), as the deb suite of make test.
@@ -73,6 +77,10 @@ docs() {
     mkdir -p "$d" "$1/usr/share/lintian/overrides"
     printf '# Not uploaded to Debian: there is no bug to close.\n%s: initial-upload-closes-no-bugs\n' "$2" \
         > "$1/usr/share/lintian/overrides/$2"
+    # SKV's services need systemd (Type=notify, the sandbox, StateDirectory):
+    # no sysvinit script.
+    printf '# The services need systemd (sd_notify, StateDirectory=, the sandbox): no init.d script.\n%s: package-supports-alternative-init-but-no-init.d-script\n' "$2" \
+        >> "$1/usr/share/lintian/overrides/$2"
     # Both licences as their projects ship them: ours from LICENSE,
     # upstream's from the fetched source (build/redis/COPYING).
     {
@@ -98,12 +106,25 @@ manpage() { # root name section summary text (the package: root's last part)
 }
 
 # The maintainer scripts both packages share: the system user, and the
-# service enabled and started as debhelper's snippets do it.
-scripts() { # root unit conffile
-    local root=$1 unit=$2 conf=$3
+# service enabled and started as debhelper's snippets do it. /etc/skv
+# belongs to both: its dpkg-statoverride goes with the last one purged.
+# skv-server's also take over Debian's redis-server (utils/deb/debian-redis.sh).
+scripts() { # root unit conffile other-package [takeover]
+    local root=$1 unit=$2 conf=$3 other=$4 takeover=${5:-}
+    local lib="" take="" back=""
+    if [ -n "$takeover" ]; then
+        lib="SKV_CONF_MD5=$(md5sum < "$root/etc/skv/redis.conf" | cut -d' ' -f1)
+$(cat "$top/utils/deb/debian-redis.sh")
+"
+        take="    skvTakeOver"
+        back='if [ "$1" = remove ]; then
+    skvHandBack
+fi'
+    fi
     cat > "$root/DEBIAN/postinst" <<EOF
 #!/bin/sh
 set -e
+$lib
 if [ "\$1" = configure ]; then
     if ! getent passwd skv >/dev/null; then
         adduser --system --group --home /var/lib/skv --no-create-home --quiet skv
@@ -115,6 +136,7 @@ if [ "\$1" = configure ]; then
         f=\${p%:*}
         dpkg-statoverride --list "\$f" >/dev/null || dpkg-statoverride --update --add skv skv "\${p#*:}" "\$f"
     done
+$take
 fi
 if [ "\$1" = configure ] || [ "\$1" = abort-upgrade ] || [ "\$1" = abort-deconfigure ] || [ "\$1" = abort-remove ]; then
     deb-systemd-helper unmask '$unit' >/dev/null || true
@@ -139,6 +161,8 @@ EOF
     cat > "$root/DEBIAN/postrm" <<EOF
 #!/bin/sh
 set -e
+$lib
+$back
 if [ -d /run/systemd/system ]; then
     systemctl --system daemon-reload >/dev/null || true
 fi
@@ -147,6 +171,9 @@ if [ "\$1" = remove ] && command -v deb-systemd-helper >/dev/null; then
 fi
 if [ "\$1" = purge ]; then
     dpkg-statoverride --remove $conf >/dev/null 2>&1 || true
+    if [ -z "\$(dpkg-query -W -f='\${db:Status-Status}\n' $other 2>/dev/null | grep -vx not-installed)" ]; then
+        dpkg-statoverride --remove /etc/skv >/dev/null 2>&1 || true
+    fi
 fi
 if [ "\$1" = purge ] && command -v deb-systemd-helper >/dev/null; then
     deb-systemd-helper purge '$unit' >/dev/null || true
@@ -162,6 +189,9 @@ build() {
     size=$(du -k -s --exclude=DEBIAN "$root" | cut -f1)
     sed -i "s/^Installed-Size: .*/Installed-Size: $size/" "$root/DEBIAN/control"
     find "$root" -type d -exec chmod 0755 {} +
+    # md5sums, as dh_md5sums writes it: every file but the conffiles.
+    (cd "$root" && find . -path ./DEBIAN -prune -o -type f -print | sed 's|^\./||' |
+        grep -vxF -f <(sed 's|^/||' DEBIAN/conffiles) | LC_ALL=C sort | xargs -d '\n' md5sum) > "$root/DEBIAN/md5sums"
     dpkg-deb --root-owner-group -Zxz --build "$root" "$out/${pkg}_${version}_${arch}.deb" >/dev/null
     echo "make-deb: $out/${pkg}_${version}_${arch}.deb"
 }
@@ -197,10 +227,20 @@ done
 # As upstream's make install: one binary, which acts on its name.
 for l in redis-sentinel redis-check-aof redis-check-rdb; do ln -s redis-server "$r/usr/bin/$l"; done
 install -m 0644 "$top/redis.conf" "$r/etc/skv/redis.conf"
+# Last, so that they win: the settings taken over from Debian's
+# redis-server at install (utils/deb/debian-redis.sh), and files of the
+# admin's own. A pattern that matches nothing is no error.
+cat >> "$r/etc/skv/redis.conf" <<'EOF'
+
+# Settings taken over from Debian's redis-server when skv-server replaced
+# it (/etc/skv/conf.d/debian-redis.conf; DEPLOY.md), and any file of yours
+# named *.conf there: read last, they win.
+include /etc/skv/conf.d/*.conf
+EOF
 cat > "$r/lib/systemd/system/skv-server.service" <<EOF
 [Unit]
 Description=SKV key-value store (Redis with RDMA and Nic-KV)
-Documentation=file:///usr/share/doc/skv-server/README.md
+Documentation=file:///usr/share/doc/skv-server/README.md.gz
 After=network-online.target
 Wants=network-online.target
 
@@ -244,7 +284,7 @@ for l in redis-sentinel redis-check-aof redis-check-rdb; do
     ln -s redis-server.1.gz "$r/usr/share/man/man1/$l.1.gz"
 done
 echo /etc/skv/redis.conf > "$r/DEBIAN/conffiles"
-scripts "$r" skv-server.service /etc/skv/redis.conf
+scripts "$r" skv-server.service /etc/skv/redis.conf skv-nic-kv takeover
 cat > "$r/DEBIAN/control" <<EOF
 Package: skv-server
 Version: $version
@@ -278,7 +318,12 @@ nickv_pkg() { # arch binary
     mkdir -p "$r/DEBIAN" "$r/usr/bin" "$r/etc/skv" "$r/lib/systemd/system" "$r/usr/share/skv"
     install -m 0755 "$bin" "$r/usr/bin/nic-kv"
     strip_bin "$arch" "$r/usr/bin/nic-kv"
-    install -m 0644 "$top/nic-kv/nic-kv.conf" "$r/etc/skv/nic-kv.conf"
+    # The sample keeps its state file in the working directory; the
+    # package's is in /var/lib/skv, which the unit makes.
+    sed 's|^state-file nic-kv.state$|state-file /var/lib/skv/nic-kv.state|' "$top/nic-kv/nic-kv.conf" > "$r/etc/skv/nic-kv.conf"
+    grep -qx 'state-file /var/lib/skv/nic-kv.state' "$r/etc/skv/nic-kv.conf" ||
+        die "nic-kv/nic-kv.conf has no line 'state-file nic-kv.state'"
+    chmod 0644 "$r/etc/skv/nic-kv.conf"
     install -m 0755 "$top/utils/fence-ovs.sh" "$r/usr/share/skv/fence-ovs.sh"
     cat > "$r/lib/systemd/system/nic-kv.service" <<EOF
 [Unit]
@@ -313,7 +358,7 @@ EOF
     manpage "$r" nic-kv 1 "SKV's replication fan-out and failover daemon" \
         "nic-kv streams from an SKV master and sends the stream to its replicas; it probes them all and fails the master over."
     echo /etc/skv/nic-kv.conf > "$r/DEBIAN/conffiles"
-    scripts "$r" nic-kv.service /etc/skv/nic-kv.conf
+    scripts "$r" nic-kv.service /etc/skv/nic-kv.conf skv-server
     cat > "$r/DEBIAN/control" <<EOF
 Package: skv-nic-kv
 Version: $version

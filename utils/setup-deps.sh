@@ -53,12 +53,24 @@ esac
 
 command -v dpkg-query >/dev/null || die "this is not a Debian system: SKV builds on Debian 12 (bookworm)"
 
-# ------------------------------------------------------------ apt update ---
+# ------------------------------------------------------------------- apt ---
+# Another apt or dpkg (unattended-upgrades, a second make) may hold dpkg's
+# lock: apt-get waits for it, up to SKV_APT_LOCK_TIMEOUT seconds (600),
+# instead of failing at once. Its output is dropped but for its first
+# "Waiting for cache lock: ... held by process N (...)" (on stdout, and
+# only without -q), which says who we wait for.
+lock_timeout=${SKV_APT_LOCK_TIMEOUT:-600}
+apt_get() {
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$lock_timeout" "$@" |
+        awk -v t="$lock_timeout" '/^Waiting for cache lock/ && !n++ {
+            print "setup-deps: " $0 " (waiting up to " t " s)"; fflush() }'
+}
+
 updated=0
 apt_update() {
     [ $updated = 1 ] && return
     say "apt-get update"
-    as_root apt-get update -q >/dev/null
+    apt_get update
     updated=1
 }
 
@@ -125,7 +137,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     apt_update
     say "apt-get install ${missing[*]}"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    apt_get install -y --no-install-recommends "${missing[@]}"
 fi
 
 # ------------------------------------------------- Debian's redis-server ---
@@ -137,7 +149,8 @@ if [ "$what" != build ]; then
     if [ ! -x "$debredis/usr/bin/redis-server" ]; then
         say "fetching Debian's redis-server $DEB_VERSION into $debredis"
         tmp=$(mktemp -d)
-        (cd "$tmp" && apt-get download -q "redis-server=$DEB_VERSION" "redis-tools=$DEB_VERSION" \
+        (cd "$tmp" && apt-get -o DPkg::Lock::Timeout="$lock_timeout" download -q \
+            "redis-server=$DEB_VERSION" "redis-tools=$DEB_VERSION" \
             2> >(grep -v unsandboxed >&2)) >/dev/null || die "cannot download redis-server=$DEB_VERSION"
         mkdir -p "$debredis"
         for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$debredis"; done

@@ -62,10 +62,11 @@ check "control fields: versions, architectures, Conflicts/Replaces/Provides Debi
 
 lintian_clean() {
     local out
-    out=$(lintian --tag-display-limit 0 "$server" "$nk_amd64" "$nk_arm64" 2>&1 | grep -v 'running with root privileges')
+    out=$(lintian --display-info --tag-display-limit 0 "$server" "$nk_amd64" "$nk_arm64" 2>&1 |
+          grep -v 'running with root privileges')
     [ -z "$out" ] || { echo "$out"; return 1; }
 }
-check "lintian: no error, no warning, no info (one override: README)" lintian_clean
+check "lintian --display-info: no error, no warning, no info (hardening-no-bindnow, ...-no-fortify-functions among them; overrides: README)" lintian_clean
 
 # The amd64 packages unpacked into a scratch root.
 root="$scratch/root"
@@ -103,8 +104,35 @@ units_verify() {
 }
 check "systemd-analyze verify: skv-server.service and nic-kv.service" units_verify
 
+# Each unit's Documentation= names a file the packages ship.
+units_docs() {
+    local u d n=0
+    for u in skv-server.service nic-kv.service; do
+        for d in $(sed -n 's/^Documentation=//p' "$root/lib/systemd/system/$u"); do
+            n=$((n + 1))
+            [[ "$d" == file://* ]] || continue
+            [ -f "$root${d#file://}" ] || { echo "$u: Documentation=$d: no such file in the packages"; return 1; }
+        done
+    done
+    [ $n -ge 2 ] || { echo "$n Documentation= lines"; return 1; }
+}
+check "the units' Documentation= files are in the packages" units_docs
+
+# The package's nic-kv.conf keeps the state file where the unit makes its
+# directory (the sample's is relative: nic-kv/nic-kv.conf).
+nickv_state_file() {
+    grep -qx 'state-file /var/lib/skv/nic-kv.state' "$root/etc/skv/nic-kv.conf" ||
+        { grep -n '^state-file' "$root/etc/skv/nic-kv.conf"; return 1; }
+}
+check "the package's nic-kv.conf: state-file /var/lib/skv/nic-kv.state" nickv_state_file
+
 # dpkg -i in a throw-away Debian 12 root (debootstrap, cached): Debian's
-# redis-server first, then skv-server in its place; then skv-nic-kv.
+# redis-server first, holding a key and settings of its own; then
+# skv-server in its place, which must serve them (utils/deb/debian-redis.sh);
+# then Debian's again (the downgrade), which must serve what SKV wrote;
+# skv-server again, over data of SKV's own, which it must leave alone;
+# then skv-nic-kv and skv-server purged, leaving nothing behind. systemd
+# does not run there: the servers are started as their units would.
 chroot_install() {
     local base="$top/build/deb-root.tar" r="$scratch/chroot"
     if [ ! -f "$base" ]; then
@@ -118,13 +146,36 @@ chroot_install() {
     cp /etc/resolv.conf "$r/etc/resolv.conf"
     cp "$server" "$nk_amd64" "$r/tmp/"
     local in=(chroot "$r" env DEBIAN_FRONTEND=noninteractive LC_ALL=C)
+    # The chroot shares this machine's network: a port of its own.
+    local port=${SKV_DEB_PORT:-16379} pass=skv-deb-test out v
+    local cli=("${in[@]}" redis-cli -p "$port" -a "$pass" --no-auth-warning)
     "${in[@]}" apt-get update -q >/dev/null || return 1
     "${in[@]}" apt-get install -y -q --no-install-recommends redis-server >/dev/null || return 1
     "${in[@]}" dpkg -s redis-server | grep -q '^Status: install ok installed' || { echo "Debian's redis-server not installed"; return 1; }
+
+    # Debian's server, as its user: a key saved, and settings kept by
+    # CONFIG REWRITE in /etc/redis/redis.conf (the port too).
+    "${in[@]}" su -s /bin/sh redis -c "redis-server /etc/redis/redis.conf --port $port --daemonize yes --logfile /tmp/debian.log" || return 1
+    wait_ping "${in[@]}" redis-cli -p "$port" || { cat "$r/tmp/debian.log"; return 1; }
+    "${in[@]}" redis-cli -p "$port" set from-debian 42 >/dev/null
+    "${in[@]}" redis-cli -p "$port" config set maxmemory 123mb >/dev/null
+    "${in[@]}" redis-cli -p "$port" config set requirepass "$pass" >/dev/null
+    v=$("${cli[@]}" config rewrite); [ "$v" = OK ] || { echo "config rewrite: $v"; return 1; }
+    "${cli[@]}" shutdown >/dev/null 2>&1 || true
+    wait_down "${in[@]}" redis-cli -p "$port" || return 1
+    [ -f "$r/var/lib/redis/dump.rdb" ] || { echo "Debian's server saved no /var/lib/redis/dump.rdb"; return 1; }
+
     # apt takes our package in place of Debian's: it removes redis-server
-    # and redis-tools (Conflicts), and installs our dependencies.
-    "${in[@]}" apt-get install -y -q --no-install-recommends /tmp/"$(basename "$server")" \
-        /tmp/"$(basename "$nk_amd64")" || return 1
+    # and redis-tools (Conflicts), and installs our dependencies. skv-server
+    # says it takes Debian's settings and data over, and records it.
+    out=$("${in[@]}" apt-get install -y -q --no-install-recommends /tmp/"$(basename "$server")" \
+        /tmp/"$(basename "$nk_amd64")" 2>&1) || { echo "$out"; return 1; }
+    for v in "skv-server: took over the settings of Debian's redis-server: /etc/redis/redis.conf into /etc/skv/conf.d/debian-redis.conf" \
+             "skv-server: took over the data of Debian's redis-server: /var/lib/redis/dump.rdb copied to /var/lib/skv/dump.rdb"; do
+        grep -qxF "$v" <<<"$out" || { echo "apt's output lacks: $v"; echo "$out"; return 1; }
+        grep -qF "${v#skv-server: }" "$r/var/lib/skv/debian-redis.log" ||
+            { echo "/var/lib/skv/debian-redis.log lacks: $v"; cat "$r/var/lib/skv/debian-redis.log"; return 1; }
+    done
     # (Removed, its conffiles stay: "deinstall ok config-files".)
     for p in redis-server redis-tools; do
         "${in[@]}" dpkg -s $p 2>/dev/null | grep -q '^Status: install ok installed' &&
@@ -135,19 +186,71 @@ chroot_install() {
     "${in[@]}" redis-server --version | grep -q "skv=$skv" || return 1
     "${in[@]}" nic-kv --version | grep -q "Nic-KV v=$skv" || return 1
     "${in[@]}" getent passwd skv >/dev/null || { echo "no skv user"; return 1; }
-    local own; own=$("${in[@]}" stat -c %U:%a /etc/skv/redis.conf /etc/skv)
-    [ "$own" = "$(printf 'skv:640\nskv:2770')" ] || { echo "owners: $own"; return 1; }
-    # The server starts as the service would: as skv, with its config.
-    "${in[@]}" su -s /bin/sh skv -c 'cd /tmp && redis-server /etc/skv/redis.conf --port 16379 --daemonize yes --logfile /tmp/skv.log' || return 1
-    sleep 1
-    local pong; pong=$("${in[@]}" redis-cli -p 16379 ping)
-    "${in[@]}" redis-cli -p 16379 shutdown nosave >/dev/null 2>&1 || true
-    [ "$pong" = PONG ] || { echo "ping: $pong"; cat "$r/tmp/skv.log"; return 1; }
+    local own; own=$("${in[@]}" stat -c %U:%a /etc/skv/redis.conf /etc/skv /var/lib/skv/dump.rdb)
+    [ "$own" = "$(printf 'skv:640\nskv:2770\nskv:640')" ] || { echo "owners: $own"; return 1; }
+
+    # SKV starts as its unit starts it (as skv, in /var/lib/skv, with its
+    # config) and serves Debian's key on Debian's port, with Debian's
+    # password and maxmemory.
+    "${in[@]}" su -s /bin/sh skv -c 'cd /var/lib/skv && redis-server /etc/skv/redis.conf --daemonize yes --logfile /tmp/skv.log' || return 1
+    wait_ping "${cli[@]}" || { cat "$r/tmp/skv.log"; return 1; }
+    v=$("${cli[@]}" info server | tr -d '\r' | sed -n 's/^skv_version://p')
+    [ "$v" = "$skv" ] || { echo "not SKV on port $port: skv_version '$v'"; return 1; }
+    v=$("${cli[@]}" get from-debian); [ "$v" = 42 ] || { echo "SKV: GET from-debian: '$v'"; return 1; }
+    v=$("${cli[@]}" config get maxmemory | tail -n 1); [ "$v" = 128974848 ] || { echo "SKV: maxmemory '$v'"; return 1; }
+    v=$("${in[@]}" redis-cli -p "$port" ping 2>&1); [[ "$v" == NOAUTH* ]] || { echo "SKV without the password: '$v'"; return 1; }
+    "${cli[@]}" set from-skv 7 >/dev/null
+    "${cli[@]}" shutdown >/dev/null 2>&1 || true
+    wait_down "${cli[@]}" || return 1
+
+    # The downgrade: skv-server removed hands its data back, and Debian's
+    # redis-server installed again serves it.
+    out=$("${in[@]}" apt-get remove -y -q skv-server 2>&1) || { echo "$out"; return 1; }
+    v="skv-server: handed SKV's data back to Debian's redis-server: /var/lib/skv/dump.rdb moved to /var/lib/redis/dump.rdb"
+    grep -qxF "$v" <<<"$out" || { echo "apt's output lacks: $v"; echo "$out"; return 1; }
+    "${in[@]}" apt-get install -y -q --no-install-recommends redis-server >/dev/null || return 1
+    own=$("${in[@]}" stat -c %U:%G /var/lib/redis/dump.rdb)
+    [ "$own" = redis:redis ] || { echo "/var/lib/redis/dump.rdb: owner $own"; return 1; }
+    "${in[@]}" su -s /bin/sh redis -c "redis-server /etc/redis/redis.conf --daemonize yes" || return 1
+    wait_ping "${cli[@]}" || { cat "$r/tmp/debian.log"; return 1; }
+    v=$("${cli[@]}" info server | tr -d '\r' | grep -c '^skv_version:')
+    [ "$v" = 0 ] || { echo "SKV, not Debian's redis-server, on port $port"; return 1; }
+    v=$("${cli[@]}" get from-skv); [ "$v" = 7 ] || { echo "Debian's again: GET from-skv: '$v'"; return 1; }
+    v=$("${cli[@]}" get from-debian); [ "$v" = 42 ] || { echo "Debian's again: GET from-debian: '$v'"; return 1; }
+    "${cli[@]}" shutdown nosave >/dev/null 2>&1 || true
+    wait_down "${cli[@]}" || return 1
+
+    # Installed again where SKV has data of its own: nothing is taken.
+    echo "SKV's own" > "$r/var/lib/skv/dump.rdb"
+    out=$("${in[@]}" apt-get install -y -q --no-install-recommends /tmp/"$(basename "$server")" 2>&1) ||
+        { echo "$out"; return 1; }
+    v="skv-server: Debian's redis-server not taken over: SKV has data of its own (/var/lib/skv/dump.rdb)"
+    grep -qxF "$v" <<<"$out" || { echo "apt's output lacks: $v"; echo "$out"; return 1; }
+    [ "$(cat "$r/var/lib/skv/dump.rdb")" = "SKV's own" ] || { echo "SKV's own dump.rdb was overwritten"; return 1; }
+    [ ! -e "$r/etc/skv/conf.d/debian-redis.conf" ] || { echo "settings taken over all the same"; return 1; }
+
+    # Purged, ours leave no dpkg-statoverride behind.
     "${in[@]}" apt-get purge -y -q skv-server skv-nic-kv >/dev/null || return 1
-    [ ! -e "$r/usr/bin/redis-server" ] || { echo "redis-server left after purge"; return 1; }
+    [ ! -e "$r/usr/bin/nic-kv" ] || { echo "nic-kv left after purge"; return 1; }
+    v=$("${in[@]}" dpkg-statoverride --list | grep /etc/skv)
+    [ -z "$v" ] || { echo "dpkg-statoverride entries left after purge: $v"; return 1; }
+}
+
+# wait_ping <redis-cli command...>: PONG within 5 s.
+wait_ping() {
+    local i
+    for i in $(seq 50); do [ "$("$@" ping 2>/dev/null)" = PONG ] && return 0; sleep 0.1; done
+    echo "no PONG from: $*"; return 1
+}
+
+# wait_down <redis-cli command...>: no answer within 5 s (shut down).
+wait_down() {
+    local i
+    for i in $(seq 50); do "$@" ping >/dev/null 2>&1 || return 0; sleep 0.1; done
+    echo "still answering: $*"; return 1
 }
 if [ "${SKV_DEB_CHROOT:-1}" = 1 ]; then
-    check "dpkg: skv-server replaces Debian's redis-server in a Debian 12 root (apt), runs as skv, purges" chroot_install
+    check "dpkg: skv-server replaces Debian's redis-server in a Debian 12 root (apt), serves its key and settings as skv; the downgrade serves SKV's; SKV's own data left alone; purges" chroot_install
 fi
 
 exit $failed
