@@ -391,6 +391,8 @@ long long nkLinkHistory(void);
 /* Is (replid, offset) our stream's history: the master's id, or the one
  * before it up to where it changed (as a Redis master's replid2)? */
 int nkLinkSameHistory(const char *replid, long long offset);
+/* The most of the stream our reports to the master said we hold. */
+long long nkLinkReportedOffset(void);
 /* INFO's "Replication" section (alias "upstream"): the link's fields, no
  * closing blank line; last is the backlog's last offset. */
 sds nkLinkInfo(sds s, long long last);
@@ -537,6 +539,7 @@ const char *nkProbeMasterRunid(void);
  * answers, our own stream's end; 0 if nothing was seen since we started),
  * when that last grew, and the fastest it grew lately (bytes/s). */
 long long nkProbeStreamBound(long long *at_us, long long *rate);
+long long nkProbeAckBound(void);
 /* A replica's process as the probes learnt it while it was listed ("" if
  * not known: it requires a password, or never answered). */
 const char *nkProbeRunid(const char *ip, int port);

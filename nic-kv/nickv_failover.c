@@ -431,6 +431,7 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
             snprintf(c->why, sizeof(c->why), "it claims offset %lld, beyond the %lld bytes the master's "
                      "stream is known to hold (at most %.0f are plausible)", c->offset, bound, plausible);
             foDistrust(c);
+            c->beyond = 1;
             return;
         }
         /* A leader that did not fan out (a standby that took over, with a
@@ -697,6 +698,23 @@ static int better(const foCandidate *c, const foCandidate *best) {
     return cmp ? cmp < 0 : c->node.port < best->node.port;
 }
 
+/* How much of c's claim may be acknowledged writes, for the check that no
+ * replica left out holds any the winner lacks: the whole claim of a
+ * candidate; of any other, at most nkProbeAckBound. An SKV master with
+ * nickv-lease yes counts a direct replica's ACK for WAIT only that far
+ * (src/nickv_server.c, nickvDirectAckCounts): bytes past it were never
+ * acknowledged, so a replica past the stream bound (unchecked, or
+ * distrusted for an implausible claim) calls the failover off only when
+ * the candidates lack some of what it may hold below the ack bound. A
+ * standby that took over (a coordinator) granted no lease on what the
+ * fan-out Nic-KV reported: it counts the claim as it is. -1: nothing. */
+static long long foHeld(const foCandidate *c) {
+    if (!c->usable && !c->beyond) return -1;
+    if (c->eligible || (nkCoordOn() && !nkLinkStreamedLately())) return c->usable ? c->offset : -1;
+    long long ack = nkProbeAckBound();
+    return ack > 0 && c->offset > ack ? ack : c->offset;
+}
+
 static void foChoose(void) {
     foCandidate *best = NULL;
     long long most = -1;
@@ -704,8 +722,9 @@ static void foChoose(void) {
     foCorroborate();
     for (int i = 0; i < F.ncand; i++) {
         foCandidate *c = &F.cand[i];
-        if (c->usable && c->offset > most) {
-            most = c->offset;
+        long long held = foHeld(c);
+        if (held > most) {
+            most = held;
             ahead = c;
         }
         if (!c->eligible) {

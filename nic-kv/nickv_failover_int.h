@@ -58,6 +58,9 @@ typedef struct foCandidate {
                                  * and plausible: promoted only if corroborated */
     int corroborated;           /* ... and another replica confirmed it: ranks after
                                  * one as far that needed no confirmation */
+    int beyond;                 /* distrusted for an offset past what is plausible:
+                                 * it may still hold acknowledged writes up to
+                                 * nkProbeAckBound (foChoose) */
     char why[256];              /* why it cannot */
 } foCandidate;
 

@@ -156,6 +156,8 @@ static long long stream_seen_us;
 static struct { long long us, offset; } stream_samples[NK_STREAM_SAMPLES];
 static int stream_next;
 static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
+static long long master_clock_offset;   /* the offset of the answer master_clock is from */
+static long long granted_offset;        /* ... of the answer our last grant echoed */
 static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
 static int master_restarted;            /* ... and is not vetted yet (probeVet) */
 static int master_identified;           /* a lease answer on this connection */
@@ -303,6 +305,7 @@ static void streamHistory(const char *replid, const char *replid2) {
         nkLog(LL_NOTICE, "Probe: the master's stream is another history (%s, was %s): what it holds is "
               "known afresh", replid, stream_replid);
         master_offset_seen = 0;
+        granted_offset = 0;
         stream_seen_us = 0;
         memset(stream_samples, 0, sizeof(stream_samples));
     }
@@ -631,6 +634,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     streamSeen(offset);
     int first = !master_clock;
     master_clock = clock;
+    master_clock_offset = offset;
     /* The first clock of a master: grant at once (a new master serves
      * nothing before), and read its INFO behind the grant. */
     if (first && hooks.granting()) {
@@ -865,6 +869,9 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
         if (grant) {
             hooks.granted(lease_ms);
             master_granted = 1;
+            /* The master learns from the echoed clock that we read this
+             * answer's offset (src/nickv_lease.c, leaseConfirmed). */
+            if (master_clock_offset > granted_offset) granted_offset = master_clock_offset;
         }
     } else
         n->out = nkCatCommand(n->out, "PING", NULL);
@@ -924,6 +931,7 @@ static void nodeRetarget(probeNode *n, const char *ip, int port) {
     n->why[0] = '\0';
     n->rtt_us = n->max_rtt_us = 0;
     master_clock = 0;           /* another host's clock: a query first */
+    granted_offset = 0;         /* ... and what it acknowledged is its own */
     master_lease = -1;
     master_cluster = -1;
     master_rdma_port = 0;
@@ -1340,6 +1348,17 @@ long long nkProbeStreamBound(long long *at_us, long long *rate) {
     if (at_us) *at_us = last > master_offset_seen ? now : stream_seen_us;
     if (rate) *rate = peak;
     return last > master_offset_seen ? last : master_offset_seen;
+}
+
+/* How far an SKV master with nickv-lease yes may have acknowledged its
+ * stream to WAIT through a direct replica: as far as we told it we hold
+ * (our link's ACKs and backlog reports), or as far as a lease answer said
+ * whose clock a grant of ours echoed (src/nickv_server.c,
+ * nickvDirectAckCounts). Bytes a replica holds past this were never
+ * acknowledged. 0: nothing known. */
+long long nkProbeAckBound(void) {
+    long long reported = nkLinkReportedOffset();
+    return granted_offset > reported ? granted_offset : reported;
 }
 
 const char *nkProbeMasterRunid(void) {

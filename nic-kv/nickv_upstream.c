@@ -68,6 +68,7 @@ static struct {
     char master_replid[NK_RUNID_SIZE+1];
     char master_replid2[NK_RUNID_SIZE+1];
     long long second_replid_offset;
+    long long reported;                 /* nkLinkReportedOffset */
     char hello_replid[NK_RUNID_SIZE+1];
     long long hello_offset;
     unsigned long long link_bytes_in;
@@ -320,6 +321,7 @@ static void newHistory(const char *replid, long long next_offset) {
     snprintf(L.master_replid, sizeof(L.master_replid), "%s", replid);
     L.master_replid2[0] = '\0';
     L.second_replid_offset = -1;
+    L.reported = 0;
     nkBacklogReset(next_offset);
 }
 
@@ -358,6 +360,7 @@ static void startStreaming(void) {
           M.host, M.port, L.master_replid, last,
           L.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
     nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
+    if (last > L.reported) L.reported = last;
     if (R) R->announce();
 }
 
@@ -636,6 +639,15 @@ void nkLinkHeartbeat(void) {
     ll2string(off, sizeof(off), last);
     linkCommand("REPLCONF", "ACK", off, NULL);
     nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
+    if (last > L.reported) L.reported = last;
+}
+
+/* The most of the stream our ACKs and backlog reports said we hold: an
+ * SKV master counts a direct replica's ACK for WAIT only that far (or as
+ * far as a lease answer we granted on said: nkProbeAckBound), so no
+ * acknowledged write lies beyond both. 0 in a new history. */
+long long nkLinkReportedOffset(void) {
+    return L.reported;
 }
 
 /* Our link streamed from the master within the last few seconds: the end

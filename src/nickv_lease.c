@@ -44,6 +44,8 @@
 
 int nickvLease = 0;
 
+#define NICKV_LEASE_SENT 32        /* answers remembered (the probe's pace: ~3 s) */
+
 static struct {
     long long until_ms;        /* held until then (our monotonic clock) */
     long long grants;          /* grants taken */
@@ -51,6 +53,12 @@ static struct {
     long long bad;             /* grants refused: malformed, from the future */
     int held;                  /* at the last check, for the log */
     time_t bad_logged;
+    /* Our recent answers' <now> and <offset>: a grant's <t> names the one
+     * Nic-KV read, so Nic-KV knows our stream reached that offset. */
+    struct { long long now, offset; } sent[NICKV_LEASE_SENT];
+    int sent_next;
+    long long confirmed;       /* the most Nic-KV was told and read ... */
+    char confirmed_replid[CONFIG_RUN_ID_SIZE + 1];   /* ... in this history */
 } LE;
 
 /* CLOCK_BOOTTIME: monotonic, and it goes on while the machine is
@@ -132,6 +140,21 @@ int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
     return 1;
 }
 
+/* A grant echoes t, the <now> of an answer Nic-KV read: that answer's
+ * offset is confirmed. Answers within one millisecond share a <now>: the
+ * least of their offsets is the one surely read. */
+static void leaseConfirmed(long long t) {
+    long long offset = -1;
+    for (int i = 0; i < NICKV_LEASE_SENT; i++)
+        if (LE.sent[i].now == t && (offset == -1 || LE.sent[i].offset < offset)) offset = LE.sent[i].offset;
+    if (offset == -1) return;
+    if (strcmp(LE.confirmed_replid, server.replid)) {
+        memcpy(LE.confirmed_replid, server.replid, sizeof(LE.confirmed_replid));
+        LE.confirmed = 0;
+    }
+    if (offset > LE.confirmed) LE.confirmed = offset;
+}
+
 /* REPLCONF nickv "lease <t> <ms>" (argv[0] is "lease"). */
 void nickvLeaseGrant(client *c, int argc, sds *argv) {
     long long t, ms, now = leaseNow();
@@ -155,7 +178,20 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
         LE.until_ms = t + ms;
         LE.grants++;
     }
+    if (t > 0) leaseConfirmed(t);
+    LE.sent[LE.sent_next].now = now;
+    LE.sent[LE.sent_next].offset = server.master_repl_offset;
+    LE.sent_next = (LE.sent_next + 1) % NICKV_LEASE_SENT;
     addReplyStatusFormat(c, "LEASE %lld %s %lld", now, server.runid, server.master_repl_offset);
+}
+
+/* How far Nic-KV has read that our stream goes, in this history: the
+ * offset of an answer whose <now> a later grant echoed (0: none). Nic-KV's
+ * failover bounds what a replica may claim by what it heard this way
+ * (nickvDirectAckCounts, src/nickv_server.c, says why that matters). */
+long long nickvLeaseConfirmedOffset(void) {
+    if (!nickvLease || strcmp(LE.confirmed_replid, server.replid)) return 0;
+    return LE.confirmed;
 }
 
 sds nickvLeaseInfo(sds info) {

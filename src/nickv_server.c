@@ -87,6 +87,8 @@ static struct {
     long long stream_writes;
     mstime_t daemon_heard;     /* when the daemon last reported */
     mstime_t daemon_hello;     /* when it said hello */
+    long long held;            /* the most of our stream Nic-KV said it holds ... */
+    char held_replid[CONFIG_RUN_ID_SIZE + 1];   /* ... in this history */
     long long daemon_ack;      /* its last ACK of the stream ... */
     mstime_t daemon_ack_moved; /* ... which moved then, or it was all caught up */
     list *retired;            /* client ids of daemons forgotten whose links
@@ -131,6 +133,8 @@ static struct {
     int reconnect_now;         /* a redirect or a refusal ended the handshake */
     mstime_t via_heard;        /* ... when it moved, or the link started */
 } NK;
+
+static void nickvHeld(long long offset);
 
 int cancelReplicationHandshake(int reconnect);   /* replication.c */
 int connectWithMaster(void);                      /* replication.c */
@@ -666,6 +670,7 @@ void nickvReplconf(client *c, sds message) {
             if (b > r->ack_off) r->ack_off = b;
             r->ack_time = server.unixtime;
         }
+        nickvHeld(b);       /* a replica behind it has it: so has Nic-KV */
     } else if (!strcasecmp(argv[0], NICKV_MSG_BACKLOG) && (argc == NICKV_MSG_BACKLOG_ARGC - 1 || argc == NICKV_MSG_BACKLOG_ARGC) &&
                string2ll(argv[1], sdslen(argv[1]), &a) && string2ll(argv[2], sdslen(argv[2]), &b)) {
         /* Also the daemon's heartbeat (every NICKV_HEARTBEAT_MS), with the
@@ -674,6 +679,7 @@ void nickvReplconf(client *c, sds message) {
         if (argc == NICKV_MSG_BACKLOG_ARGC && (!string2ll(argv[3], sdslen(argv[3]), &slots) || slots < 0)) slots = -1;
         NK.backlog_first = a;
         NK.backlog_last = b;
+        nickvHeld(b);
         NK.backlog_known = 1;
         NK.daemon_slots = slots;
         NK.daemon_heard = mstime();
@@ -729,6 +735,43 @@ int nickvMaybeRedirect(client *c, long long psync_offset) {
     NK.redirects++;
     if (NK.daemon_slots > 0) NK.daemon_slots--;   /* until its next report */
     return 1;
+}
+
+/* Nic-KV holds our stream up to offset (its backlog's end, its own ACK, a
+ * replica's ACK it relays). Kept per history: offsets of another one (a
+ * master demoted, resynced and promoted again) say nothing of this one. */
+static void nickvHeld(long long offset) {
+    if (offset > server.master_repl_offset) offset = server.master_repl_offset;
+    if (strcmp(NK.held_replid, server.replid)) {
+        memcpy(NK.held_replid, server.replid, sizeof(NK.held_replid));
+        NK.held = 0;
+    }
+    if (offset > NK.held) NK.held = offset;
+}
+
+/* Why a direct replica's ACK counts for WAIT only up to what Nic-KV
+ * knows our stream holds. With nickv-lease yes, Nic-KV may fail this
+ * master over, and its failover distrusts a replica that claims much more
+ * of the stream than Nic-KV knows the master wrote (nic-kv/nickv_failover.c,
+ * queryReply: such a claim is a lie, or bytes nobody may have
+ * acknowledged). Nic-KV knows what its link received and what our lease
+ * answers told it. A direct replica can get bytes Nic-KV learns of
+ * neither way: Nic-KV stopped while we still hold a lease, then we are
+ * killed with those bytes in our output buffer to it (and the reset
+ * connection drops what it had not read). Before this rule WAIT
+ * acknowledged writes only such a replica had; the failover distrusted it
+ * and promoted another, and they were lost (nickv-failover-edges.tcl, "a
+ * direct replica ahead of Nic-KV ..."). So an ACK counts once Nic-KV
+ * holds the offset (its ACK, its backlog report, a replica's ACK it
+ * relays) or read a lease answer that said we reached it (a probe
+ * interval later: WAIT on direct replicas waits that long). Replicas
+ * behind Nic-KV are not concerned: their ACKs come through it. */
+int nickvDirectAckCounts(long long offset) {
+    client *d;
+    if (!nickvLease) return 1;
+    if ((d = nickvDaemon())) nickvHeld(d->repl_ack_off);
+    if (!strcmp(NK.held_replid, server.replid) && NK.held >= offset) return 1;
+    return nickvLeaseConfirmedOffset() >= offset;
 }
 
 int nickvCountAcksByOffset(long long offset) {

@@ -33,6 +33,9 @@ int nickvMaybeRedirect(struct client *c, long long psync_offset);
 int nickvIsDaemon(struct client *c);
 /* Replicas behind Nic-KV, for WAIT, min-replicas-to-write and INFO. */
 int nickvCountAcksByOffset(long long offset);
+/* With nickv-lease yes, a direct replica's acknowledgement of offset
+ * counts for WAIT only once Nic-KV holds the stream that far too. */
+int nickvDirectAckCounts(long long offset);
 int nickvCountGoodReplicas(void);
 long nickvReplicaCount(void);
 /* Nic-KV's probes: a replica that does not answer them counts for neither
@@ -55,6 +58,7 @@ void nickvCountReplicaWrite(void);
 extern int nickvLease;
 /* processCommand(): 1 if the command was refused for want of a lease. */
 int nickvLeaseRefuses(struct client *c, int is_write, int is_denystale);
+long long nickvLeaseConfirmedOffset(void);
 /* 1 while this node may write as a master (always with nickv-lease no). */
 int nickvLeaseHeld(void);
 int nickvLeaseActive(void);

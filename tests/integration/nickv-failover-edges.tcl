@@ -597,7 +597,7 @@ proc fe_offset {port} {
 }
 
 # Cut Nic-KV's link on the master m and keep it down, write, have both
-# direct replicas acknowledge, stop the master: retried until Nic-KV's
+# direct replicas receive it, stop the master: retried until Nic-KV's
 # stream bound is below what the replicas hold (a lease answer may carry
 # the master's offset after the write). Returns the value written.
 proc fe_stop_past_bound {nk m mpid ports} {
@@ -618,7 +618,15 @@ proc fe_stop_past_bound {nk m mpid ports} {
         }
         set v "[clock milliseconds]-$attempt"
         assert_equal OK [nickv_write_when_good $nk $m set past-bound $v]
-        assert_equal 2 [$m wait 2 2000]
+        # Both replicas have it (no WAIT: with Nic-KV's link down, the
+        # master counts their ACKs only once a lease answer told Nic-KV
+        # its offset, and then the bound is past the write).
+        set moff [status $m master_repl_offset]
+        wait_for_condition 100 20 {
+            [fe_offset [lindex $ports 0]] >= $moff && [fe_offset [lindex $ports 1]] >= $moff
+        } else {
+            fail "the replicas did not get the write"
+        }
         exec kill -STOP $mpid
         set offsets {}
         foreach p $ports { lappend offsets [fe_offset $p] }
@@ -762,4 +770,80 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         nickv_stop $nk
     }
     }
+}
+
+# A direct replica ahead of Nic-KV: Nic-KV is stopped while the master
+# still holds its lease and writes, the direct replica acknowledges what
+# Nic-KV never gets, the master is killed. Nic-KV's failover distrusts the
+# direct replica's claim (more than the stream it knows of) and promotes
+# the replica behind it: so nothing the direct replica alone holds may
+# have been acknowledged (nickvDirectAckCounts, src/nickv_server.c).
+# Before that rule WAIT acknowledged all of it, and all of it was lost.
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+start_server [list overrides $fe_conf] {
+start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
+    set mport [srv -2 port]
+    set mpid [srv -2 pid]
+    set a [srv -1 client]
+    set d [srv 0 client]
+    $a replicaof 127.0.0.1 $mport
+    $d replicaof 127.0.0.1 $mport
+    set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
+
+    test {Nic-KV: a direct replica ahead of Nic-KV when the master dies holds no acknowledged write} {
+        nickv_wait_failover_view $nk 2
+        wait_for_condition 100 100 {
+            [nickv_info $nk connected_slaves] == 1
+        } else {
+            fail "the replica did not move behind Nic-KV: [nickv_cmd $nk info replication]"
+        }
+        set m [redis 127.0.0.1 $mport]
+        $m select 9
+        # While Nic-KV holds the stream, the direct replica's ACK counts.
+        $m set before 1
+        assert_equal 2 [$m wait 2 5000]
+        set nkpid [dict get $nk pid]
+        exec kill -STOP $nkpid
+        set big [string repeat x 262144]
+        set acked {}
+        set written 0
+        for {set i 0} {$i < 40} {incr i} {
+            if {[catch {$m set k$i $big}]} break
+            incr written
+            if {[catch {$m wait 1 100} w] == 0 && $w >= 1} { lappend acked $i }
+        }
+        set doffset [status $d slave_repl_offset]
+        exec kill -9 $mpid
+        exec kill -CONT $nkpid
+        # The direct replica got what the master wrote meanwhile; WAIT
+        # acknowledged none of it.
+        assert {$written >= 1}
+        assert_equal {} $acked
+        wait_for_condition 100 100 {
+            [nickv_info $nk failovers] == 1 && [nickv_info $nk failover_state] eq {watching}
+        } else {
+            fail "no failover: [nickv_cmd $nk info failover]"
+        }
+        lassign [nickv_master_addr $nk] nhost nport
+        assert_equal [srv -1 port] $nport
+        # Its claim is past the stream Nic-KV knows (plausible or not): no
+        # candidate, and, holding nothing acknowledged past what Nic-KV
+        # told the master it holds, no reason to call the failover off.
+        assert_match "*it claims offset $doffset, *the master's stream is known to hold*" \
+            [exec cat [dict get $nk log]]
+        assert_equal 0 [nickv_info $nk failovers_aborted]
+        set nm [redis 127.0.0.1 $nport]
+        $nm select 9
+        nickv_wait_served $nm
+        assert_equal 1 [$nm get before]
+        # The direct replica follows the new master: its extra bytes go.
+        fo_wait_replica_of [srv 0 port] $nport
+        $d select 9
+        nickv_assert_digests $nm [list $d]
+        $nm close
+        $m close
+        nickv_stop $nk
+    }
+}
+}
 }
