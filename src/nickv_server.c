@@ -670,7 +670,6 @@ void nickvReplconf(client *c, sds message) {
             if (b > r->ack_off) r->ack_off = b;
             r->ack_time = server.unixtime;
         }
-        nickvHeld(b);       /* a replica behind it has it: so has Nic-KV */
     } else if (!strcasecmp(argv[0], NICKV_MSG_BACKLOG) && (argc == NICKV_MSG_BACKLOG_ARGC - 1 || argc == NICKV_MSG_BACKLOG_ARGC) &&
                string2ll(argv[1], sdslen(argv[1]), &a) && string2ll(argv[2], sdslen(argv[2]), &b)) {
         /* Also the daemon's heartbeat (every NICKV_HEARTBEAT_MS), with the
@@ -737,8 +736,8 @@ int nickvMaybeRedirect(client *c, long long psync_offset) {
     return 1;
 }
 
-/* Nic-KV holds our stream up to offset (its backlog's end, its own ACK, a
- * replica's ACK it relays). Kept per history: offsets of another one (a
+/* Nic-KV holds our stream up to offset (its backlog's end, its own ACK).
+ * Kept per history: offsets of another one (a
  * master demoted, resynced and promoted again) say nothing of this one. */
 static void nickvHeld(long long offset) {
     if (offset > server.master_repl_offset) offset = server.master_repl_offset;
@@ -762,10 +761,12 @@ static void nickvHeld(long long offset) {
  * acknowledged writes only such a replica had; the failover distrusted it
  * and promoted another, and they were lost (nickv-failover-edges.tcl, "a
  * direct replica ahead of Nic-KV ..."). So an ACK counts once Nic-KV
- * holds the offset (its ACK, its backlog report, a replica's ACK it
- * relays) or read a lease answer that said we reached it (a probe
- * interval later: WAIT on direct replicas waits that long). Replicas
- * behind Nic-KV are not concerned: their ACKs come through it. */
+ * said it holds the offset (its ACK or backlog report, every 200 ms) or
+ * read a lease answer that said we reached it (a probe interval later):
+ * exactly what its failover bounds claims by (nkProbeAckBound; not a
+ * replica's ACK it relays, which it does not count). WAIT on direct
+ * replicas waits that long. Replicas behind Nic-KV are not concerned:
+ * their ACKs come through it. */
 int nickvDirectAckCounts(long long offset) {
     client *d;
     if (!nickvLease) return 1;
