@@ -344,6 +344,56 @@ print(s.sentinels\[0\].client_info()\['resp'\])
         }
     }
 
+    test {CONFIG REWRITE without a config file: refused, saying so} {
+        assert_equal {ERR Rewriting config file: The server is running without a config file} [nickv_cmd $nk config rewrite]
+    }
+
     nickv_assert_no_bug $nk
     nickv_stop $nk
+
+    test {CONFIG REWRITE: a CONFIG SET survives a restart; comments, unknown lines kept, a duplicate dropped} {
+        set dir [file normalize [tmpdir nickv-rewrite]]
+        set conf $dir/nic-kv.conf
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        set f [open $conf w]
+        puts $f "# Nic-KV for the rewrite test\nmaster-port $mport\n\n  # probes\nprobe-interval 100\nprobe-interval 120"
+        puts $f "state-file $dir/nickv.state\nlogfile $dir/nickv.log\n#waiting-time 900"
+        close $f
+        file attributes $conf -permissions 0640
+        proc rewrite_start {conf port dir} {
+            set pid [exec [nickv_binary] $conf --port $port >>& $dir/nickv.out &]
+            lappend ::nickv_pids $pid
+            set nk [dict create port $port pid $pid log $dir/nickv.log args {} master 0]
+            # Its own "listening" line: not another process on the port.
+            wait_for_condition 100 50 {
+                [file exists $dir/nickv.log] &&
+                ![catch {exec grep -c "listening on port $port," $dir/nickv.log} n] && $n == $::rewrite_starts + 1 &&
+                [catch {nickv_cmd $nk ping} r] == 0 && $r eq "PONG"
+            } else {
+                fail "nic-kv did not start: [exec cat $dir/nickv.out]"
+            }
+            incr ::rewrite_starts
+            return $nk
+        }
+        set ::rewrite_starts 0
+        set nk [rewrite_start $conf $port $dir]
+        assert_equal {probe-interval 120} [nickv_cmd $nk config get probe-interval]
+        assert_equal OK [nickv_cmd $nk config set probe-interval 250]
+        assert_equal OK [nickv_cmd $nk config set master-name "my master"]
+        assert_equal OK [nickv_cmd $nk config rewrite]
+        set f [open $conf]
+        set text [read $f]
+        close $f
+        set want "# Nic-KV for the rewrite test\nmaster-port $mport\n\n  # probes\nprobe-interval 250\n"
+        append want "state-file $dir/nickv.state\nlogfile $dir/nickv.log\n#waiting-time 900\nport $port\nmaster-name \"my master\"\n"
+        assert_equal $want $text
+        assert_equal 00640 [file attributes $conf -permissions]
+        assert_equal {} [glob -nocomplain $conf.rewrite-*]
+        nickv_stop $nk
+        set nk [rewrite_start $conf $port $dir]
+        assert_equal {probe-interval 250} [nickv_cmd $nk config get probe-interval]
+        assert_equal {master-name {my master}} [nickv_cmd $nk config get master-name]
+        nickv_assert_no_bug $nk
+        nickv_stop $nk
+    }
 }
