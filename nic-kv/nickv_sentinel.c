@@ -17,6 +17,8 @@
  *   SENTINEL REPLICAS|SLAVES <name>           the replicas' states
  *   SENTINEL SENTINELS <name>                 none: Nic-KV is the only one
  *
+ * To a client that chose RESP3 (HELLO 3: redis-py 8 does), each state is a
+ * map and the null array RESP3's null, as redis-sentinel 7.0 answers.
  * The fields are Sentinel's; those Nic-KV has no value for are 0 or "".
  * A master that does not answer its probes is flagged s_down and o_down
  * (Nic-KV is the only observer: its quorum is 1), which tells a client
