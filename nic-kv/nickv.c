@@ -174,6 +174,8 @@ void nkClientFree(nkClient *c) {
     }
     if (c->fs) nkProxyFullSync(c);   /* with no conn: tears the sync down */
     nkPubsubClientFree(c);
+    sdsfree(c->name);
+    sdsfree(c->user);
     sdsfree(c->querybuf);
     sdsfree(c->outbuf);
     zfree(c);
@@ -330,6 +332,8 @@ static void nkClientCreate(nkConn *conn, const char *ip, int port) {
     c->outbuf = sdsempty();
     c->ctime = time(NULL);
     c->ctime_ms = nkMstime();
+    c->last_cmd_ms = c->ctime_ms;
+    c->resp = 2;
     listAddNodeTail(nk.clients, c);
     nkConnSetData(conn, c);
     if (full) {

@@ -116,6 +116,7 @@ ssize_t nkConnRead(nkConn *c, void *buf, size_t len);
 ssize_t nkConnWrite(nkConn *c, const void *buf, size_t len);
 const char *nkConnError(nkConn *c);
 int nkConnIsRdma(nkConn *c);
+int nkConnFd(nkConn *c);
 rdmaChan *nkConnChan(nkConn *c);
 void nkConnClose(nkConn *c);
 
@@ -344,6 +345,11 @@ typedef struct nkClient {
     long long obuf_soft_since; /* ms: its queue went over the soft limit; 0: not over */
     time_t ctime;
     long long ctime_ms;
+    int resp;                 /* 2 or 3: the protocol HELLO chose (nickv_cmd.c) */
+    sds name;                 /* CLIENT SETNAME, HELLO SETNAME; NULL: none */
+    sds user;                 /* the user AUTH named; NULL: default */
+    long long last_cmd_ms;    /* when its last command ran (CLIENT LIST idle) */
+    char last_cmd[24];        /* ... and its name, lower case (CLIENT LIST cmd) */
 } nkClient;
 
 void nkClientReply(nkClient *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -671,6 +677,16 @@ void nkSentinelSwitchMaster(const char *old_ip, int old_port, const char *new_ip
  * as RESP: every argument a bulk string of exactly its bytes. */
 sds nkCatCommandV(sds out, const char *first, va_list ap);
 sds nkCatCommand(sds out, const char *first, ...) __attribute__((sentinel));
+/* Replies to a client in the protocol it speaks (resp: 2 or 3), as
+ * upstream's addReply*: RESP3's map, null, push and verbatim string, or
+ * what stands for each in RESP2. */
+sds nkCatBulk(sds s, const char *p, size_t len);
+sds nkCatBulkLL(sds s, long long v);
+sds nkCatMapLen(sds s, int resp, long n);
+sds nkCatPushLen(sds s, int resp, long n);
+sds nkCatNull(sds s, int resp);
+sds nkCatNullArray(sds s, int resp);
+sds nkCatVerbatim(sds s, int resp, const char *p, size_t len);
 
 /* A replica's handshake with the master, for the link and for proxied full
  * syncs alike (see nickv_resp.c). */

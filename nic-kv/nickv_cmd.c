@@ -6,8 +6,9 @@
  * nickv.c reads a client's requests and hands each one to execCommand here;
  * the answer goes back through nkClientReply. Two roles may send commands
  * ("Who may run what" below, NIC-KV.md): replication and discovery (PING,
- * REPLCONF, PSYNC, INFO, ROLE, SENTINEL, SUBSCRIBE...), and admin (CONFIG,
- * FAILOVER, SHUTDOWN). PSYNC is nickv_replica.c's, SENTINEL and SUBSCRIBE
+ * REPLCONF, PSYNC, INFO, ROLE, SENTINEL, SUBSCRIBE, HELLO, CLIENT...), and
+ * admin (CONFIG, FAILOVER, SHUTDOWN, CLIENT LIST/KILL). Every command is a
+ * row of nkCommands[]. PSYNC is nickv_replica.c's, SENTINEL and SUBSCRIBE
  * nickv_sentinel.c's, CONFIG nickv_config.c's; INFO's sections come from
  * every part, put together in genInfo.
  */
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -48,12 +50,17 @@ int isLoopback(const char *ip) {
  *
  *   replication and discovery   any client that passed requirepass (else
  *                               masterauth), or every client when neither
- *                               is set: AUTH, PING, REPLCONF, PSYNC, SYNC,
- *                               INFO, ROLE, SENTINEL (read only), the
- *                               SUBSCRIBE family, QUIT
- *   admin                       what changes Nic-KV or the nodes, or reads
- *                               its secrets: CONFIG (GET, SET, RESETSTAT),
- *                               FAILOVER, SHUTDOWN. A client that gave
+ *                               is set: AUTH, HELLO, PING, ECHO, REPLCONF,
+ *                               PSYNC, SYNC, INFO, ROLE, TIME, SENTINEL
+ *                               (read only), the SUBSCRIBE family, CLIENT
+ *                               ID/GETNAME/SETNAME/INFO (the client's own),
+ *                               ACL WHOAMI, COMMAND, SLOWLOG, LATENCY,
+ *                               MEMORY STATS, QUIT
+ *   admin                       what changes Nic-KV or the nodes, reads
+ *                               its secrets or touches other clients:
+ *                               CONFIG (GET, SET, RESETSTAT, REWRITE),
+ *                               FAILOVER, SHUTDOWN, CLIENT LIST and CLIENT
+ *                               KILL. A client that gave
  *                               adminpass (AUTH <adminpass>, or AUTH admin
  *                               <adminpass>); with no adminpass set, a
  *                               loopback client, as upstream's protected
@@ -62,16 +69,8 @@ int isLoopback(const char *ip) {
  *
  * And CONFIG SET of an option that names a program or a file (PROTECTED:
  * fence-command) also needs enable-protected-configs yes, or local and a
- * loopback client, as upstream 7.0's. */
-
-static const char *adminCommands[] = {"config", "failover", "shutdown", NULL};
-
-/* The command's name as adminCommands[] spells it, if it is one. */
-static const char *nkAdminCommand(const char *cmd) {
-    for (int i = 0; adminCommands[i]; i++)
-        if (!strcasecmp(cmd, adminCommands[i])) return adminCommands[i];
-    return NULL;
-}
+ * loopback client, as upstream 7.0's. The table is nkCommands[] (below,
+ * its admin column) and nkAdminName (CLIENT's subcommands). */
 
 static int nkClientIsAdmin(nkClient *c) {
     if (nk.cfg.adminpass) return c->admin;
@@ -291,115 +290,600 @@ static int secretEqual(const char *given, const char *pass) {
     return diff == 0;
 }
 
-void execCommand(nkClient *c, int argc, sds *argv) {
-    const char *cmd = argv[0];
-    const char *pass = requiredPassword();
+/* The outcome of a password given by AUTH or HELLO AUTH. */
+#define NK_AUTH_OK 0
+#define NK_AUTH_WRONG 1         /* -WRONGPASS */
+#define NK_AUTH_NONE 2          /* no password is set: nothing to give */
 
-    if (!strcasecmp(cmd, "quit")) {
+/* Check user/given against adminpass and the replicas' password; on a
+ * match, c gets the role it grants and its user name (ACL WHOAMI). */
+static int nkAuthenticate(nkClient *c, const sds user, const sds given) {
+    const char *pass = requiredPassword();
+    const char *admin = nk.cfg.adminpass;
+    /* A NUL in the user or password would end the comparison early:
+     * "pass\0anything" is not "pass". */
+    sds both[2] = {user, given};
+    int nul = argsHaveNul(2, both);
+    int user_ok = !nul &&
+                  (!strcmp(user, "default") ||
+                   (nk.cfg.masteruser && !strcmp(user, nk.cfg.masteruser)));
+    int admin_ok = !nul && (!strcmp(user, "default") || !strcmp(user, "admin"));
+    if (!pass && !admin) return NK_AUTH_NONE;
+    if (admin && secretEqual(given, admin) && admin_ok) {
+        c->admin = 1;
+    } else if (pass && secretEqual(given, pass) && user_ok) {
+        c->admin = 0;
+    } else {
+        nkAuthFailed(c);
+        return NK_AUTH_WRONG;
+    }
+    c->authenticated = 1;
+    sdsfree(c->user);
+    c->user = strcmp(user, "default") ? sdsdup(user) : NULL;
+    return NK_AUTH_OK;
+}
+
+static void authCommand(nkClient *c, int argc, sds *argv) {
+    sds user = argc == 3 ? argv[1] : NULL;
+    if (argc != 2 && argc != 3) {
+        nkClientReply(c, "-ERR wrong number of arguments for 'auth' command\r\n");
+        return;
+    }
+    if (!user) user = sdsnew("default");
+    switch (nkAuthenticate(c, user, argv[argc - 1])) {
+    case NK_AUTH_OK:
         nkClientReply(c, "+OK\r\n");
-        nkClientSetState(c, NK_CLIENT_CLOSING);
-        return;
+        break;
+    case NK_AUTH_NONE:
+        nkClientReply(c, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n");
+        break;
+    default:
+        nkClientReply(c, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
     }
-    if (!strcasecmp(cmd, "auth")) {
-        const char *user = argc == 3 ? argv[1] : "default";
-        const char *given = argc == 3 ? argv[2] : (argc == 2 ? argv[1] : NULL);
-        const char *admin = nk.cfg.adminpass;
-        /* A NUL in the user or password would end the comparison early:
-         * "pass\0anything" is not "pass". */
-        int nul = argsHaveNul(argc - 1, argv + 1);
-        int user_ok = !nul &&
-                      (!strcmp(user, "default") ||
-                       (nk.cfg.masteruser && !strcmp(user, nk.cfg.masteruser)));
-        int admin_ok = !nul && (!strcmp(user, "default") || !strcmp(user, "admin"));
-        if (!given) {
-            nkClientReply(c, "-ERR wrong number of arguments for 'auth' command\r\n");
-        } else if (!pass && !admin) {
-            nkClientReply(c, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n");
-        } else if (admin && secretEqual(given, admin) && admin_ok) {
-            c->authenticated = 1;
-            c->admin = 1;
-            nkClientReply(c, "+OK\r\n");
-        } else if (pass && secretEqual(given, pass) && user_ok) {
-            c->authenticated = 1;
-            c->admin = 0;
-            nkClientReply(c, "+OK\r\n");
-        } else {
-            nkAuthFailed(c);
-            nkClientReply(c, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    if (argc != 3) sdsfree(user);
+}
+
+/* A client name as upstream takes it: printable ASCII, no spaces. */
+static int nkValidClientName(const sds name) {
+    for (size_t i = 0; i < sdslen(name); i++)
+        if (name[i] < '!' || name[i] > '~') return 0;
+    return 1;
+}
+
+static void nkSetClientName(nkClient *c, const sds name) {
+    sdsfree(c->name);
+    c->name = sdslen(name) ? sdsdup(name) : NULL;
+}
+
+/* HELLO [protover [AUTH username password] [SETNAME clientname]], as
+ * upstream 7.0's: it switches the client to RESP2 or RESP3, may
+ * authenticate it (the same passwords and roles as AUTH) and name it, and
+ * answers what the server is. Nic-KV answers as what it is to a client,
+ * a Sentinel for its master (mode), and its ROLE (role). */
+static void helloCommand(nkClient *c, int argc, sds *argv) {
+    long long ver = 0;
+    sds name = NULL;
+    if (argc >= 2) {
+        if (!string2ll(argv[1], sdslen(argv[1]), &ver)) {
+            nkClientReply(c, "-ERR Protocol version is not an integer or out of range\r\n");
+            return;
         }
+        if (ver < 2 || ver > 3) {
+            nkClientReply(c, "-NOPROTO unsupported protocol version\r\n");
+            return;
+        }
+    }
+    for (int j = 2; j < argc; j++) {
+        int more = argc - 1 - j;
+        if (!strcasecmp(argv[j], "auth") && more >= 2) {
+            int r = nkAuthenticate(c, argv[j + 1], argv[j + 2]);
+            if (r == NK_AUTH_WRONG) {
+                nkClientReply(c, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+                return;
+            }
+            /* NK_AUTH_NONE: no password to give, as upstream's nopass
+             * default user takes any. */
+            j += 2;
+        } else if (!strcasecmp(argv[j], "setname") && more >= 1) {
+            if (!nkValidClientName(argv[j + 1])) {
+                nkClientReply(c, "-ERR Client names cannot contain spaces, newlines or special characters.\r\n");
+                return;
+            }
+            name = argv[++j];
+        } else {
+            sds a = sdscatrepr(sdsempty(), argv[j], sdslen(argv[j]) > 64 ? 64 : sdslen(argv[j]));
+            nkClientReply(c, "-ERR Syntax error in HELLO option %s\r\n", a);
+            sdsfree(a);
+            return;
+        }
+    }
+    if (requiredPassword() && !c->authenticated) {
+        nkClientReply(c, "-NOAUTH HELLO must be called with the client already authenticated, "
+                      "otherwise the HELLO AUTH <user> <pass> option can be used to authenticate "
+                      "the client and select the RESP protocol version at the same time\r\n");
         return;
     }
-    if (pass && !c->authenticated) {
-        nkClientReply(c, "-NOAUTH Authentication required.\r\n");
+    if (name) nkSetClientName(c, name);
+    if (ver) c->resp = (int)ver;
+    sds out = nkCatMapLen(sdsempty(), c->resp, 7);
+    out = nkCatBulk(out, "server", 6);
+    out = nkCatBulk(out, "nic-kv", 6);
+    out = nkCatBulk(out, "version", 7);
+    out = nkCatBulk(out, NICKV_VERSION, strlen(NICKV_VERSION));
+    out = sdscatfmt(out, "$5\r\nproto\r\n:%i\r\n$2\r\nid\r\n:%I\r\n", c->resp, c->id);
+    out = nkCatBulk(out, "mode", 4);
+    out = nkCatBulk(out, "sentinel", 8);
+    out = nkCatBulk(out, "role", 4);
+    out = nkCatBulk(out, "nickv", 5);
+    out = nkCatBulk(out, "modules", 7);
+    out = sdscat(out, "*0\r\n");
+    nkClientWriteRaw(c, out, sdslen(out));
+    sdsfree(out);
+}
+
+/* ---------------------------------------------------------- CLIENT --- */
+
+/* One line of CLIENT LIST / CLIENT INFO: upstream's fields, in its order,
+ * for what Nic-KV keeps of a client (it has no databases, no MULTI, a
+ * single output buffer: db=0 multi=-1 oll=0; its arguments are freed
+ * once the command ran: argv-mem=0; fd=-1 over RDMA). Replicas that
+ * stream (handed over to a fan-out thread) are no longer clients: INFO
+ * replicas lists them. */
+static sds catClientInfo(sds s, nkClient *c) {
+    static const char *states[NK_CLIENT_STATES] = {"N", "W", "F", "H", "c"};
+    long long now = nkMstime();
+    size_t qmem = sdsAllocSize(c->querybuf), omem = sdsAllocSize(c->outbuf);
+    s = sdscatfmt(s, strchr(c->ip, ':') ? "id=%I addr=[%s]:%i" : "id=%I addr=%s:%i", c->id, c->ip, c->port);
+    s = sdscatfmt(s, " fd=%i name=%s age=%I idle=%I flags=%s db=0 sub=%i psub=%i multi=-1",
+                  c->conn ? nkConnFd(c->conn) : -1, c->name ? c->name : "",
+                  (now - c->ctime_ms) / 1000, (now - c->last_cmd_ms) / 1000,
+                  c->state < NK_CLIENT_STATES ? states[c->state] : "?",
+                  c->channels ? (int)listLength(c->channels) : 0,
+                  c->patterns ? (int)listLength(c->patterns) : 0);
+    s = sdscatfmt(s, " qbuf=%U qbuf-free=%U argv-mem=0 obl=%U oll=0 omem=%U tot-mem=%U",
+                  (unsigned long long)sdslen(c->querybuf), (unsigned long long)sdsavail(c->querybuf),
+                  (unsigned long long)sdslen(c->outbuf), (unsigned long long)omem,
+                  (unsigned long long)(sizeof(*c) + qmem + omem));
+    s = sdscatfmt(s, " cmd=%s user=%s resp=%i\n", c->last_cmd[0] ? c->last_cmd : "NULL",
+                  c->user ? c->user : "default", c->resp);
+    return s;
+}
+
+/* The peer as CLIENT KILL ADDR names it: ip:port, or [ip]:port for IPv6. */
+static int clientAddrIs(nkClient *c, const char *addr) {
+    char buf[96];
+    snprintf(buf, sizeof(buf), strchr(c->ip, ':') ? "[%s]:%d" : "%s:%d", c->ip, c->port);
+    return !strcmp(buf, addr);
+}
+
+/* CLIENT KILL <ip:port> | CLIENT KILL [ID <id>] [ADDR <ip:port>] [SKIPME yes|no]:
+ * the old form kills one (itself too) and answers +OK or an error; the
+ * new, every match (not itself unless SKIPME no), and answers how many. */
+static void clientKill(nkClient *c, int argc, sds *argv) {
+    const char *addr = NULL;
+    long long id = 0;
+    int skipme = 1, killed = 0, close_self = 0;
+    listIter li;
+    listNode *ln;
+    if (argc == 3) {
+        addr = argv[2];
+        skipme = 0;
+    } else if (argc > 3) {
+        for (int i = 2; i < argc; i += 2) {
+            if (i + 1 >= argc) {
+                nkClientReply(c, "-ERR syntax error\r\n");
+                return;
+            } else if (!strcasecmp(argv[i], "id")) {
+                if (!string2ll(argv[i + 1], sdslen(argv[i + 1]), &id) || id < 1) {
+                    nkClientReply(c, "-ERR client-id should be greater than 0\r\n");
+                    return;
+                }
+            } else if (!strcasecmp(argv[i], "addr")) {
+                addr = argv[i + 1];
+            } else if (!strcasecmp(argv[i], "skipme") && !strcasecmp(argv[i + 1], "yes")) {
+                skipme = 1;
+            } else if (!strcasecmp(argv[i], "skipme") && !strcasecmp(argv[i + 1], "no")) {
+                skipme = 0;
+            } else {
+                nkClientReply(c, "-ERR syntax error (Nic-KV's CLIENT KILL takes ID, ADDR and SKIPME)\r\n");
+                return;
+            }
+        }
+    } else {
+        nkClientReply(c, "-ERR syntax error\r\n");
         return;
     }
-    if (nkAdminCommand(cmd) && !nkClientIsAdmin(c)) {
-        nkReplyNoPerm(c, nkAdminCommand(cmd));
-        return;
+    listRewind(nk.clients, &li);
+    while ((ln = listNext(&li))) {
+        nkClient *o = listNodeValue(ln);
+        if (addr && !clientAddrIs(o, addr)) continue;
+        if (id && o->id != id) continue;
+        if (o == c && skipme) continue;
+        killed++;
+        if (o == c) {
+            close_self = 1;
+        } else {
+            nkLog(LL_VERBOSE, "CLIENT KILL by %s:%d: closing client %s:%d", c->ip, c->port, o->ip, o->port);
+            nkClientFree(o);    /* listNext already holds the next node */
+        }
     }
-    if (!strcasecmp(cmd, "ping") && nkPubsubSubscribed(c)) {
+    if (argc == 3) {
+        if (killed) nkClientReply(c, "+OK\r\n");
+        else nkClientReply(c, "-ERR No such client\r\n");
+    } else {
+        nkClientReply(c, ":%d\r\n", killed);
+    }
+    if (close_self) nkClientSetState(c, NK_CLIENT_CLOSING);
+}
+
+static void clientCommand(nkClient *c, int argc, sds *argv) {
+    const char *sub = argc > 1 ? argv[1] : "";
+    if (!strcasecmp(sub, "id") && argc == 2) {
+        nkClientReply(c, ":%lld\r\n", c->id);
+    } else if (!strcasecmp(sub, "getname") && argc == 2) {
+        sds out = c->name ? nkCatBulk(sdsempty(), c->name, sdslen(c->name)) : nkCatNull(sdsempty(), c->resp);
+        nkClientWriteRaw(c, out, sdslen(out));
+        sdsfree(out);
+    } else if (!strcasecmp(sub, "setname") && argc == 3) {
+        if (!nkValidClientName(argv[2])) {
+            nkClientReply(c, "-ERR Client names cannot contain spaces, newlines or special characters.\r\n");
+            return;
+        }
+        nkSetClientName(c, argv[2]);
+        nkClientReply(c, "+OK\r\n");
+    } else if ((!strcasecmp(sub, "info") && argc == 2) || (!strcasecmp(sub, "list") && argc == 2)) {
+        sds lines = sdsempty(), out;
+        if (!strcasecmp(sub, "info")) {
+            lines = catClientInfo(lines, c);
+        } else {
+            listIter li;
+            listNode *ln;
+            listRewind(nk.clients, &li);
+            while ((ln = listNext(&li))) lines = catClientInfo(lines, listNodeValue(ln));
+        }
+        out = nkCatVerbatim(sdsempty(), c->resp, lines, sdslen(lines));
+        nkClientWriteRaw(c, out, sdslen(out));
+        sdsfree(out);
+        sdsfree(lines);
+    } else if (!strcasecmp(sub, "kill")) {
+        clientKill(c, argc, argv);
+    } else {
+        sds a = sdscatrepr(sdsempty(), sub, strlen(sub) > 64 ? 64 : strlen(sub));
+        nkClientReply(c, "-ERR unknown subcommand or wrong number of arguments for CLIENT %s "
+                      "(Nic-KV serves CLIENT ID, GETNAME, SETNAME, INFO, LIST, KILL)\r\n", a);
+        sdsfree(a);
+    }
+}
+
+/* ------------------------------------------------- The command table --- */
+
+/* Every command Nic-KV serves: its arity as upstream counts it (negative:
+ * at least), its help (COMMAND DOCS, redis-cli's hints), and the role it
+ * needs ("Who may run what"). CLIENT's LIST and KILL are admin's too,
+ * checked by name below: they show and close other clients. */
+typedef void nkCommandProc(nkClient *c, int argc, sds *argv);
+
+typedef struct nkCommand {
+    const char *name;
+    int arity;
+    int admin;
+    nkCommandProc *proc;
+    const char *group;
+    const char *summary;
+} nkCommand;
+
+static nkCommandProc pingCommand, replconfCommand, syncCommand, infoCommand, roleCmd,
+    echoCommand, timeCommand, aclCommand, commandCommand, slowlogCommand, latencyCommand,
+    memoryCommand, failoverCommand, shutdownCommand, quitCommand;
+
+static const nkCommand nkCommands[] = {
+    {"auth", -2, 0, authCommand, "connection", "Authenticate: the replicas' password, or adminpass"},
+    {"hello", -1, 0, helloCommand, "connection", "Switch to RESP2 or RESP3, authenticate, name the client"},
+    {"ping", -1, 0, pingCommand, "connection", "Ping Nic-KV"},
+    {"echo", 2, 0, echoCommand, "connection", "Echo the given string"},
+    {"quit", -1, 0, quitCommand, "connection", "Close the connection"},
+    {"client", -2, 0, clientCommand, "connection", "ID, GETNAME, SETNAME, INFO; LIST and KILL (admin)"},
+    {"replconf", -1, 0, replconfCommand, "server", "A replica's handshake"},
+    {"psync", -3, 0, nkPsyncCommand, "server", "A replica resyncs from Nic-KV's backlog, or fully through it"},
+    {"sync", 1, 0, syncCommand, "server", "Refused: Nic-KV serves PSYNC only"},
+    {"info", -1, 0, infoCommand, "server", "Nic-KV's state, by section"},
+    {"role", 1, 0, roleCmd, "server", "Nic-KV's master, stream offset and replicas"},
+    {"time", 1, 0, timeCommand, "server", "Nic-KV's clock"},
+    {"acl", -2, 0, aclCommand, "server", "WHOAMI: the user the client authenticated as"},
+    {"command", -1, 0, commandCommand, "server", "The commands Nic-KV serves: COUNT, INFO, DOCS"},
+    {"slowlog", -2, 0, slowlogCommand, "server", "Empty: Nic-KV keeps no slow log"},
+    {"latency", -2, 0, latencyCommand, "server", "Empty: Nic-KV measures no latency events"},
+    {"memory", -2, 0, memoryCommand, "server", "STATS: Nic-KV's memory"},
+    {"sentinel", -2, 0, nkSentinelCommand, "sentinel", "Find the master, as through Redis Sentinel"},
+    {"subscribe", -2, 0, nkPubsubCommand, "pubsub", "Listen for +switch-master"},
+    {"psubscribe", -2, 0, nkPubsubCommand, "pubsub", "Listen for channels matching patterns"},
+    {"unsubscribe", -1, 0, nkPubsubCommand, "pubsub", "Stop listening for channels"},
+    {"punsubscribe", -1, 0, nkPubsubCommand, "pubsub", "Stop listening for patterns"},
+    {"config", -2, 1, configCommand, "server", "GET, SET, RESETSTAT, REWRITE Nic-KV's options"},
+    {"failover", -1, 1, failoverCommand, "server", "A planned handover to a replica"},
+    {"shutdown", -1, 1, shutdownCommand, "server", "Stop Nic-KV"},
+    {NULL, 0, 0, NULL, NULL, NULL}
+};
+
+static const nkCommand *nkLookupCommand(const char *name) {
+    for (const nkCommand *cmd = nkCommands; cmd->name; cmd++)
+        if (!strcasecmp(name, cmd->name)) return cmd;
+    return NULL;
+}
+
+/* The name the role check reports: the command, or "client|list" style
+ * for an admin subcommand of an everyone's command. */
+static const char *nkAdminName(const nkCommand *cmd, int argc, sds *argv) {
+    if (cmd->admin) return cmd->name;
+    if (!strcmp(cmd->name, "client") && argc >= 2) {
+        if (!strcasecmp(argv[1], "list")) return "client|list";
+        if (!strcasecmp(argv[1], "kill")) return "client|kill";
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------ The commands --- */
+
+static void quitCommand(nkClient *c, int argc, sds *argv) {
+    (void)argc, (void)argv;
+    nkClientReply(c, "+OK\r\n");
+    nkClientSetState(c, NK_CLIENT_CLOSING);
+}
+
+static void pingCommand(nkClient *c, int argc, sds *argv) {
+    if (nkPubsubSubscribed(c) && c->resp == 2) {
         /* As in subscribed mode: ["pong", <the argument or "">]. */
         sds out = sdscatfmt(sdsempty(), "*2\r\n$4\r\npong\r\n$%u\r\n", argc > 1 ? (unsigned)sdslen(argv[1]) : 0U);
         if (argc > 1) out = sdscatsds(out, argv[1]);
         out = sdscat(out, "\r\n");
         nkClientWriteRaw(c, out, sdslen(out));
         sdsfree(out);
-    } else if (!strcasecmp(cmd, "ping")) {
-        if (argc > 1) replyBulk(c, argv[1], sdslen(argv[1]));
-        else nkClientReply(c, "+PONG\r\n");
-    } else if (!strcasecmp(cmd, "replconf")) {
-        for (int i = 1; i + 1 < argc; i += 2) {
-            if (!strcasecmp(argv[i], "listening-port")) c->listening_port = atoi(argv[i + 1]);
-            else if (!strcasecmp(argv[i], "capa")) {
-                if (!strcasecmp(argv[i + 1], "eof")) c->capa_eof = 1;
-                else if (!strcasecmp(argv[i + 1], "psync2")) c->capa_psync2 = 1;
-                else if (!strcasecmp(argv[i + 1], NICKV_CAPA_VIA)) c->capa_nickv = 1;
+    } else if (argc > 1) {
+        replyBulk(c, argv[1], sdslen(argv[1]));
+    } else {
+        nkClientReply(c, "+PONG\r\n");
+    }
+}
+
+static void replconfCommand(nkClient *c, int argc, sds *argv) {
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcasecmp(argv[i], "listening-port")) c->listening_port = atoi(argv[i + 1]);
+        else if (!strcasecmp(argv[i], "capa")) {
+            if (!strcasecmp(argv[i + 1], "eof")) c->capa_eof = 1;
+            else if (!strcasecmp(argv[i + 1], "psync2")) c->capa_psync2 = 1;
+            else if (!strcasecmp(argv[i + 1], NICKV_CAPA_VIA)) c->capa_nickv = 1;
+        }
+    }
+    nkClientReply(c, "+OK\r\n");
+}
+
+static void syncCommand(nkClient *c, int argc, sds *argv) {
+    (void)argc, (void)argv;
+    nkClientReply(c, "-ERR Nic-KV serves PSYNC only (replicas of Redis 2.8 and later)\r\n");
+}
+
+/* INFO: a bulk string, or to a RESP3 client a verbatim one ("txt"), as
+ * upstream 7.0's redis-server answers. */
+static void infoCommand(nkClient *c, int argc, sds *argv) {
+    sds info = genInfo(argc - 1, argv + 1);
+    if (sdslen(info) == 0) {
+        /* Not a section we have: say so rather than answer nothing. */
+        nkClientReply(c, "-ERR no such INFO section (Nic-KV has server, upstream, backlog, "
+                      "replicas, stats, failover, rdma, clients, memory, cpu)\r\n");
+    } else {
+        sds out = nkCatVerbatim(sdsempty(), c->resp, info, sdslen(info));
+        nkClientWriteRaw(c, out, sdslen(out));
+        sdsfree(out);
+    }
+    sdsfree(info);
+}
+
+static void roleCmd(nkClient *c, int argc, sds *argv) {
+    (void)argc, (void)argv;
+    roleCommand(c);
+}
+
+static void echoCommand(nkClient *c, int argc, sds *argv) {
+    (void)argc;
+    replyBulk(c, argv[1], sdslen(argv[1]));
+}
+
+static void timeCommand(nkClient *c, int argc, sds *argv) {
+    (void)argc, (void)argv;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    sds out = nkCatBulkLL(sdscat(sdsempty(), "*2\r\n"), (long long)tv.tv_sec);
+    out = nkCatBulkLL(out, (long long)tv.tv_usec);
+    nkClientWriteRaw(c, out, sdslen(out));
+    sdsfree(out);
+}
+
+static void aclCommand(nkClient *c, int argc, sds *argv) {
+    if (argc == 2 && !strcasecmp(argv[1], "whoami")) {
+        const char *u = c->user ? c->user : "default";
+        replyBulk(c, u, strlen(u));
+    } else {
+        nkClientReply(c, "-ERR Nic-KV has no ACL users: it serves ACL WHOAMI only\r\n");
+    }
+}
+
+/* One entry of COMMAND / COMMAND INFO, as upstream 7.0 lays it out: name,
+ * arity, flags, first key, last key, step, ACL categories, tips, key
+ * specs, subcommands. Nic-KV's commands take no keys. */
+static sds catCommandInfo(sds s, const nkCommand *cmd) {
+    s = nkCatBulk(sdscat(s, "*10\r\n"), cmd->name, strlen(cmd->name));
+    s = sdscatfmt(s, ":%i\r\n*1\r\n+%s\r\n:0\r\n:0\r\n:0\r\n", cmd->arity, cmd->admin ? "admin" : "fast");
+    return sdscat(s, "*0\r\n*0\r\n*0\r\n*0\r\n");
+}
+
+static sds catCommandDocs(sds s, int resp, const nkCommand *cmd) {
+    s = nkCatBulk(s, cmd->name, strlen(cmd->name));
+    s = nkCatMapLen(s, resp, 3);
+    s = nkCatBulk(nkCatBulk(s, "summary", 7), cmd->summary, strlen(cmd->summary));
+    s = nkCatBulk(nkCatBulk(s, "since", 5), NICKV_VERSION, strlen(NICKV_VERSION));
+    return nkCatBulk(nkCatBulk(s, "group", 5), cmd->group, strlen(cmd->group));
+}
+
+/* COMMAND, COMMAND COUNT, COMMAND INFO [name...], COMMAND DOCS [name...]:
+ * Nic-KV's own commands (nkCommands), enough for redis-cli's help and
+ * hints and for clients that look a command up. */
+static void commandCommand(nkClient *c, int argc, sds *argv) {
+    const char *sub = argc > 1 ? argv[1] : "";
+    int n = 0;
+    sds out = sdsempty();
+    for (const nkCommand *cmd = nkCommands; cmd->name; cmd++) n++;
+    if (argc == 1) {
+        out = sdscatfmt(out, "*%i\r\n", n);
+        for (const nkCommand *cmd = nkCommands; cmd->name; cmd++) out = catCommandInfo(out, cmd);
+    } else if (!strcasecmp(sub, "count") && argc == 2) {
+        out = sdscatfmt(out, ":%i\r\n", n);
+    } else if (!strcasecmp(sub, "info")) {
+        out = sdscatfmt(out, "*%i\r\n", argc == 2 ? n : argc - 2);
+        if (argc == 2) {
+            for (const nkCommand *cmd = nkCommands; cmd->name; cmd++) out = catCommandInfo(out, cmd);
+        }
+        for (int i = 2; i < argc; i++) {
+            const nkCommand *cmd = nkLookupCommand(argv[i]);
+            out = cmd ? catCommandInfo(out, cmd) : nkCatNullArray(out, c->resp);
+        }
+    } else if (!strcasecmp(sub, "docs")) {
+        int found = 0;
+        sds docs = sdsempty();
+        for (const nkCommand *cmd = nkCommands; cmd->name; cmd++) {
+            int want = argc == 2;
+            for (int i = 2; i < argc && !want; i++) want = !strcasecmp(argv[i], cmd->name);
+            if (want) {
+                docs = catCommandDocs(docs, c->resp, cmd);
+                found++;
             }
         }
-        nkClientReply(c, "+OK\r\n");
-    } else if (!strcasecmp(cmd, "psync")) {
-        nkPsyncCommand(c, argc, argv);
-    } else if (!strcasecmp(cmd, "sync")) {
-        nkClientReply(c, "-ERR Nic-KV serves PSYNC only (replicas of Redis 2.8 and later)\r\n");
-    } else if (!strcasecmp(cmd, "info")) {
-        sds info = genInfo(argc - 1, argv + 1);
-        if (sdslen(info) == 0) {
-            /* Not a section we have: say so rather than answer nothing. */
-            nkClientReply(c, "-ERR no such INFO section (Nic-KV has server, upstream, backlog, "
-                          "replicas, stats, failover, rdma, clients, memory, cpu)\r\n");
-        } else {
-            replyBulk(c, info, sdslen(info));
-        }
-        sdsfree(info);
-    } else if (!strcasecmp(cmd, "role")) {
-        roleCommand(c);
-    } else if (!strcasecmp(cmd, "sentinel")) {
-        nkSentinelCommand(c, argc, argv);
-    } else if (!strcasecmp(cmd, "subscribe") || !strcasecmp(cmd, "psubscribe") ||
-               !strcasecmp(cmd, "unsubscribe") || !strcasecmp(cmd, "punsubscribe")) {
-        nkPubsubCommand(c, argc, argv);
-    } else if (!strcasecmp(cmd, "config")) {
-        configCommand(c, argc, argv);
-    } else if (!strcasecmp(cmd, "failover")) {
-        /* FAILOVER [TO <host> <port>]: a planned handover (nickv_failover.c). */
-        char err[512];
-        long long port = 0;
-        if (argc != 1 && (argc != 4 || strcasecmp(argv[1], "to") ||
-                          !string2ll(argv[3], sdslen(argv[3]), &port) || port < 1 || port > 65535)) {
-            nkClientReply(c, "-ERR syntax: FAILOVER [TO <host> <port>]\r\n");
-        } else if (nkFailoverPlanned(argc == 4 ? argv[2] : NULL, (int)port, "FAILOVER", err, sizeof(err)) == -1) {
-            nkClientReply(c, "-ERR FAILOVER: %s\r\n", err);
-        } else {
-            nkClientReply(c, "+OK\r\n");
-        }
-    } else if (!strcasecmp(cmd, "shutdown")) {
-        nkLog(LL_WARNING, "SHUTDOWN by %s:%d", c->ip, c->port);
-        nk.shutdown_asap = 1;
-        nkClientReply(c, "+OK\r\n");
+        out = sdscatsds(nkCatMapLen(out, c->resp, found), docs);
+        sdsfree(docs);
     } else {
-        sds a = sdscatrepr(sdsempty(), cmd, strlen(cmd) > 64 ? 64 : strlen(cmd));
-        nkClientReply(c, "-ERR unknown command %s (Nic-KV serves replication and PING, INFO, "
-                      "ROLE, CONFIG, SENTINEL, SUBSCRIBE, FAILOVER, SHUTDOWN)\r\n", a);
+        sds a = sdscatrepr(sdsempty(), sub, strlen(sub) > 64 ? 64 : strlen(sub));
+        nkClientReply(c, "-ERR unknown subcommand or wrong number of arguments for COMMAND %s "
+                      "(Nic-KV serves COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS)\r\n", a);
         sdsfree(a);
     }
+    nkClientWriteRaw(c, out, sdslen(out));
+    sdsfree(out);
+}
+
+/* SLOWLOG GET [count] | LEN | RESET: Nic-KV's commands do no I/O and no
+ * work that grows with data (the stream is the fan-out threads'), so it
+ * keeps no slow log: empty, never an error, for tools that ask. */
+static void slowlogCommand(nkClient *c, int argc, sds *argv) {
+    long long count;
+    if (!strcasecmp(argv[1], "get") && (argc == 2 || (argc == 3 && string2ll(argv[2], sdslen(argv[2]), &count) && count >= -1)))
+        nkClientReply(c, "*0\r\n");
+    else if (!strcasecmp(argv[1], "len") && argc == 2)
+        nkClientReply(c, ":0\r\n");
+    else if (!strcasecmp(argv[1], "reset") && argc == 2)
+        nkClientReply(c, "+OK\r\n");
+    else
+        nkClientReply(c, "-ERR syntax: SLOWLOG GET [count] | LEN | RESET (Nic-KV keeps no slow log)\r\n");
+}
+
+/* LATENCY LATEST | HISTORY <event> | RESET [event...] | DOCTOR: Nic-KV
+ * measures no latency events (it has no latency monitor): empty. */
+static void latencyCommand(nkClient *c, int argc, sds *argv) {
+    if (!strcasecmp(argv[1], "latest") && argc == 2) {
+        nkClientReply(c, "*0\r\n");
+    } else if (!strcasecmp(argv[1], "history") && argc == 3) {
+        nkClientReply(c, "*0\r\n");
+    } else if (!strcasecmp(argv[1], "reset")) {
+        nkClientReply(c, ":0\r\n");
+    } else if (!strcasecmp(argv[1], "doctor") && argc == 2) {
+        const char *t = "Nic-KV measures no latency events: nothing to report. "
+                        "INFO stats and INFO failover show the link's and the probes' timings.\n";
+        sds out = nkCatVerbatim(sdsempty(), c->resp, t, strlen(t));
+        nkClientWriteRaw(c, out, sdslen(out));
+        sdsfree(out);
+    } else {
+        nkClientReply(c, "-ERR syntax: LATENCY LATEST | HISTORY <event> | RESET [event...] | DOCTOR\r\n");
+    }
+}
+
+/* MEMORY STATS: what Nic-KV allocated (zmalloc), and of it the backlog's
+ * ring and the clients' buffers. */
+static void memoryCommand(nkClient *c, int argc, sds *argv) {
+    if (argc == 2 && !strcasecmp(argv[1], "stats")) {
+        size_t bufs = 0;
+        listIter li;
+        listNode *ln;
+        listRewind(nk.clients, &li);
+        while ((ln = listNext(&li))) {
+            nkClient *o = listNodeValue(ln);
+            bufs += sdsAllocSize(o->querybuf) + sdsAllocSize(o->outbuf);
+        }
+        sds out = nkCatMapLen(sdsempty(), c->resp, 3);
+        out = sdscatfmt(nkCatBulk(out, "total.allocated", 15), ":%U\r\n", (unsigned long long)zmalloc_used_memory());
+        out = sdscatfmt(nkCatBulk(out, "replication.backlog", 19), ":%I\r\n", nkBacklogSize());
+        out = sdscatfmt(nkCatBulk(out, "clients.normal", 14), ":%U\r\n", (unsigned long long)bufs);
+        nkClientWriteRaw(c, out, sdslen(out));
+        sdsfree(out);
+    } else {
+        nkClientReply(c, "-ERR Nic-KV holds no keys: it serves MEMORY STATS only\r\n");
+    }
+}
+
+static void failoverCommand(nkClient *c, int argc, sds *argv) {
+    /* FAILOVER [TO <host> <port>]: a planned handover (nickv_failover.c). */
+    char err[512];
+    long long port = 0;
+    if (argc != 1 && (argc != 4 || strcasecmp(argv[1], "to") ||
+                      !string2ll(argv[3], sdslen(argv[3]), &port) || port < 1 || port > 65535)) {
+        nkClientReply(c, "-ERR syntax: FAILOVER [TO <host> <port>]\r\n");
+    } else if (nkFailoverPlanned(argc == 4 ? argv[2] : NULL, (int)port, "FAILOVER", err, sizeof(err)) == -1) {
+        nkClientReply(c, "-ERR FAILOVER: %s\r\n", err);
+    } else {
+        nkClientReply(c, "+OK\r\n");
+    }
+}
+
+static void shutdownCommand(nkClient *c, int argc, sds *argv) {
+    (void)argc, (void)argv;
+    nkLog(LL_WARNING, "SHUTDOWN by %s:%d", c->ip, c->port);
+    nk.shutdown_asap = 1;
+    nkClientReply(c, "+OK\r\n");
+}
+
+/* Run one command: look it up, check the arity and the role (AUTH, HELLO
+ * and QUIT need none: HELLO checks for itself), then its proc. */
+void execCommand(nkClient *c, int argc, sds *argv) {
+    const nkCommand *cmd = nkLookupCommand(argv[0]);
+    const char *admin;
+
+    c->last_cmd_ms = nkMstime();
+    if (!cmd) {
+        /* Named as upstream does, in quotes; at most 64 bytes of it, and
+         * any byte that is not printable as '?', so the line stays one. */
+        sds a = sdsnewlen(argv[0], sdslen(argv[0]) > 64 ? 64 : sdslen(argv[0]));
+        for (size_t i = 0; i < sdslen(a); i++)
+            if (a[i] < ' ' || a[i] > '~') a[i] = '?';
+        if (requiredPassword() && !c->authenticated) {
+            nkClientReply(c, "-NOAUTH Authentication required.\r\n");
+        } else {
+            nkClientReply(c, "-ERR unknown command '%s': Nic-KV serves replication, discovery (SENTINEL, "
+                          "INFO, ROLE...) and admin commands (COMMAND lists them); send data commands "
+                          "to the master\r\n", a);
+        }
+        sdsfree(a);
+        return;
+    }
+    snprintf(c->last_cmd, sizeof(c->last_cmd), "%s", cmd->name);
+    if (cmd->proc != authCommand && cmd->proc != helloCommand && cmd->proc != quitCommand &&
+        requiredPassword() && !c->authenticated) {
+        nkClientReply(c, "-NOAUTH Authentication required.\r\n");
+        return;
+    }
+    if ((cmd->arity > 0 && argc != cmd->arity) || argc < -cmd->arity) {
+        nkClientReply(c, "-ERR wrong number of arguments for '%s' command\r\n", cmd->name);
+        return;
+    }
+    if ((admin = nkAdminName(cmd, argc, argv)) && !nkClientIsAdmin(c)) {
+        nkReplyNoPerm(c, admin);
+        return;
+    }
+    cmd->proc(c, argc, argv);
 }

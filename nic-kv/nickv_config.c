@@ -15,6 +15,10 @@
 #include "nickv_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -544,6 +548,10 @@ static sds configGetValue(nkConfigOption *o) {
     }
 }
 
+/* Each option's default as configGetValue() shows it, taken once the
+ * defaults are set (CONFIG REWRITE leaves out what is still the default). */
+static sds configDefaultShown[sizeof(nkConfigs) / sizeof(nkConfigs[0])];
+
 void configDefaults(void) {
     const char *err;
     memset(&nk.cfg, 0, sizeof(nk.cfg));
@@ -557,6 +565,10 @@ void configDefaults(void) {
                 exit(1);
             }
         }
+    }
+    for (nkConfigOption *o = nkConfigs; o->name; o++) {
+        sdsfree(configDefaultShown[o - nkConfigs]);
+        configDefaultShown[o - nkConfigs] = configGetValue(o);
     }
 }
 
@@ -699,6 +711,107 @@ end:
     zfree(opts);
 }
 
+/* ------------------------------------------------------ CONFIG REWRITE --- */
+
+/* "name value" as configLoad() reads it back: a value of several words
+ * (MULTI_ARG) as they are, any other quoted when it is empty or holds a
+ * space, a quote, a backslash or a byte that is not printable. */
+static sds configCatLine(sds s, nkConfigOption *o) {
+    sds v = configGetValue(o);
+    int quote = sdslen(v) == 0 && !(o->flags & NK_CFG_MULTI_ARG);
+    for (size_t i = 0; i < sdslen(v) && !(o->flags & NK_CFG_MULTI_ARG); i++)
+        if (v[i] <= ' ' || v[i] > '~' || v[i] == '"' || v[i] == '\'' || v[i] == '\\') quote = 1;
+    s = sdscatfmt(s, "%s ", o->name);
+    s = quote ? sdscatrepr(s, v, sdslen(v)) : sdscatsds(s, v);
+    sdsfree(v);
+    return sdscat(s, "\n");
+}
+
+/* CONFIG REWRITE: the file Nic-KV was started with, its options as they
+ * are now. Each option's first line gets the current value; a later line
+ * for the same option is dropped; comments, blank lines and lines that
+ * name no option are kept as they were; options the file does not name
+ * and whose value is not the default (CONFIG SET, the command line) are
+ * appended. Written to a temporary file in the same directory, synced and
+ * renamed over the file: a crash leaves the old file or the new, whole.
+ * Returns 0, or -1 with err set. */
+static int configRewrite(char *err, size_t errlen) {
+    const char *path = nk.cfg.config_file;
+    char tmp[PATH_MAX];
+    char done[sizeof(nkConfigs) / sizeof(nkConfigs[0])] = {0};
+    sds text = sdsempty(), out = sdsempty();
+    char buf[4096];
+    size_t n;
+    int nlines = 0, nuse, fd = -1;
+    sds *lines = NULL;
+    struct stat st;
+    FILE *fp;
+
+    if (!path) {
+        snprintf(err, errlen, "The server is running without a config file");
+        goto err;
+    }
+    if (!(fp = fopen(path, "r")) || fstat(fileno(fp), &st) == -1) {
+        snprintf(err, errlen, "cannot read the config file %s: %s", path, strerror(errno));
+        if (fp) fclose(fp);
+        goto err;
+    }
+    while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) text = sdscatlen(text, buf, n);
+    fclose(fp);
+    lines = sdssplitlen(text, sdslen(text), "\n", 1, &nlines);
+    /* The text ends with a newline: the last "line" is the empty rest. */
+    nuse = nlines && sdslen(lines[nlines - 1]) == 0 ? nlines - 1 : nlines;
+    for (int i = 0; i < nuse; i++) {
+        int argc = 0;
+        sds line = sdstrim(sdsdup(lines[i]), " \t\r");
+        sds *argv = line[0] && line[0] != '#' ? sdssplitargs(line, &argc) : NULL;
+        nkConfigOption *o = argc ? configLookup(argv[0]) : NULL;
+        if (!o) {
+            out = sdscatsds(out, lines[i]);
+            out = sdscat(out, "\n");
+        } else if (!done[o - nkConfigs]) {
+            out = configCatLine(out, o);
+            done[o - nkConfigs] = 1;
+        }
+        if (argv) sdsfreesplitres(argv, argc);
+        sdsfree(line);
+    }
+    for (nkConfigOption *o = nkConfigs; o->name; o++) {
+        sds v, d = configDefaultShown[o - nkConfigs];
+        if (done[o - nkConfigs]) continue;
+        v = configGetValue(o);
+        if (!d || sdscmp(v, d)) out = configCatLine(out, o);
+        sdsfree(v);
+    }
+    snprintf(tmp, sizeof(tmp), "%s.rewrite-%d", path, (int)getpid());
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, st.st_mode & 0777)) == -1 ||
+        write(fd, out, sdslen(out)) != (ssize_t)sdslen(out) || fsync(fd) == -1) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        goto err;
+    }
+    close(fd);
+    fd = -1;
+    if (rename(tmp, path) == -1) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        goto err;
+    }
+    nkLog(LL_NOTICE, "CONFIG REWRITE: %s written", path);
+    sdsfreesplitres(lines, nlines);
+    sdsfree(text);
+    sdsfree(out);
+    return 0;
+
+err:
+    if (fd != -1) {
+        close(fd);
+        unlink(tmp);
+    }
+    if (lines) sdsfreesplitres(lines, nlines);
+    sdsfree(text);
+    sdsfree(out);
+    return -1;
+}
+
 void configCommand(nkClient *c, int argc, sds *argv) {
     if (argc >= 3 && !strcasecmp(argv[1], "get")) {
         sds out = sdsempty();
@@ -717,7 +830,10 @@ void configCommand(nkClient *c, int argc, sds *argv) {
                 }
             }
         }
-        nkClientReply(c, "*%d\r\n", n);
+        /* A map to a RESP3 client, as upstream's. */
+        sds head = nkCatMapLen(sdsempty(), c->resp, n / 2);
+        nkClientWriteRaw(c, head, sdslen(head));
+        sdsfree(head);
         nkClientWriteRaw(c, out, sdslen(out));
         sdsfree(out);
     } else if (argc >= 2 && !strcasecmp(argv[1], "set")) {
@@ -732,7 +848,11 @@ void configCommand(nkClient *c, int argc, sds *argv) {
         nkClusterResetStats();
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
+    } else if (argc == 2 && !strcasecmp(argv[1], "rewrite")) {
+        char err[PATH_MAX + 128];
+        if (configRewrite(err, sizeof(err)) == -1) nkClientReply(c, "-ERR Rewriting config file: %s\r\n", err);
+        else nkClientReply(c, "+OK\r\n");
     } else {
-        nkClientReply(c, "-ERR CONFIG takes GET <pattern>..., SET <name> <value> or RESETSTAT\r\n");
+        nkClientReply(c, "-ERR CONFIG takes GET <pattern>..., SET <name> <value>, RESETSTAT or REWRITE\r\n");
     }
 }

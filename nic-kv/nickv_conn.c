@@ -289,6 +289,11 @@ ssize_t nkConnWrite(nkConn *c, const void *buf, size_t len) {
 }
 
 const char *nkConnError(nkConn *c) { return c->err[0] ? c->err : NULL; }
+/* Its socket, for CLIENT LIST; -1 for RDMA. */
+int nkConnFd(nkConn *c) {
+    return c->fd;
+}
+
 int nkConnIsRdma(nkConn *c) { return c->ch != NULL; }
 rdmaChan *nkConnChan(nkConn *c) { return c->ch; }
 

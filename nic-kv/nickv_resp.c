@@ -54,6 +54,54 @@ sds nkCatCommand(sds out, const char *first, ...) {
     return out;
 }
 
+/* ------------------------------------------------------------ Replies --- */
+
+/* What a client reads back, in the protocol it chose with HELLO. RESP2
+ * has arrays, bulk strings and one null per kind; RESP3 adds types of its
+ * own, and each becomes in RESP2 what upstream's networking.c makes of it:
+ *
+ *   RESP3                         RESP2
+ *   %<pairs>  map                 *<2*pairs>  the keys and values in turn
+ *   ><n>      push (pub/sub)      *<n>
+ *   _         null                $-1 (a bulk), *-1 (an array)
+ *   =<len>    verbatim "txt:..."  $<len> without the "txt:"
+ */
+
+sds nkCatBulk(sds s, const char *p, size_t len) {
+    s = sdscatfmt(s, "$%U\r\n", (unsigned long long)len);
+    s = sdscatlen(s, p, len);
+    return sdscatlen(s, "\r\n", 2);
+}
+
+sds nkCatBulkLL(sds s, long long v) {
+    char buf[LONG_STR_SIZE];
+    int len = ll2string(buf, sizeof(buf), v);
+    return nkCatBulk(s, buf, len);
+}
+
+sds nkCatMapLen(sds s, int resp, long n) {
+    return resp == 3 ? sdscatfmt(s, "%%%I\r\n", (long long)n) : sdscatfmt(s, "*%I\r\n", (long long)n * 2);
+}
+
+sds nkCatPushLen(sds s, int resp, long n) {
+    return sdscatfmt(s, resp == 3 ? ">%I\r\n" : "*%I\r\n", (long long)n);
+}
+
+sds nkCatNull(sds s, int resp) {
+    return sdscat(s, resp == 3 ? "_\r\n" : "$-1\r\n");
+}
+
+sds nkCatNullArray(sds s, int resp) {
+    return sdscat(s, resp == 3 ? "_\r\n" : "*-1\r\n");
+}
+
+sds nkCatVerbatim(sds s, int resp, const char *p, size_t len) {
+    if (resp != 3) return nkCatBulk(s, p, len);
+    s = sdscatfmt(s, "=%U\r\ntxt:", (unsigned long long)len + 4);
+    s = sdscatlen(s, p, len);
+    return sdscatlen(s, "\r\n", 2);
+}
+
 /* --------------------------------------------------------- Handshake --- */
 
 /* A replica's handshake with its master, as both our connections do it:

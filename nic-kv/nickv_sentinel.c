@@ -17,6 +17,8 @@
  *   SENTINEL REPLICAS|SLAVES <name>           the replicas' states
  *   SENTINEL SENTINELS <name>                 none: Nic-KV is the only one
  *
+ * To a client that chose RESP3 (HELLO 3: redis-py 8 does), each state is a
+ * map and the null array RESP3's null, as redis-sentinel 7.0 answers.
  * The fields are Sentinel's; those Nic-KV has no value for are 0 or "".
  * A master that does not answer its probes is flagged s_down and o_down
  * (Nic-KV is the only observer: its quorum is 1), which tells a client
@@ -38,13 +40,11 @@
 #define NK_SUBSCRIPTIONS_MAX 1024           /* channels and patterns per client */
 
 static sds bulk(sds s, const char *v) {
-    return sdscatfmt(s, "$%u\r\n%s\r\n", (unsigned)strlen(v), v);
+    return nkCatBulk(s, v, strlen(v));
 }
 
 static sds bulkLL(sds s, long long v) {
-    char buf[LONG_STR_SIZE];
-    ll2string(buf, sizeof(buf), v);
-    return bulk(s, buf);
+    return nkCatBulkLL(s, v);
 }
 
 /* One field/value pair. */
@@ -60,11 +60,13 @@ static long long lastOk(const nkProbeView *v) {
     return v->answered_ms_ago < 0 ? 0 : v->answered_ms_ago;
 }
 
-/* The pairs a master's and a replica's state share, in Sentinel's order. */
+/* The pairs a master's and a replica's state share, in Sentinel's order.
+ * A state is a map (RESP3), or its keys and values in turn (RESP2), as
+ * Sentinel's: every value a bulk string, numbers included. */
 #define COMMON_PAIRS 14
-static sds commonState(sds s, int pairs, const char *name, const nkProbeView *v,
+static sds commonState(sds s, int resp, int pairs, const char *name, const nkProbeView *v,
                        const char *flags, const char *role) {
-    s = sdscatfmt(s, "*%i\r\n", pairs * 2);
+    s = nkCatMapLen(s, resp, pairs);
     s = pair(s, "name", name);
     s = pair(s, "ip", v->addr);
     s = pairLL(s, "port", v->port);
@@ -81,8 +83,8 @@ static sds commonState(sds s, int pairs, const char *name, const nkProbeView *v,
     return pairLL(s, "role-reported-time", v->since_ms);
 }
 
-static sds masterState(sds s, const nkProbeView *m, int nreplicas) {
-    s = commonState(s, COMMON_PAIRS + 6, nk.cfg.master_name, m,
+static sds masterState(sds s, int resp, const nkProbeView *m, int nreplicas) {
+    s = commonState(s, resp, COMMON_PAIRS + 6, nk.cfg.master_name, m,
                     m->valid ? "master" : "master,s_down,o_down", "master");
     s = pairLL(s, "config-epoch", 0);
     s = pairLL(s, "num-slaves", nreplicas);
@@ -92,10 +94,10 @@ static sds masterState(sds s, const nkProbeView *m, int nreplicas) {
     return pairLL(s, "parallel-syncs", 1);
 }
 
-static sds replicaState(sds s, const nkProbeView *r, const nkProbeView *m) {
+static sds replicaState(sds s, int resp, const nkProbeView *r, const nkProbeView *m) {
     char name[300];
     snprintf(name, sizeof(name), strchr(r->addr, ':') ? "[%s]:%d" : "%s:%d", r->addr, r->port);
-    s = commonState(s, COMMON_PAIRS + 7, name, r, r->valid ? "slave" : "slave,s_down", "slave");
+    s = commonState(s, resp, COMMON_PAIRS + 7, name, r, r->valid ? "slave" : "slave,s_down", "slave");
     s = pairLL(s, "master-link-down-time", 0);
     s = pair(s, "master-link-status", "ok");
     s = pair(s, "master-host", m->addr);
@@ -145,10 +147,12 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
     v[0].port = mport;
     if (!strcasecmp(sub, "masters") && argc == 2) {
         out = sdsnew("*1\r\n");
-        out = masterState(out, &v[0], nreplicas);
+        out = masterState(out, c->resp, &v[0], nreplicas);
     } else if (!strcasecmp(sub, "get-master-addr-by-name") && argc == 3) {
         if (!isOurName(argv[2])) {
-            nkClientReply(c, "*-1\r\n");
+            out = nkCatNullArray(sdsempty(), c->resp);
+            nkClientWriteRaw(c, out, sdslen(out));
+            sdsfree(out);
             return;
         }
         out = bulkLL(bulk(sdsnew("*2\r\n"), v[0].addr), v[0].port);
@@ -159,13 +163,13 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
             return;
         }
         if (!strcasecmp(sub, "master")) {
-            out = masterState(sdsempty(), &v[0], nreplicas);
+            out = masterState(sdsempty(), c->resp, &v[0], nreplicas);
         } else if (!strcasecmp(sub, "sentinels")) {
             out = sdsnew("*0\r\n");
         } else {
             out = sdscatfmt(sdsempty(), "*%i\r\n", nreplicas);
             for (int i = 1; i < n; i++)
-                if (v[i].listed) out = replicaState(out, &v[i], &v[0]);
+                if (v[i].listed) out = replicaState(out, c->resp, &v[i], &v[0]);
         }
     } else {
         sds a = sdscatrepr(sdsempty(), argv[1], sdslen(argv[1]) > 64 ? 64 : sdslen(argv[1]));
@@ -189,12 +193,14 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
  *
  * at every master change, its own failovers and those it follows. A
  * subscribed client may still send any command (Sentinel's RESP2 limits
- * are not enforced); PING answers as in subscribed mode. */
+ * are not enforced); PING answers as in subscribed mode. To a RESP3
+ * client (HELLO 3) the (un)subscribe replies and the messages are pushes
+ * ('>'), and a mass UNSUBSCRIBE with nothing to drop names a null. */
 
-static sds replyCount(sds s, const char *kind, const char *name, size_t count) {
-    s = sdscatfmt(s, "*3\r\n");
+static sds replyCount(sds s, int resp, const char *kind, const char *name, size_t count) {
+    s = nkCatPushLen(s, resp, 3);
     s = bulk(s, kind);
-    s = name ? bulk(s, name) : sdscat(s, "$-1\r\n");
+    s = name ? bulk(s, name) : nkCatNull(s, resp);
     return sdscatfmt(s, ":%U\r\n", (unsigned long long)count);
 }
 
@@ -236,7 +242,7 @@ void nkPubsubCommand(nkClient *c, int argc, sds *argv) {
                 }
                 listAddNodeTail(*l, sdsdup(argv[i]));
             }
-            out = replyCount(out, pattern ? "psubscribe" : "subscribe", argv[i], subCount(c));
+            out = replyCount(out, c->resp, pattern ? "psubscribe" : "subscribe", argv[i], subCount(c));
         }
     } else {
         /* UNSUBSCRIBE [name...]: the names given, or every one. */
@@ -245,11 +251,11 @@ void nkPubsubCommand(nkClient *c, int argc, sds *argv) {
                 listNode *ln = listFirst(*l);
                 sds name = listNodeValue(ln);
                 listDelNode(*l, ln);
-                out = replyCount(out, pattern ? "punsubscribe" : "unsubscribe", name, subCount(c));
+                out = replyCount(out, c->resp, pattern ? "punsubscribe" : "unsubscribe", name, subCount(c));
                 sdsfree(name);
             }
         } else if (argc == 1) {
-            out = replyCount(out, pattern ? "punsubscribe" : "unsubscribe", NULL, subCount(c));
+            out = replyCount(out, c->resp, pattern ? "punsubscribe" : "unsubscribe", NULL, subCount(c));
         }
         for (int i = 1; i < argc; i++) {
             listNode *ln = subFind(*l, argv[i]);
@@ -257,7 +263,7 @@ void nkPubsubCommand(nkClient *c, int argc, sds *argv) {
                 sdsfree(listNodeValue(ln));
                 listDelNode(*l, ln);
             }
-            out = replyCount(out, pattern ? "punsubscribe" : "unsubscribe", argv[i], subCount(c));
+            out = replyCount(out, c->resp, pattern ? "punsubscribe" : "unsubscribe", argv[i], subCount(c));
         }
     }
     nkClientWriteRaw(c, out, sdslen(out));
@@ -293,13 +299,13 @@ static void publish(const char *channel, const char *message) {
         if (!c->conn || c->state != NK_CLIENT_CONNECTED || !subCount(c)) continue;
         sds out = sdsempty();
         if (subFind(c->channels, channel))
-            out = bulk(bulk(bulk(sdscat(out, "*3\r\n"), "message"), channel), message);
+            out = bulk(bulk(bulk(nkCatPushLen(out, c->resp, 3), "message"), channel), message);
         if (c->patterns) {
             listRewind(c->patterns, &si);
             while ((sn = listNext(&si))) {
                 sds pat = listNodeValue(sn);
                 if (stringmatchlen(pat, (int)sdslen(pat), channel, (int)strlen(channel), 0))
-                    out = bulk(bulk(bulk(bulk(sdscat(out, "*4\r\n"), "pmessage"), pat), channel), message);
+                    out = bulk(bulk(bulk(bulk(nkCatPushLen(out, c->resp, 4), "pmessage"), pat), channel), message);
             }
         }
         if (sdslen(out)) {

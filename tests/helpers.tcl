@@ -578,18 +578,37 @@ proc fake_nickv_start {master mport mode} {
     return $pid
 }
 
-# redis-py, pinned, in build/pyclients (utils/setup-deps.sh test installs
-# it): runs the Python code in $script, returns its output.
-proc skv_redis_py {script} {
-    set py [file normalize ../pyclients/bin/python3]
+# redis-py, pinned, in build/pyclients (5.0, RESP2) or build/pyclients8
+# (8.x, which opens its connections with HELLO 3): utils/setup-deps.sh test
+# installs both. The Python interpreter of release $version (5 or 8).
+proc skv_redis_py_bin {version} {
+    set venv [dict get {5 pyclients 8 pyclients8} $version]
+    set py [file normalize ../$venv/bin/python3]
     if {![file executable $py]} {
-        fail "no redis-py in build/pyclients: run utils/setup-deps.sh test"
+        fail "no redis-py in build/$venv: run utils/setup-deps.sh test"
     }
+    return $py
+}
+
+# The Python code in $script run with redis-py $version: its output.
+proc skv_redis_py {script {version 5}} {
+    set py [skv_redis_py_bin $version]
     set f [file normalize [tmpfile py]].py
     set fd [open $f w]
     puts $fd $script
     close $fd
     exec $py $f 2>@1
+}
+
+# The same in the background, its output (stdout and stderr) to the file
+# $out: returns its pid.
+proc skv_redis_py_bg {script out {version 5}} {
+    set py [skv_redis_py_bin $version]
+    set f [file normalize [tmpfile py]].py
+    set fd [open $f w]
+    puts $fd $script
+    close $fd
+    exec $py -u $f >& $out &
 }
 
 # ------------------------------------------------------------- Failover ---

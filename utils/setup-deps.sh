@@ -160,16 +160,21 @@ fi
 
 # ------------------------------------------------- a Sentinel client ---
 # Nic-KV answers the SENTINEL subcommands client libraries use: the tests
-# check it with redis-py's own Sentinel client, pinned, in a venv under
-# build/ (the system Python is left alone).
+# check it with redis-py's own Sentinel client, pinned, in venvs under
+# build/ (the system Python is left alone). Two releases: 5.0 speaks RESP2;
+# 8.x opens its connections with HELLO 3 and expects RESP3's maps and pushes.
 REDIS_PY_VERSION=5.0.8
-if [ "$what" != build ]; then
-    pyc="$top/build/pyclients"
-    if ! "$pyc/bin/python3" -c "import redis, sys; sys.exit(redis.__version__ != '$REDIS_PY_VERSION')" 2>/dev/null; then
-        say "pip install redis==$REDIS_PY_VERSION (into $pyc)"
-        python3 -m venv "$pyc"
-        "$pyc/bin/pip" install -q "redis==$REDIS_PY_VERSION"
+REDIS_PY8_VERSION=8.1.0
+pyclient() {    # pyclient <venv> <version>
+    if ! "$1/bin/python3" -c "import redis, sys; sys.exit(redis.__version__ != '$2')" 2>/dev/null; then
+        say "pip install redis==$2 (into $1)"
+        python3 -m venv "$1"
+        "$1/bin/pip" install -q "redis==$2"
     fi
+}
+if [ "$what" != build ]; then
+    pyclient "$top/build/pyclients" "$REDIS_PY_VERSION"
+    pyclient "$top/build/pyclients8" "$REDIS_PY8_VERSION"
 fi
 
 # ------------------------------------------------------------ virtme-ng ---

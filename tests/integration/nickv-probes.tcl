@@ -312,7 +312,9 @@ m.set('via-sentinel', 'yes')
 print(m.get('via-sentinel').decode())
 "
 
-        test {Nic-KV answers SENTINEL: redis-py's Sentinel client finds the master through it} {
+        # redis-py 5 speaks RESP2; 8 opens its connections with HELLO 3 and
+        # reads RESP3's maps (SENTINEL MASTERS) and pushes (SUBSCRIBE).
+        test {Nic-KV answers SENTINEL: redis-py's Sentinel client finds the master through it (redis-py 5 and 8)} {
             wait_for_condition 100 100 {
                 [llength [nickv_cmd $nk sentinel replicas mymaster]] == 2
             } else {
@@ -327,10 +329,36 @@ print(m.get('via-sentinel').decode())
             assert_equal {} [nickv_cmd $nk sentinel sentinels mymaster]
             catch {nickv_cmd $nk sentinel replicas othermaster} e
             assert_equal {ERR No such master with that name} $e
-            set out [skv_redis_py $find_master]
-            assert_equal [list "('127.0.0.1', $mport)" \
-                              "\[('127.0.0.1', [srv -1 port]), ('127.0.0.1', $dport)\]" yes] [split $out "\n"]
-            assert_equal yes [$m get via-sentinel]
+            foreach version {5 8} {
+                $m del via-sentinel
+                set out [skv_redis_py $find_master $version]
+                assert_equal [list "('127.0.0.1', $mport)" \
+                                  "\[('127.0.0.1', [srv -1 port]), ('127.0.0.1', $dport)\]" yes] [split $out "\n"]
+                assert_equal yes [$m get via-sentinel]
+            }
+        }
+
+        # Clients that wait for +switch-master: one of each redis-py, each
+        # printing the first message it gets (a push, to redis-py 8).
+        set wait_switch "
+import redis
+p = redis.Redis(port=$nkport, socket_timeout=300).pubsub(ignore_subscribe_messages=True)
+p.subscribe('+switch-master')
+print('subscribed', flush=True)
+for m in p.listen():
+    print(m\['channel'\].decode(), m\['data'\].decode())
+    break
+"
+        set subs {}
+        foreach version {5 8} {
+            set out [file normalize [tmpfile switch$version]]
+            set pid [skv_redis_py_bg $wait_switch $out $version]
+            lappend subs $version $pid $out
+            wait_for_condition 100 100 {
+                [file exists $out] && [string match "subscribed*" [exec cat $out]]
+            } else {
+                fail "redis-py $version did not subscribe: [exec cat $out]"
+            }
         }
 
         test {Nic-KV follows an operator's FAILOVER: the link goes to the new master, no full sync} {
@@ -378,14 +406,30 @@ print(m.get('via-sentinel').decode())
             nickv_assert_no_bug $nk
         }
 
-        test {Nic-KV answers SENTINEL with the new master after the FAILOVER: redis-py writes there} {
+        test {Nic-KV answers SENTINEL with the new master after the FAILOVER: redis-py writes there (5 and 8)} {
             assert_equal [list 127.0.0.1 $dport] [nickv_cmd $nk sentinel get-master-addr-by-name mymaster]
-            $d del via-sentinel
-            set out [lindex [split [skv_redis_py $find_master] "\n"] 0]
-            assert_equal "('127.0.0.1', $dport)" $out
-            assert_equal yes [$d get via-sentinel]
-            wait_for_ofs_sync $d $m
-            assert_equal yes [$m get via-sentinel]
+            foreach version {5 8} {
+                $d del via-sentinel
+                set out [lindex [split [skv_redis_py $find_master $version] "\n"] 0]
+                assert_equal "('127.0.0.1', $dport)" $out
+                assert_equal yes [$d get via-sentinel]
+                wait_for_ofs_sync $d $m
+                assert_equal yes [$m get via-sentinel]
+            }
+        }
+
+        test {redis-py 5 and 8 subscribed to +switch-master get the FAILOVER's message} {
+            foreach {version pid out} $subs {
+                wait_for_condition 100 100 {
+                    [llength [split [string trim [exec cat $out]] "\n"]] >= 2
+                } else {
+                    catch {exec kill $pid}
+                    fail "redis-py $version got no +switch-master: [exec cat $out]"
+                }
+                catch {exec kill $pid}
+                assert_equal [list subscribed "+switch-master mymaster 127.0.0.1 $mport 127.0.0.1 $dport"] \
+                    [split [string trim [exec cat $out]] "\n"]
+            }
         }
     }
     }
