@@ -152,7 +152,8 @@ static sds genInfo(int nsec, sds *secs) {
         s = nkReplicasInfo(s);
     }
     if (infoWants(nsec, secs, "stats", NULL)) {
-        s = sdscatprintf(s, "# Stats\r\ntotal_connections_received:%lld\r\n", stats.connections);
+        s = sdscatprintf(s, "# Stats\r\ntotal_connections_received:%lld\r\n"
+                         "total_commands_processed:%lld\r\n", stats.connections, stats.commands);
         s = nkReplicaStatsInfo(s);
         s = sdscatprintf(s,
             "auth_failures:%lld\r\n"
@@ -196,6 +197,7 @@ static sds genInfo(int nsec, sds *secs) {
         s = sdscatprintf(s,
             "# Clients\r\n"
             "connected_clients:%lu\r\n"
+            "blocked_clients:0\r\n"        /* Nic-KV blocks no client (redis-cli --stat reads it) */
             "maxclients:%d\r\n"
             "client_slots_free:%d\r\n\r\n",
             listLength(nk.clients), nk.cfg.maxclients, nkClientSlotsFree());
@@ -885,5 +887,6 @@ void execCommand(nkClient *c, int argc, sds *argv) {
         nkReplyNoPerm(c, admin);
         return;
     }
+    stats.commands++;
     cmd->proc(c, argc, argv);
 }

@@ -24,6 +24,7 @@ struct nkServerStats {
     long long rejected_conn;            /* refused: maxclients reached */
     long long obuf_drops;               /* dropped: output buffer limits */
     long long auth_timeouts;            /* closed: did not authenticate */
+    long long commands;                 /* commands run (known, allowed, well formed) */
 };
 extern struct nkServerStats stats;
 

@@ -157,7 +157,7 @@ start_server {tags {"nickv external:skip"} overrides {save ""}} {
         set fd [clients_raw $nk "[nickv_resp HELLO 3 AUTH default rp][nickv_resp CLIENT GETNAME][nickv_resp INFO server]"]
         set got [clients_read $fd 4000 1000]
         close $fd
-        assert_match "*modules\r\n*0\r\n_\r\n=*\r\ntxt:# Server\r\nnickv_version:$version\r\n*" $got
+        assert_match "*modules\r\n*0\r\n_\r\n=*\r\ntxt:# Server\r\nredis_version:*\r\nnickv_version:$version\r\n*" $got
         regexp {\r\n=(\d+)\r\n(.*)\r\n$} $got -> len body
         assert_equal $len [string length $body]
         clients_assert_bytes $nk rp [nickv_resp CLIENT GETNAME] "\$-1\r\n"
@@ -342,6 +342,20 @@ print(s.sentinels\[0\].client_info()\['resp'\])
             set out [exec sh -c "printf 'help sentinel\nquit\n' | TERM=dumb timeout 10 script -qc '$cli -p $nkport --user default --pass rp --no-auth-warning' /dev/null"]
             assert_match "*SENTINEL*Find the master, as through Redis Sentinel*group:*sentinel*" $out
         }
+    }
+
+    test {redis-cli --stat against Nic-KV: every column a number it counts} {
+        set cli [file normalize src/redis-cli]
+        set before [nickv_info $nk total_commands_processed]
+        # (timeout ends it: the exit status says nothing; stdbuf: its lines
+        # reach the pipe before that.)
+        set out [exec sh -c "timeout 2 stdbuf -oL '$cli' -p $nkport --user default --pass rp --no-auth-warning --stat -i 0.2 2>&1; true"]
+        # Before Nic-KV's INFO had blocked_clients and
+        # total_commands_processed, redis-cli printed LONG_MIN for them.
+        assert_no_match "*-9223372036854775808*" $out
+        assert_match "*keys*mem*clients*blocked*requests*connections*" $out
+        assert {[nickv_info $nk total_commands_processed] > $before}
+        assert_equal 0 [nickv_info $nk blocked_clients]
     }
 
     test {CONFIG REWRITE without a config file: refused, saying so} {
