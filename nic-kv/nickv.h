@@ -671,6 +671,10 @@ void nkPubsubCommand(nkClient *c, int argc, sds *argv);
 int nkPubsubSubscribed(nkClient *c);
 void nkPubsubClientFree(nkClient *c);
 void nkSentinelSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int new_port);
+/* Sentinel's instance events (+sdown, -sdown, +odown, -odown, +slave,
+ * +try-failover, +failover-end) in its format; extra may be NULL. */
+void nkSentinelEvent(const char *event, int is_master, const char *ip, int port, const char *master_ip,
+                     int master_port, const char *extra);
 
 /* nickv_resp.c: commands as argument vectors, a master's full sync reply. */
 /* Append a command (first, then the arguments in ap up to a NULL) to out

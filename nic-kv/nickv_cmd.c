@@ -597,7 +597,7 @@ static const nkCommand nkCommands[] = {
     {"latency", -2, 0, latencyCommand, "server", "Empty: Nic-KV measures no latency events"},
     {"memory", -2, 0, memoryCommand, "server", "STATS: Nic-KV's memory"},
     {"sentinel", -2, 0, nkSentinelCommand, "sentinel", "Find the master, as through Redis Sentinel"},
-    {"subscribe", -2, 0, nkPubsubCommand, "pubsub", "Listen for +switch-master"},
+    {"subscribe", -2, 0, nkPubsubCommand, "pubsub", "Listen for Sentinel's events (+switch-master, +sdown...)"},
     {"psubscribe", -2, 0, nkPubsubCommand, "pubsub", "Listen for channels matching patterns"},
     {"unsubscribe", -1, 0, nkPubsubCommand, "pubsub", "Stop listening for channels"},
     {"punsubscribe", -1, 0, nkPubsubCommand, "pubsub", "Stop listening for patterns"},
@@ -887,6 +887,6 @@ void execCommand(nkClient *c, int argc, sds *argv) {
         nkReplyNoPerm(c, admin);
         return;
     }
-    stats.commands++;
-    cmd->proc(c, argc, argv);
+    cmd->proc(c, argc, argv);     /* (may free c) */
+    stats.commands++;             /* after it, as Redis counts: INFO does not count itself */
 }

@@ -289,6 +289,14 @@ static int fenceTimer(aeEventLoop *el, long long id, void *data) {
     return AE_NOMORE;
 }
 
+/* +try-failover, once per epoch (an attempt called off is tried again). */
+static long long try_event_epoch = -1;
+static void foTryEvent(void) {
+    if (try_event_epoch == F.epoch) return;
+    try_event_epoch = F.epoch;
+    nkSentinelEvent("+try-failover", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
+}
+
 static void foStart(nkProbeView *m) {
     long long left = (F.lease_bound_us - foNowUs()) / 1000;
     F.planned = 0;
@@ -306,6 +314,7 @@ static void foStart(nkProbeView *m) {
     nkLogRepeat(LL_WARNING, key, "Failover: the master %s:%d is invalid (%s): no more "
                 "leases; %d candidate(s); promoting in %lld ms, once every lease granted has run out",
                 m->addr, m->port, m->why, F.ncand, left > 0 ? left : 0);
+    foTryEvent();
     foSetState(FO_FENCING);
     /* On time, not at the next probe tick. */
     if (left <= 0) foQuery();
@@ -826,6 +835,7 @@ static void foPromoted(void) {
      * PSYNC before): probeReadView. */
     nkProbeRetargetMaster(F.winner.reach, F.winner.port);
     stateSave();
+    nkSentinelEvent("+failover-end", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
     nkSentinelSwitchMaster(F.old.reach, F.old.port, F.winner.reach, F.winner.port);
     F.failovers++;
     F.last_ms = took;
@@ -952,6 +962,7 @@ int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size
     nkLog(LL_WARNING, "Failover: %s: handing the master %s:%d over to %s; no more leases, the "
           "master takes no write from %lld ms on", why, m.addr, m.port,
           ip ? F.cand[0].node.reach : "the best replica", left > 0 ? left : 0);
+    foTryEvent();
     foSetState(FO_FENCING);
     if (left <= 0) foQuery();
     else aeCreateTimeEvent(nk.el, left + 1, fenceTimer, NULL, NULL);

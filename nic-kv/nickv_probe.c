@@ -208,6 +208,16 @@ static const char *nodeRole(const probeNode *n) {
     return n->is_master ? "master" : "replica";
 }
 
+/* A Sentinel event about n (nkSentinelEvent); the master's sdown is its
+ * odown too: the probes are the one judge. */
+static void probeEvent(probeNode *n, int down) {
+    probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : n;
+    nkSentinelEvent(down ? "+sdown" : "-sdown", n->is_master, n->reach, n->port, m->reach, m->port, NULL);
+    if (n->is_master)
+        nkSentinelEvent(down ? "+odown" : "-odown", 1, n->reach, n->port, m->reach, m->port,
+                        down ? "#quorum 1/1" : NULL);
+}
+
 static void probeInvalid(probeNode *n, const char *why) {
     snprintf(n->why, sizeof(n->why), "%s", why);
     if (!n->valid) return;
@@ -222,6 +232,7 @@ static void probeInvalid(probeNode *n, const char *why) {
               n->ip, n->port, why);
     else
         nkLog(LL_WARNING, "Probe: %s %s:%d is invalid: %s", nodeRole(n), n->ip, n->port, why);
+    probeEvent(n, 1);
 }
 
 static void probeValid(probeNode *n) {
@@ -235,6 +246,7 @@ static void probeValid(probeNode *n) {
     n->why[0] = '\0';
     health_dirty = 1;
     failover_kick = 1;
+    probeEvent(n, 0);
 }
 
 /* --------------------------------------------------------- Connections --- */
@@ -912,6 +924,10 @@ static probeNode *nodeAdd(const char *ip, int port, int is_master) {
     n->listed = is_master;      /* a replica: by nodesRefresh's pass */
     if (is_master) listAddNodeHead(nodes, n); else listAddNodeTail(nodes, n);
     health_dirty = 1;
+    if (!is_master && listLength(nodes) > 1) {
+        probeNode *m = listNodeValue(listFirst(nodes));
+        nkSentinelEvent("+slave", 0, n->reach, n->port, m->reach, m->port, NULL);
+    }
     return n;
 }
 

@@ -191,6 +191,8 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
  *
  *   +switch-master <name> <old-ip> <old-port> <new-ip> <new-port>
  *
+ * and the instance events of nkSentinelEvent (+sdown, +odown, +slave,
+ * +try-failover, +failover-end...)
  * at every master change, its own failovers and those it follows. A
  * subscribed client may still send any command (Sentinel's RESP2 limits
  * are not enforced); PING answers as in subscribed mode. To a RESP3
@@ -314,6 +316,29 @@ static void publish(const char *channel, const char *message) {
         }
         sdsfree(out);
     }
+}
+
+/* Sentinel's instance events, in its message format, for the tools that
+ * watch its channels:
+ *
+ *   <event> master <name> <ip> <port>[ <extra>]
+ *   <event> slave <ip>:<port> <ip> <port> @ <name> <master-ip> <master-port>
+ *
+ * +sdown / -sdown: a node the probes find invalid / valid again (Nic-KV's
+ * probes are the one judge: every +sdown of the master is at once an
+ * +odown, "#quorum 1/1", and -sdown a -odown); +slave: a replica the
+ * master lists appears; +try-failover: an attempt begins (once per
+ * epoch); +failover-end: the promotion is made, before +switch-master. */
+void nkSentinelEvent(const char *event, int is_master, const char *ip, int port, const char *master_ip,
+                     int master_port, const char *extra) {
+    char msg[1024];
+    const char *name = nk.cfg.master_name ? nk.cfg.master_name : "mymaster";
+    if (is_master)
+        snprintf(msg, sizeof(msg), "master %s %s %d%s%s", name, ip, port, extra ? " " : "", extra ? extra : "");
+    else
+        snprintf(msg, sizeof(msg), "slave %s:%d %s %d @ %s %s %d%s%s", ip, port, ip, port, name, master_ip,
+                 master_port, extra ? " " : "", extra ? extra : "");
+    publish(event, msg);
 }
 
 void nkSentinelSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int new_port) {

@@ -48,7 +48,9 @@ proc ff_append_round {nk} {
             lappend ff(acked,$c) $v
             lappend ff(ackinfo,$c) $ff(fault)
             incr ff(acknowledged)
-        } elseif {[catch {$ff(r) ping}]} {
+        } elseif {!$ff(nickv_down) && [catch {$ff(r) ping}]} {
+            # (While Nic-KV is down nobody names a master: the writer
+            # stays where it is; the master refuses once its lease is out.)
             ff_connect $nk
         } else {
             after 10
@@ -108,6 +110,7 @@ start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
         set ff(stopped) {}
         set ff(stopped_epoch) 0
         set ff(split) {}
+        set ff(nickv_down) 0
         set ff(attempted) 0
         set ff(acknowledged) 0
         set ff(fault) start
@@ -145,7 +148,9 @@ start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
                 }
                 nickv-kill {
                     nickv_stop $nk KILL
+                    set ff(nickv_down) 1
                     for {set k 0} {$k < 3} {incr k} { ff_append_round $nk }
+                    set ff(nickv_down) 0
                     set nk [nickv_restart $nk]
                 }
             }

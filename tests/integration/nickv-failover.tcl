@@ -84,6 +84,10 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             $sub subscribe +switch-master
             assert_equal {psubscribe +switch* 1} [$sub read]
             assert_equal {subscribe +switch-master 2} [$sub read]
+            # And one that watches every event, as Sentinel's tools do.
+            set all [redis 127.0.0.1 [dict get $nk port] 1]
+            $all psubscribe *
+            assert_equal {psubscribe * 1} [$all read]
             lassign [fo_append $nk lst 400 150 {
                 set start [clock milliseconds]
                 exec kill -9 $mpid
@@ -119,6 +123,20 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             set ev "mymaster 127.0.0.1 $mport 127.0.0.1 $nport"
             assert_equal [list message +switch-master $ev] [$sub read]
             assert_equal [list pmessage +switch* +switch-master $ev] [$sub read]
+            # Sentinel's events before it, in Sentinel's format and order.
+            set events {}
+            for {set i 0} {$i < 30} {incr i} {
+                lassign [$all read] kind pat channel msg
+                lappend events "$channel $msg"
+                if {$channel eq {+switch-master}} break
+            }
+            $all close
+            set master "master mymaster 127.0.0.1 $mport"
+            set want [list "+sdown $master" "+odown $master #quorum 1/1" "+try-failover $master" \
+                          "+failover-end $master" "+switch-master $ev"]
+            set seen {}
+            foreach e $events { if {[lsearch -exact $want $e] >= 0} { lappend seen $e } }
+            assert_equal $want $seen
             $sub unsubscribe
             assert_equal {unsubscribe +switch-master 1} [$sub read]
             $sub ping

@@ -72,6 +72,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         }
 
         test {Nic-KV probes: a stopped replica behind Nic-KV is invalid within waiting-time: -NOREPLICAS, WAIT does not count it} {
+            # Sentinel's events about it, on Nic-KV's port.
+            set ev [redis 127.0.0.1 [dict get $nk port] 1]
+            $ev psubscribe *sdown
+            assert_equal {psubscribe *sdown 1} [$ev read]
             exec kill -STOP $pid1
             set start [clock milliseconds]
             wait_for_condition 100 20 {
@@ -103,6 +107,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             assert_equal 0 [nickv_status $master nickv_invalid_replicas]
             assert_equal 3 [$master wait 3 2000]
             nickv_assert_digests $master $replicas
+            set slave "slave 127.0.0.1:$p1 127.0.0.1 $p1 @ mymaster 127.0.0.1 $mport"
+            assert_equal [list pmessage *sdown +sdown $slave] [$ev read]
+            assert_equal [list pmessage *sdown -sdown $slave] [$ev read]
+            $ev close
         }
 
         test {Nic-KV probes: a stopped direct replica counts out the same way} {
