@@ -36,7 +36,7 @@ as_root() {
 # BUILD_RDMA=no (make's variable, in the environment) builds without rdma-core.
 build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils ca-certificates git"
 [ "${BUILD_RDMA:-yes}" = no ] || build_pkgs="$build_pkgs libibverbs-dev librdmacm-dev"
-test_pkgs="etcd-server etcd-client prometheus-redis-exporter tcl procps iproute2 iptables libjemalloc2 liblzf1 libatomic1 python3-venv python3-pip"
+test_pkgs="etcd-server etcd-client prometheus-redis-exporter tcl procps iproute2 iptables libjemalloc2 liblzf1 libatomic1 python3-venv python3-pip golang-go"
 vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod
          python3-pip python3-venv busybox-static iptables"
 arm64_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross libc6:arm64 qemu-user-static"
@@ -175,6 +175,25 @@ pyclient() {    # pyclient <venv> <version>
 if [ "$what" != build ]; then
     pyclient "$top/build/pyclients" "$REDIS_PY_VERSION"
     pyclient "$top/build/pyclients8" "$REDIS_PY8_VERSION"
+fi
+
+# ------------------------------------------------ a Go Sentinel client ---
+# A client of another language: go-redis v9's FailoverClient, in our own
+# program (tests/goclient, go-redis pinned by its go.mod and go.sum), built
+# with Debian's Go (golang-go, 1.19: /usr/bin/go, not a Go found first in
+# PATH) into build/goclients. Its module cache and build cache stay there
+# too (-modcacherw: rm -rf build can remove them); GOPROXY, when set, says
+# where to fetch go-redis from. Built again when a source file is newer.
+if [ "$what" != build ]; then
+    gosrc="$top/tests/goclient"
+    godir="$top/build/goclients"
+    gobin="$godir/bin/nickv-goclient"
+    if [ ! -x "$gobin" ] || [ -n "$(find "$gosrc" -type f -newer "$gobin")" ]; then
+        say "go build tests/goclient (go-redis) into $gobin"
+        (cd "$gosrc" && env GOPATH="$godir/gopath" GOCACHE="$godir/cache" \
+            GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}" GOFLAGS="-mod=mod -modcacherw" \
+            GO111MODULE=on /usr/bin/go build -o "$gobin" .) || die "cannot build tests/goclient with /usr/bin/go"
+    fi
 fi
 
 # ------------------------------------------------------------ virtme-ng ---
