@@ -399,6 +399,7 @@ long long nkLinkHistory(void);
 int nkLinkSameHistory(const char *replid, long long offset);
 /* The most of the stream our reports to the master said we hold. */
 long long nkLinkReportedOffset(void);
+void nkLinkNoteReported(long long offset);
 /* INFO's "Replication" section (alias "upstream"): the link's fields, no
  * closing blank line; last is the backlog's last offset. */
 sds nkLinkInfo(sds s, long long last);

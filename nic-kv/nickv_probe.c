@@ -1367,11 +1367,13 @@ long long nkProbeStreamBound(long long *at_us, long long *rate) {
 }
 
 /* How far an SKV master with nickv-lease yes may have acknowledged its
- * stream to WAIT through a direct replica: as far as we told it we hold
- * (our link's ACKs and backlog reports), or as far as a lease answer said
+ * stream to WAIT: through a direct replica, as far as we told it we hold
+ * (our link's ACKs and backlog reports) or as far as a lease answer said
  * whose clock a grant of ours echoed (src/nickv_server.c,
- * nickvDirectAckCounts). Bytes a replica holds past this were never
- * acknowledged. 0: nothing known. */
+ * nickvDirectAckCounts); through a replica behind us, as far as the ACKs
+ * we relayed (counted as they are). Not our backlog's end: it may end in
+ * the middle of a command no replica applied. Bytes a replica holds past
+ * this were never acknowledged. 0: nothing known. */
 long long nkProbeAckBound(void) {
     long long reported = nkLinkReportedOffset();
     return granted_offset > reported ? granted_offset : reported;

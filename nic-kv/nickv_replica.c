@@ -345,6 +345,7 @@ void nkReplicasMainEvents(void) {
         if (r->ack_dirty) {
             r->ack_dirty = 0;
             nkLinkMessage(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
+            nkLinkNoteReported((long long)r->ack_off);   /* the master counts it for WAIT */
         }
         if (r->state == NK_REPLICA_GONE) {
             nkLog(LL_NOTICE, "Replica %s:%d left: %s", r->ip, r->port, r->why);

@@ -642,12 +642,19 @@ void nkLinkHeartbeat(void) {
     if (last > L.reported) L.reported = last;
 }
 
-/* The most of the stream our ACKs and backlog reports said we hold: an
- * SKV master counts a direct replica's ACK for WAIT only that far (or as
- * far as a lease answer we granted on said: nkProbeAckBound), so no
- * acknowledged write lies beyond both. 0 in a new history. */
+/* The most of the stream our ACKs and backlog reports said we hold, and
+ * the replicas' ACKs we relayed: an SKV master counts a direct replica's
+ * ACK for WAIT only as far as the first (or as far as a lease answer we
+ * granted on said: nkProbeAckBound), and a relayed one as it is, so no
+ * acknowledged write lies beyond them. 0 in a new history. */
 long long nkLinkReportedOffset(void) {
     return L.reported;
+}
+
+/* A replica's ACK we relayed: the master counts it for WAIT as it is, so
+ * it bounds what may be acknowledged too. */
+void nkLinkNoteReported(long long offset) {
+    if (offset > L.reported) L.reported = offset;
 }
 
 /* Our link streamed from the master within the last few seconds: the end

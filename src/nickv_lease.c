@@ -55,7 +55,7 @@ static struct {
     time_t bad_logged;
     /* Our recent answers' <now> and <offset>: a grant's <t> names the one
      * Nic-KV read, so Nic-KV knows our stream reached that offset. */
-    struct { long long now, offset; } sent[NICKV_LEASE_SENT];
+    struct { long long now, offset; char replid[CONFIG_RUN_ID_SIZE + 1]; } sent[NICKV_LEASE_SENT];
     int sent_next;
     long long confirmed;       /* the most Nic-KV was told and read ... */
     char confirmed_replid[CONFIG_RUN_ID_SIZE + 1];   /* ... in this history */
@@ -146,8 +146,11 @@ int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
 static void leaseConfirmed(long long t) {
     long long offset = -1;
     for (int i = 0; i < NICKV_LEASE_SENT; i++)
-        if (LE.sent[i].now == t && (offset == -1 || LE.sent[i].offset < offset)) offset = LE.sent[i].offset;
+        if (LE.sent[i].now == t && !strcmp(LE.sent[i].replid, server.replid) &&
+            (offset == -1 || LE.sent[i].offset < offset))
+            offset = LE.sent[i].offset;
     if (offset == -1) return;
+    if (offset > server.master_repl_offset) offset = server.master_repl_offset;
     if (strcmp(LE.confirmed_replid, server.replid)) {
         memcpy(LE.confirmed_replid, server.replid, sizeof(LE.confirmed_replid));
         LE.confirmed = 0;
@@ -181,6 +184,7 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
     if (t > 0) leaseConfirmed(t);
     LE.sent[LE.sent_next].now = now;
     LE.sent[LE.sent_next].offset = server.master_repl_offset;
+    memcpy(LE.sent[LE.sent_next].replid, server.replid, sizeof(LE.sent[0].replid));
     LE.sent_next = (LE.sent_next + 1) % NICKV_LEASE_SENT;
     addReplyStatusFormat(c, "LEASE %lld %s %lld", now, server.runid, server.master_repl_offset);
 }

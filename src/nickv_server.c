@@ -99,6 +99,7 @@ static struct {
     /* One Nic-KV (see nickvGrantorCheck). */
     uint64_t grantor_id;       /* the connection whose lease messages we take, 0: none */
     char grantor_instance[NICKV_INSTANCE_LEN + 1];  /* ... its Nic-KV process, "" if none yet */
+    char daemon_instance[NICKV_INSTANCE_LEN + 1];   /* the daemon's Nic-KV process */
     long long others_refused;  /* lease, health or hello of another Nic-KV or connection */
     time_t others_logged;
     /* The daemon's probes (NICKV_MSG_HEALTH), while it is alive and its
@@ -135,6 +136,14 @@ static struct {
 } NK;
 
 static void nickvHeld(long long offset);
+
+/* The daemon is the Nic-KV that grants our lease (or none grants yet): what
+ * it says it holds bounds what that Nic-KV's failover counts. With many
+ * Nic-KVs (a coordinator) the one that fans out may not be the one that
+ * leads: then only the leader's confirmed lease answers count. */
+static int nickvDaemonIsGrantor(void) {
+    return !NK.grantor_instance[0] || !strcmp(NK.daemon_instance, NK.grantor_instance);
+}
 
 int cancelReplicationHandshake(int reconnect);   /* replication.c */
 int connectWithMaster(void);                      /* replication.c */
@@ -340,6 +349,7 @@ static int nickvGrantorCheck(client *c, sds instance) {
     }
     NK.grantor_id = c->id;
     memcpy(NK.grantor_instance, instance, NICKV_INSTANCE_LEN + 1);
+    NK.held = 0;        /* what another Nic-KV said it holds: not this one's word */
     return 1;
 }
 
@@ -593,6 +603,7 @@ void nickvReplconf(client *c, sds message) {
         }
         NK.daemon_port = atoi(argv[2]);
         NK.daemon_rdma_port = atoi(argv[3]);
+        snprintf(NK.daemon_instance, sizeof(NK.daemon_instance), "%s", argv[4]);
         NK.backlog_first = NK.backlog_last = 0;
         NK.backlog_known = 0;
         NK.daemon_slots = -1;
@@ -678,7 +689,7 @@ void nickvReplconf(client *c, sds message) {
         if (argc == NICKV_MSG_BACKLOG_ARGC && (!string2ll(argv[3], sdslen(argv[3]), &slots) || slots < 0)) slots = -1;
         NK.backlog_first = a;
         NK.backlog_last = b;
-        nickvHeld(b);
+        if (nickvDaemonIsGrantor()) nickvHeld(b);
         NK.backlog_known = 1;
         NK.daemon_slots = slots;
         NK.daemon_heard = mstime();
@@ -770,7 +781,7 @@ static void nickvHeld(long long offset) {
 int nickvDirectAckCounts(long long offset) {
     client *d;
     if (!nickvLease) return 1;
-    if ((d = nickvDaemon())) nickvHeld(d->repl_ack_off);
+    if ((d = nickvDaemon()) && nickvDaemonIsGrantor()) nickvHeld(d->repl_ack_off);
     if (!strcmp(NK.held_replid, server.replid) && NK.held >= offset) return 1;
     return nickvLeaseConfirmedOffset() >= offset;
 }
