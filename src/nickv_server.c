@@ -748,8 +748,8 @@ int nickvMaybeRedirect(client *c, long long psync_offset) {
 }
 
 /* Nic-KV holds our stream up to offset (its backlog's end, its own ACK).
- * Kept per history: offsets of another one (a
- * master demoted, resynced and promoted again) say nothing of this one. */
+ * Kept per history: offsets of another one (a master demoted, resynced and
+ * promoted again) say nothing of this one. */
 static void nickvHeld(long long offset) {
     if (offset > server.master_repl_offset) offset = server.master_repl_offset;
     if (strcmp(NK.held_replid, server.replid)) {
@@ -773,11 +773,11 @@ static void nickvHeld(long long offset) {
  * and promoted another, and they were lost (nickv-failover-edges.tcl, "a
  * direct replica ahead of Nic-KV ..."). So an ACK counts once Nic-KV
  * said it holds the offset (its ACK or backlog report, every 200 ms) or
- * read a lease answer that said we reached it (a probe interval later):
- * exactly what its failover bounds claims by (nkProbeAckBound; not a
- * replica's ACK it relays, which it does not count). WAIT on direct
- * replicas waits that long. Replicas behind Nic-KV are not concerned:
- * their ACKs come through it. */
+ * read a lease answer that said we reached it (up to two probe intervals
+ * later): what its failover's ack bound holds (nkProbeAckBound, with the
+ * replicas' ACKs it relays, which nickvCountAcksByOffset counts as they
+ * are). WAIT on direct replicas waits that long. Only the daemon that
+ * grants our lease is taken at its word (nickvDaemonIsGrantor). */
 int nickvDirectAckCounts(long long offset) {
     client *d;
     if (!nickvLease) return 1;
