@@ -611,6 +611,10 @@ void nkFailoverMaster(const char **ip, int *port);
  * asked ("FAILOVER", "failback"): 0, or -1 with err saying why not. */
 int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size_t errlen);
 sds nkFailoverInfo(sds s);
+/* Why an invalid master is not replaced ("" when nothing stops it), and
+ * whether a failover is under way (INFO sentinel's status). */
+const char *nkFailoverBlocked(void);
+int nkFailoverBusy(void);
 void nkFailoverResetStats(void);
 /* Nic-KV exits: a fence-command still running is killed, with its group. */
 void nkFailoverShutdown(void);
@@ -666,6 +670,8 @@ int nkCoordCheckLeaseTime(long long ms, char *err, size_t errlen);
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */
 void nkSentinelCommand(nkClient *c, int argc, sds *argv);
+/* INFO's "# Sentinel" section, as redis-sentinel's (its master0 line). */
+sds nkSentinelInfo(sds s);
 /* SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE; a client's
  * subscriptions, freed with it; +switch-master to the subscribers. */
 void nkPubsubCommand(nkClient *c, int argc, sds *argv);

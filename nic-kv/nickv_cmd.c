@@ -170,6 +170,9 @@ static sds genInfo(int nsec, sds *secs) {
         s = nkProbeInfo(s);
         s = nkFailoverInfo(s);
     }
+    if (infoWants(nsec, secs, "sentinel", NULL)) {
+        s = nkSentinelInfo(s);
+    }
     if (infoWants(nsec, secs, "cluster", NULL)) {
         s = nkClusterInfo(s);
     }

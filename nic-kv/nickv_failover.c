@@ -1360,6 +1360,14 @@ void nkFailoverMaster(const char **ip, int *port) {
 
 /* ---------------------------------------------------------------- INFO --- */
 
+const char *nkFailoverBlocked(void) {
+    return F.blocked;
+}
+
+int nkFailoverBusy(void) {
+    return F.state != FO_WATCHING;
+}
+
 sds nkFailoverInfo(sds s) {
     long long left = (F.lease_bound_us - foNowUs()) / 1000;
     s = sdscatprintf(s,

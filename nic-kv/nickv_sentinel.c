@@ -115,22 +115,14 @@ static int isOurName(const sds name) {
            !memcmp(name, nk.cfg.master_name, sdslen(name));
 }
 
-void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
-    static nkProbeView v[NK_SENTINEL_NODES];
-    int n, nreplicas = 0;
-    const char *sub = argc >= 2 ? argv[1] : "";
-    sds out;
-
-    if (argc < 2) {
-        nkClientReply(c, "-ERR wrong number of arguments for 'sentinel' command\r\n");
-        return;
-    }
-    n = nkProbeNodes(v, NK_SENTINEL_NODES);
-    if (n == 0) {
-        nkClientReply(c, "-ERR Nic-KV is starting\r\n");
-        return;
-    }
-    for (int i = 1; i < n; i++) if (v[i].listed) nreplicas++;
+/* The probes' nodes into v (at most NK_SENTINEL_NODES), v[0] the master
+ * as clients are told: 0 while Nic-KV is starting, or how many, with the
+ * replicas the master lists in *nreplicas. */
+static int sentinelView(nkProbeView *v, int *nreplicas) {
+    int n = nkProbeNodes(v, NK_SENTINEL_NODES);
+    *nreplicas = 0;
+    if (n == 0) return 0;
+    for (int i = 1; i < n; i++) if (v[i].listed) (*nreplicas)++;
     /* The master is where the failover says (its own promotions, the
      * coordinator's record), not wherever the probes look meanwhile (a
      * chain of REPLICAOF they follow): while they do not read that node
@@ -145,6 +137,65 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
     }
     v[0].addr = mip;
     v[0].port = mport;
+    return n;
+}
+
+/* INFO sentinel, in redis-sentinel's words, so that tools that read a
+ * Sentinel's INFO (Prometheus' redis_exporter among them: its
+ * redis_sentinel_master_status) see the master Nic-KV follows and its
+ * failover state in master0's status:
+ *
+ *   ok        the master answers the probes;
+ *   odown     it does not (Nic-KV is the only observer: sdown is odown),
+ *             and a failover is under way, or is not this Nic-KV's to
+ *             make (failover off, a standby, a cluster shard);
+ *   blocked   it does not, and this Nic-KV would replace it but will not:
+ *             INFO failover's failover_blocked says why.
+ *
+ * address is where clients are sent, so it changes with every failover;
+ * slaves the replicas the master lists; sentinels 1, Nic-KV itself. */
+sds nkSentinelInfo(sds s) {
+    static nkProbeView v[NK_SENTINEL_NODES];
+    int nreplicas;
+    const char *status = "odown";
+    if (sentinelView(v, &nreplicas) == 0) {
+        v[0].valid = 0;
+        nkFailoverMaster(&v[0].addr, &v[0].port);
+    }
+    if (v[0].valid)
+        status = "ok";
+    else if (nk.cfg.failover && !nkClusterOn() && nkCoordLeader() && !nkFailoverBusy() &&
+             nkFailoverBlocked()[0])
+        status = "blocked";
+    char addr[300];
+    snprintf(addr, sizeof(addr), strchr(v[0].addr, ':') ? "[%s]:%d" : "%s:%d", v[0].addr, v[0].port);
+    return sdscatprintf(s,
+        "# Sentinel\r\n"
+        "sentinel_masters:1\r\n"
+        "sentinel_tilt:0\r\n"
+        "sentinel_tilt_since_seconds:-1\r\n"
+        "sentinel_running_scripts:0\r\n"
+        "sentinel_scripts_queue_length:0\r\n"
+        "sentinel_simulate_failure_flags:0\r\n"
+        "master0:name=%s,status=%s,address=%s,slaves=%d,sentinels=1\r\n\r\n",
+        nk.cfg.master_name, status, addr, nreplicas);
+}
+
+void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
+    static nkProbeView v[NK_SENTINEL_NODES];
+    int n, nreplicas;
+    const char *sub = argc >= 2 ? argv[1] : "";
+    sds out;
+
+    if (argc < 2) {
+        nkClientReply(c, "-ERR wrong number of arguments for 'sentinel' command\r\n");
+        return;
+    }
+    n = sentinelView(v, &nreplicas);
+    if (n == 0) {
+        nkClientReply(c, "-ERR Nic-KV is starting\r\n");
+        return;
+    }
     if (!strcasecmp(sub, "masters") && argc == 2) {
         out = sdsnew("*1\r\n");
         out = masterState(out, c->resp, &v[0], nreplicas);

@@ -64,6 +64,14 @@ proc exporter_value {text series} {
     return ""
 }
 
+# A redis_sentinel_master_* series of master mymaster at 127.0.0.1:port
+# (with its master_status label, for the status).
+proc sentinel_series {metric port {status ""}} {
+    set labels [format {master_address="127.0.0.1:%s",master_name="mymaster"} $port]
+    if {$status ne ""} { append labels [format {,master_status="%s"} $status] }
+    return "redis_sentinel_master_$metric\{$labels\}"
+}
+
 # The lines of a scrape that hold pattern (for failure messages).
 proc exporter_grep {text pattern} {
     join [lsearch -all -inline [split $text "\n"] "*$pattern*"] "\n"
@@ -91,7 +99,9 @@ start_server {overrides {save ""}} {
     set master [srv 0 client]
     set mport [srv 0 port]
     set mpid [srv 0 pid]
-    set nk [nickv_start $mport]
+    # failover yes against a master without nickv-lease: the master's
+    # death is seen, and Nic-KV says it will not replace it.
+    set nk [nickv_start $mport --failover yes]
 
     start_server {overrides {save ""}} {
     start_server {overrides {save ""}} {
@@ -165,6 +175,22 @@ start_server {overrides {save ""}} {
             assert_no_match "*\r\ndb0:*" [nickv_cmd $nk info all]
         }
 
+        test {Nic-KV exporter: the master Nic-KV follows, as a Sentinel's (INFO sentinel): ok, two replicas} {
+            wait_for_condition 50 100 {
+                [exporter_value [set m [exporter_scrape $nkurl]] [sentinel_series status $mport ok]] == 1
+            } else {
+                fail "the exporter does not show the master ok:\n[exporter_grep $m sentinel]"
+            }
+            assert_equal 2 [exporter_value $m [sentinel_series slaves $mport]]
+            assert_equal 1 [exporter_value $m [sentinel_series sentinels $mport]]
+            assert_equal 1 [exporter_value $m redis_sentinel_masters]
+            assert_equal 0 [exporter_value $m redis_sentinel_tilt]
+            # One status series only: the others would be stale lines.
+            assert_equal 1 [llength [regexp -all -inline -line {^redis_sentinel_master_status\{.*$} $m]]
+            assert_equal "name=mymaster,status=ok,address=127.0.0.1:$mport,slaves=2,sentinels=1" \
+                [nickv_info $nk master0]
+        }
+
         test {Nic-KV exporter: the master's Nic-KV fields through nickv-master.lua} {
             wait_for_condition 50 100 {
                 [exporter_value [set m [exporter_scrape $murl]] {redis_script_values{key="nickv_daemon_healthy"}}] == 1
@@ -213,6 +239,14 @@ start_server {overrides {save ""}} {
             # Nic-KV itself still answers; the master does not.
             assert_equal 1 [exporter_value $m redis_up]
             assert_equal down [nickv_info $nk master_link_status]
+            # The master ran with nickv-lease no: Nic-KV will not replace
+            # it, and says so as the master's status.
+            wait_for_condition 100 100 {
+                [exporter_value [set m [exporter_scrape $nkurl]] [sentinel_series status $mport blocked]] eq "0"
+            } else {
+                fail "the exporter does not show the failover blocked:\n[exporter_grep $m sentinel]"
+            }
+            assert_match "*nickv-lease no*" [nickv_info $nk failover_blocked]
             wait_for_condition 50 100 {
                 [exporter_value [exporter_scrape $murl] redis_up] == 0
             } else {
@@ -264,6 +298,54 @@ start_server [list overrides [concat {save "" nickv-lease yes} [nickv_user_overr
     }
     foreach pid $::exporter_pids { catch {exec kill $pid} }
     set ::exporter_pids {}
+}
+
+# A failover seen through the exporter: the master's status goes from ok
+# (old address) through odown to ok at the promoted replica's address.
+set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+start_server [list overrides $fo_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fo_conf] {
+    start_server [list overrides $fo_conf] {
+        set ports [list [srv -1 port] [srv 0 port]]
+        foreach r [list [srv -1 client] [srv 0 client]] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
+        set nkurl [exporter_start [dict get $nk port] --redis-only-metrics]
+
+        test {Nic-KV exporter: a failover: the master's status and address follow it} {
+            wait_for_condition 100 100 {
+                [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on} &&
+                [exporter_value [set m [exporter_scrape $nkurl]] [sentinel_series status $mport ok]] == 1
+            } else {
+                fail "no healthy topology in the exporter:\n[exporter_grep $m sentinel]\n[nickv_cmd $nk info failover]"
+            }
+            exec kill -9 $mpid
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers] >= 1 && [nickv_info $nk failover_state] eq {watching}
+            } else {
+                fail "no failover: [nickv_cmd $nk info failover]"
+            }
+            set new [lindex [split [nickv_info $nk master] :] end]
+            assert {[lsearch -exact $ports $new] >= 0}
+            wait_for_condition 100 100 {
+                [exporter_value [set m [exporter_scrape $nkurl]] [sentinel_series status $new ok]] == 1
+            } else {
+                fail "the exporter does not show the new master ok:\n[exporter_grep $m sentinel]"
+            }
+            # The old address is gone, and the other replica follows the new master.
+            assert_equal 1 [llength [regexp -all -inline -line {^redis_sentinel_master_status\{.*$} $m]]
+            wait_for_condition 100 100 {
+                [exporter_value [set m [exporter_scrape $nkurl]] [sentinel_series slaves $new]] == 1
+            } else {
+                fail "the new master's replica is not counted:\n[exporter_grep $m sentinel]"
+            }
+        }
+        foreach pid $::exporter_pids { catch {exec kill $pid} }
+        set ::exporter_pids {}
+        nickv_stop $nk
+    }
+    }
 }
 }
 }
