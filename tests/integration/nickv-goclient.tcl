@@ -2,8 +2,9 @@
 # FailoverClient (tests/goclient, built by utils/setup-deps.sh test into
 # build/goclients) finds the master through Nic-KV, writes there over
 # RESP3 (go-redis opens its connections with HELLO 3), and follows an
-# operator's FAILOVER: it subscribes to +switch-master on Nic-KV and asks
-# SENTINEL GET-MASTER-ADDR-BY-NAME again when its connections drop.
+# operator's FAILOVER and Nic-KV's own failover of a master killed -9: it
+# subscribes to +switch-master on Nic-KV and asks SENTINEL
+# GET-MASTER-ADDR-BY-NAME again when its connections drop.
 
 source tests/skv/helpers.tcl
 
@@ -118,4 +119,68 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     }
     }
     nickv_stop $nk
+}
+
+# The master killed: Nic-KV fails it over (nickv-lease yes everywhere), and
+# go-redis, its connections refused, finds the promoted replica.
+set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fo_conf] {
+    start_server [list overrides $fo_conf] {
+        set nodes [dict create [srv -1 port] [srv -1 client] [srv 0 port] [srv 0 client]]
+        dict for {port r} $nodes { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
+        set nkport [dict get $nk port]
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on}
+        } else {
+            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+        }
+
+        test {go-redis follows Nic-KV's failover of a master killed -9} {
+            set out [file normalize [tmpfile goclient]]
+            set pid [exec [goclient_bin] -sentinel 127.0.0.1:$nkport -name mymaster -db 9 -prefix gk \
+                         -after 5 -timeout 30s >& $out &]
+            wait_for_condition 100 100 {
+                [llength [goclient_writes $out]] >= 3
+            } else {
+                catch {exec kill $pid}
+                fail "go-redis wrote nothing through Nic-KV: [exec cat $out]"
+            }
+            exec kill -9 $mpid
+            wait_for_condition 300 100 {
+                [catch {exec kill -0 $pid}]
+            } else {
+                catch {exec kill $pid}
+                fail "go-redis did not write 5 times to a new master: [exec tail -n 20 $out]\n[nickv_cmd $nk info failover]"
+            }
+            assert_no_match "*timeout*" [exec cat $out]
+            lassign [nickv_cmd $nk sentinel get-master-addr-by-name mymaster] host new
+            assert {[dict exists $nodes $new]}
+            assert_equal 1 [nickv_info $nk failovers]
+            # Writes went to the old master, then (after the errors of its
+            # death) only to the new one, each there.
+            set seen_new 0
+            set on_new 0
+            foreach w [goclient_writes $out] {
+                lassign $w i addr resp
+                assert_equal 3 $resp
+                if {$addr eq "127.0.0.1:$new"} {
+                    set seen_new 1
+                    incr on_new
+                    assert_equal $i [[dict get $nodes $new] get gk:$i]
+                } else {
+                    assert_equal 0 $seen_new
+                    assert_equal "127.0.0.1:$mport" $addr
+                }
+            }
+            assert_equal 5 $on_new
+            assert_match "*log: sentinel: new master=\"mymaster\" addr=\"127.0.0.1:$new\"*" [exec cat $out]
+            nickv_assert_no_bug $nk
+        }
+        nickv_stop $nk
+    }
+    }
 }
