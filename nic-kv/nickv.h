@@ -614,6 +614,9 @@ sds nkFailoverInfo(sds s);
 /* Why an invalid master is not replaced ("" when nothing stops it), and
  * whether a failover is under way (INFO sentinel's status). */
 const char *nkFailoverBlocked(void);
+/* Is reach:port a replica our last promotion repointed, and valid then,
+ * less than NICKV_JOINING_MS ago? (health: joining) */
+int nkFailoverJoining(const char *reach, int port);
 int nkFailoverBusy(void);
 void nkFailoverResetStats(void);
 /* Nic-KV exits: a fence-command still running is killed, with its group. */

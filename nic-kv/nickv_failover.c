@@ -814,10 +814,19 @@ static void foPromoted(void) {
     /* Every other replica we know of follows it (those listed now, and
      * those that were: a replica away for a moment comes back to the new
      * master, not the old one). */
+    F.njoining = 0;
     for (int i = 0; i < n; i++) {
         if (v[i].is_master || (v[i].port == F.winner.port && !strcmp(v[i].reach, F.winner.reach)))
             continue;
         repointAdd(v[i].reach, v[i].port, 0);
+        /* Valid now, it counts for the winner's min-slaves before its
+         * PSYNC is done: the winner takes writes from its first one. */
+        if (v[i].valid && F.njoining < NK_FO_REPOINT) {
+            snprintf(F.joining[F.njoining].ip, sizeof(F.joining[0].ip), "%s", v[i].reach);
+            F.joining[F.njoining].port = v[i].port;
+            F.joining[F.njoining].until_ms = foNowMs() + NICKV_JOINING_MS;
+            F.njoining++;
+        }
     }
     /* Those whose INFO server and rdma we just read need not be asked
      * again: their mode, and whether they are the winner's process known
@@ -1359,6 +1368,14 @@ void nkFailoverMaster(const char **ip, int *port) {
 }
 
 /* ---------------------------------------------------------------- INFO --- */
+
+int nkFailoverJoining(const char *reach, int port) {
+    long long now = foNowMs();
+    for (int i = 0; i < F.njoining; i++)
+        if (F.joining[i].port == port && now < F.joining[i].until_ms && !strcmp(F.joining[i].ip, reach))
+            return 1;
+    return 0;
+}
 
 const char *nkFailoverBlocked(void) {
     return F.blocked;

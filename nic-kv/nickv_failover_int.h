@@ -135,6 +135,10 @@ struct foFailover {
     int nrepoint;
     struct { char ip[NK_ADDR_LEN]; int port; long long until_ms; } cooldown[NK_FO_REPOINT];
     int ncooldown;
+    /* Replicas repointed to the master we promoted, valid when we did:
+     * named joining to it until then (healthSend, NICKV_JOINING_MS). */
+    struct { char ip[NK_ADDR_LEN]; int port; long long until_ms; } joining[NK_FO_REPOINT];
+    int njoining;
     char blocked[400];          /* why the master is not replaced now */
     char failback[300];         /* where failback stands (failbackTick) */
     char excluded[300];         /* the replicas that are no candidates, and why */

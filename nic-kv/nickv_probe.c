@@ -1039,8 +1039,8 @@ static void nodesRefresh(void) {
 static void healthSend(void) {
     listIter li;
     listNode *ln;
-    int nvalid = 0;
-    sds list, msg;
+    int nvalid = 0, njoining = 0;
+    sds list, joining, msg;
     long long now = getMonotonicUs();
     int streaming = nkLinkDaemon();
     probeNode *m = listNodeValue(listFirst(nodes));
@@ -1054,6 +1054,7 @@ static void healthSend(void) {
      * the grants, on the master's probe connection. */
     if (!streaming && (master_lease != 1 || !master_clock || !m->conn || !m->connected)) return;
     list = sdsempty();
+    joining = sdsempty();
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
@@ -1079,9 +1080,17 @@ static void healthSend(void) {
         list = sdscatprintf(list, " %s %d", n->ip, n->port);
         n->named_ms = nowMs();
         nvalid++;
+        /* Just repointed here by a failover: it counts before its PSYNC
+         * is done (nickv_proto.h, NICKV_JOINING_MS). */
+        if (nkFailoverJoining(n->reach, n->port)) {
+            joining = sdscatprintf(joining, " %s %d", n->ip, n->port);
+            njoining++;
+        }
     }
     msg = sdscatprintf(sdsempty(), NICKV_MSG_HEALTH " %d %d%s", nk.cfg.min_slaves, nvalid, list);
+    if (njoining) msg = sdscatprintf(msg, " %d%s", njoining, joining);
     sdsfree(list);
+    sdsfree(joining);
     if (!health_dirty && last_health && !strcmp(msg, last_health) &&
         now - health_sent_us < NICKV_HEARTBEAT_MS * 1000LL) {
         sdsfree(msg);

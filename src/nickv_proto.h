@@ -52,6 +52,16 @@
  * NICKV_HEALTH_TIMEOUT_MS lets them lapse. */
 #define NICKV_MSG_HEALTH "health"
 #define NICKV_MSG_HEALTH_ARGC 3         /* and two words per replica listed */
+/* After the n replicas, optionally: <k> [<addr> <port>]...: replicas
+ * joining. Nic-KV has just made them replicas of this master (a failover's
+ * repoint), they answer its probes, and each counts for min-slaves
+ * before it is connected, for NICKV_JOINING_MS after the first message that
+ * named it joining at most (naming it again does not extend that), so that
+ * a promoted master takes writes from its first one instead of answering
+ * -NOREPLICAS until its replicas' PSYNCs are done. Nic-KV names a replica
+ * joining for NICKV_JOINING_MS after the promotion at most. WAIT counts
+ * only acknowledgements, as always. */
+#define NICKV_JOINING_MS 3000
 #define NICKV_HEALTH_MAX 256            /* replicas listed at most */
 
 /* lease <t> <ms> <instance>: Nic-KV's probe connection (a client of the

@@ -74,6 +74,13 @@ typedef enum {
     NICKV_PATH_VIA            /* the link goes through Nic-KV */
 } nickvPath;
 
+/* A replica as Nic-KV names it in its health messages. */
+typedef struct nickvNamed {
+    char addr[NET_HOST_STR_LEN];
+    int port;
+    mstime_t until;             /* joining: counted until then */
+} nickvNamed;
+
 static struct {
     /* Master side. */
     uint64_t daemon_id;       /* client id of the daemon's link, 0 = none */
@@ -108,7 +115,10 @@ static struct {
     mstime_t health_at;        /* ... last */
     int min_slaves;            /* writes need this many valid replicas */
     int nvalid;                /* the replicas that answer probes: */
-    struct { char addr[NET_HOST_STR_LEN]; int port; } valid[NICKV_HEALTH_MAX];
+    nickvNamed valid[NICKV_HEALTH_MAX];
+    int njoining;              /* replicas joining (NICKV_JOINING_MS): */
+    nickvNamed joining[NICKV_HEALTH_MAX];
+    mstime_t joining_until;    /* the last of their windows ends then */
     long long health_gen;      /* bumped by every report */
     long long health_reports;
     time_t health_bad_logged;
@@ -194,7 +204,8 @@ static int nickvDaemonHealthy(void) {
  * replica Nic-KV holds invalid, which a failover does not wait for. */
 static void nickvForgetHealth(void) {
     if (nickvLeaseActive()) return;
-    NK.health_known = NK.nvalid = NK.min_slaves = 0;
+    NK.health_known = NK.nvalid = NK.njoining = NK.min_slaves = 0;
+    NK.joining_until = 0;
     NK.health_gen++;
 }
 
@@ -387,41 +398,71 @@ static nickvReplica *nickvFindReplica(long long id, listNode **node) {
     return NULL;
 }
 
-/* health <min-slaves> <n> [<addr> <port>]...: the replicas that answer
- * Nic-KV's probes, by the address and listening port we know them by.
- * Replaces what the daemon said before. An entry we could not hold is
- * left out: that replica does not count, which errs on the safe side. */
-static void nickvHealth(int argc, sds *argv) {
-    long long min, n, port;
+/* Read <n> <addr> <port>... at argv[i] (argc words in all) into out:
+ * how many were kept, or -1 when the list is malformed. An entry we could
+ * not hold is left out: that replica does not count, which errs on the
+ * safe side. *next is the word after the list. */
+static int nickvHealthList(int argc, sds *argv, int i, nickvNamed *out, int *next) {
+    long long n, port;
     int kept = 0;
+    if (i >= argc || !string2ll(argv[i], sdslen(argv[i]), &n) || n < 0 || n > NICKV_HEALTH_MAX ||
+        n > (argc - i - 1) / 2)
+        return -1;
+    for (int j = 0; j < n; j++) {
+        sds addr = argv[i + 1 + 2 * j];
+        sds p = argv[i + 2 + 2 * j];
+        if (sdslen(addr) == 0 || sdslen(addr) >= NET_HOST_STR_LEN ||
+            !string2ll(p, sdslen(p), &port) || port < 0 || port > 65535) continue;
+        memcpy(out[kept].addr, addr, sdslen(addr) + 1);
+        out[kept].port = (int)port;
+        kept++;
+    }
+    *next = i + 1 + 2 * (int)n;
+    return kept;
+}
+
+/* health <min-slaves> <n> [<addr> <port>]... [<k> [<addr> <port>]...]:
+ * the replicas that answer Nic-KV's probes, by the address and listening
+ * port we know them by, then those joining (NICKV_JOINING_MS). Replaces
+ * what the daemon said before. */
+static void nickvHealth(int argc, sds *argv) {
+    static nickvNamed was[NICKV_HEALTH_MAX];
+    int nwas = NK.njoining;
+    long long min;
+    int kept, joining = 0, next;
+    mstime_t now = mstime();
+    memcpy(was, NK.joining, sizeof(was[0]) * nwas);
     if (!string2ll(argv[1], sdslen(argv[1]), &min) || min < 0 || min > INT_MAX ||
-        !string2ll(argv[2], sdslen(argv[2]), &n) || n < 0 || n > NICKV_HEALTH_MAX ||
-        argc != NICKV_MSG_HEALTH_ARGC + 2 * n) {
+        (kept = nickvHealthList(argc, argv, 2, NK.valid, &next)) < 0 ||
+        (next < argc && (joining = nickvHealthList(argc, argv, next, NK.joining, &next)) < 0) ||
+        next != argc) {
         /* Our own daemon's bug: count nobody valid rather than trust an
          * old list. */
         if (server.unixtime != NK.health_bad_logged)
             serverLog(LL_WARNING, "Nic-KV: a malformed health message from the daemon: "
                       "counting no replica as valid until the next one");
         NK.health_bad_logged = server.unixtime;
-        n = 0;
+        kept = joining = 0;
         if (!string2ll(argv[1], sdslen(argv[1]), &min) || min < 0 || min > INT_MAX) min = NK.min_slaves;
-    }
-    for (int i = 0; i < n; i++) {
-        sds addr = argv[NICKV_MSG_HEALTH_ARGC + 2 * i];
-        sds p = argv[NICKV_MSG_HEALTH_ARGC + 2 * i + 1];
-        if (sdslen(addr) == 0 || sdslen(addr) >= NET_HOST_STR_LEN ||
-            !string2ll(p, sdslen(p), &port) || port < 0 || port > 65535) continue;
-        memcpy(NK.valid[kept].addr, addr, sdslen(addr) + 1);
-        NK.valid[kept].port = (int)port;
-        kept++;
     }
     if ((int)min != NK.min_slaves || !NK.health_known)
         serverLog(LL_NOTICE, "Nic-KV: min-slaves %lld%s", min,
                   min ? ": replicas that do not answer its probes no longer count" : "");
+    /* A replica's window runs from the first message that named it
+     * joining: naming it again does not extend it. */
+    NK.joining_until = 0;
+    for (int i = 0; i < joining; i++) {
+        NK.joining[i].until = now + NICKV_JOINING_MS;
+        for (int j = 0; j < nwas; j++)
+            if (was[j].port == NK.joining[i].port && !strcmp(was[j].addr, NK.joining[i].addr))
+                NK.joining[i].until = was[j].until;
+        if (NK.joining[i].until > NK.joining_until) NK.joining_until = NK.joining[i].until;
+    }
     NK.nvalid = kept;
+    NK.njoining = joining;
     NK.min_slaves = (int)min;
     NK.health_known = 1;
-    NK.health_at = mstime();
+    NK.health_at = now;
     NK.health_gen++;
     NK.health_reports++;
     /* min-replicas-to-write counts with the new verdicts at once. */
@@ -488,6 +529,39 @@ int nickvReplicaInvalid(client *slave) {
     return nickvLeaseLapsed() || (nickvHealthActive() && !nickvSlaveNamedValid(slave));
 }
 
+/* Is addr:port an online replica of ours, direct or behind Nic-KV? */
+static int nickvConnectedAs(const char *addr, int port, unsigned long nkreplicas) {
+    listIter li;
+    listNode *ln;
+    char buf[NET_HOST_STR_LEN];
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li))) {
+        client *s = listNodeValue(ln);
+        if (s->replstate == SLAVE_STATE_ONLINE && !nickvIsDaemon(s) && s->slave_listening_port == port &&
+            !strcmp(nickvSlaveAddr(s, buf, sizeof(buf)), addr))
+            return 1;
+    }
+    if (nkreplicas) {
+        listRewind(NK.replicas, &li);
+        while ((ln = listNext(&li))) {
+            nickvReplica *r = listNodeValue(ln);
+            if (r->port == port && !strcmp(r->ip, addr)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* Replicas joining (a failover's repoint) that count: each until it is
+ * online here or behind Nic-KV, where nickvCountValidReplicas counts it
+ * (or, named invalid, does not), or until the window ends. */
+static int nickvJoiningCount(mstime_t now, unsigned long nkreplicas) {
+    int n = 0;
+    for (int i = 0; now < NK.joining_until && i < NK.njoining; i++)
+        if (now < NK.joining[i].until && !nickvConnectedAs(NK.joining[i].addr, NK.joining[i].port, nkreplicas))
+            n++;
+    return n;
+}
+
 /* Online replicas the probes do not count out: direct ones and those
  * behind Nic-KV. Called (by nickvEnoughValidReplicas, for every write
  * command) only while the verdicts count: cached, see NK.vc. */
@@ -498,7 +572,8 @@ static int nickvCountValidReplicas(void) {
     unsigned long nkreplicas = (nickvDaemon() && NK.replicas) ? listLength(NK.replicas) : 0;
     mstime_t now = server.mstime;
     if (NK.vc.gen == NK.health_gen && NK.vc.slaves == listLength(server.slaves) &&
-        NK.vc.nkreplicas == nkreplicas && now - NK.vc.at < NICKV_CRON_MS && now >= NK.vc.at)
+        NK.vc.nkreplicas == nkreplicas && now - NK.vc.at < NICKV_CRON_MS && now >= NK.vc.at &&
+        (now < NK.joining_until || NK.vc.at >= NK.joining_until))
         return NK.vc.count;
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li))) {
@@ -512,6 +587,7 @@ static int nickvCountValidReplicas(void) {
             if (nickvNamedValid(r->ip, r->port)) n++;
         }
     }
+    n += nickvJoiningCount(now, nkreplicas);
     NK.vc.gen = NK.health_gen;
     NK.vc.slaves = listLength(server.slaves);
     NK.vc.nkreplicas = nkreplicas;
@@ -1127,7 +1203,7 @@ void nickvReplicaTarget(const char **host, int *port) {
 
 sds nickvInfoString(sds info) {
     client *d = nickvDaemon();
-    int online = 0, valid = 0;
+    int online = 0, valid = 0, joining = 0;
     if (!server.masterhost) {
         listIter li;
         listNode *ln;
@@ -1138,6 +1214,8 @@ sds nickvInfoString(sds info) {
         }
         online += (int)nickvReplicaCount();
         valid = nickvHealthActive() ? nickvCountValidReplicas() : online;
+        joining = nickvHealthActive() ? nickvJoiningCount(mstime(), nickvDaemon() && NK.replicas ?
+                                                          listLength(NK.replicas) : 0) : 0;
     }
     info = sdscatprintf(info,
         "# Nic-KV\r\n"
@@ -1163,6 +1241,7 @@ sds nickvInfoString(sds info) {
         "nickv_min_slaves:%d\r\n"
         "nickv_valid_replicas:%d\r\n"
         "nickv_invalid_replicas:%d\r\n"
+        "nickv_joining_replicas:%d\r\n"
         "nickv_health_reports:%lld\r\n"
         "nickv_others_refused:%lld\r\n",
         nickvOffload,
@@ -1177,7 +1256,8 @@ sds nickvInfoString(sds info) {
         NK.via_timeouts,
         nickvHealthActive() ? NK.min_slaves : 0,
         valid,
-        nickvHealthActive() ? online - valid : 0,
+        nickvHealthActive() ? online - (valid - joining) : 0,
+        joining,
         NK.health_reports, NK.others_refused);
     return nickvLeaseInfo(info);
 }
