@@ -484,6 +484,7 @@ typedef struct nkProbeHooks {
     void (*changed)(void);
 } nkProbeHooks;
 void nkProbeStart(const char *host, int port, const nkProbeHooks *hooks);
+
 /* A verdict changed in an event handler: tell the master before sleeping. */
 void nkProbeAfterEvents(void);
 sds nkProbeInfo(sds s);
@@ -611,13 +612,13 @@ void nkFailoverMaster(const char **ip, int *port);
  * asked ("FAILOVER", "failback"): 0, or -1 with err saying why not. */
 int nkFailoverPlanned(const char *ip, int port, const char *why, char *err, size_t errlen);
 sds nkFailoverInfo(sds s);
-/* Why an invalid master is not replaced ("" when nothing stops it), and
- * whether a failover is under way (INFO sentinel's status). */
+/* Why an invalid master is not replaced, or why the last attempt was
+ * called off (in the last NK_BLOCKED_AFTER_ABORT_MS); "" when nothing
+ * stops it (INFO sentinel's status). */
 const char *nkFailoverBlocked(void);
 /* Is reach:port a replica our last promotion repointed, and valid then,
  * less than NICKV_JOINING_MS ago? (health: joining) */
 int nkFailoverJoining(const char *reach, int port);
-int nkFailoverBusy(void);
 void nkFailoverResetStats(void);
 /* Nic-KV exits: a fence-command still running is killed, with its group. */
 void nkFailoverShutdown(void);

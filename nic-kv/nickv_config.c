@@ -112,6 +112,8 @@ typedef enum {
                                    * as enable-protected-configs allows */
 #define NK_CFG_NONEMPTY (1<<3)    /* STRING: "" is refused (it would be NULL,
                                    * and the option has no "none") */
+#define NK_CFG_NAME (1<<4)        /* STRING: letters, digits and ._- only: it
+                                   * goes into INFO lines and Pub/Sub messages */
 
 typedef struct nkConfigEnum {
     const char *name;
@@ -365,7 +367,7 @@ static nkConfigOption nkConfigs[] = {
      "<n>", "the master refuses writes (-NOREPLICAS) while fewer\n"
      "                        replicas answer probes, and WAIT counts only those\n"
      "                        (0: the probes change nothing)"},
-    {"master-name", NK_CFG_STRING, NONEMPTY, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
+    {"master-name", NK_CFG_STRING, NONEMPTY | NK_CFG_NAME, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
      NULL, "<name>", "what clients asking SENTINEL call the master"},
     {"failover", NK_CFG_BOOL, 0, &nk.cfg.failover, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "promote the best replica when the master fails (the\n"
@@ -484,6 +486,11 @@ static int configSetArgs(nkConfigOption *o, int argc, sds *argv, const char **er
         char **dst = o->data;
         if (!*v && (o->flags & NK_CFG_NONEMPTY)) {
             *err = "the value must not be empty";
+            return 0;
+        }
+        if ((o->flags & NK_CFG_NAME) && (strlen(v) > 128 || v[strspn(v, "abcdefghijklmnopqrstuvwxyz"
+                                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")])) {
+            *err = "a name of letters, digits, '.', '_' and '-' only, 128 at most";
             return 0;
         }
         zfree(*dst);

@@ -260,6 +260,7 @@ static void foAbort(const char *why) {
     nkLogRepeat(LL_WARNING, NULL, "Failover: called off (%s): the master stays %s:%d", why,
                 F.master.reach, F.master.port);
     memcpy(F.last_why, last, sizeof(F.last_why));
+    if (!F.planned) F.aborted_us = foNowUs();
     if (F.planned && !strcmp(F.planned_why, "failback"))
         snprintf(F.failback, sizeof(F.failback), "called off, tried again in %d s: %.200s",
                  NK_FAILBACK_RETRY_MS / 1000, why);
@@ -1378,11 +1379,12 @@ int nkFailoverJoining(const char *reach, int port) {
 }
 
 const char *nkFailoverBlocked(void) {
+    /* An attempt called off (its reason is not F.blocked: the next one,
+     * tried again soon, clears that) counts for a while: a failover that
+     * keeps being called off is blocked too. */
+    if (!F.blocked[0] && F.aborted_us && foNowUs() - F.aborted_us < NK_BLOCKED_AFTER_ABORT_MS * 1000LL)
+        return F.last_why;
     return F.blocked;
-}
-
-int nkFailoverBusy(void) {
-    return F.state != FO_WATCHING;
 }
 
 sds nkFailoverInfo(sds s) {

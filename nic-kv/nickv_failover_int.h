@@ -23,6 +23,8 @@
 #define NK_FAILOVER_COOLDOWN_MS 60000     /* a demoted node is no candidate */
 #define NK_FO_CANDIDATES 64               /* considered at most */
 #define NK_FO_REPOINT 64                  /* nodes to repoint, at most */
+/* A failover called off shows as blocked (INFO sentinel) this long. */
+#define NK_BLOCKED_AFTER_ABORT_MS 5000
 #define NK_ADDR_LEN 256
 
 typedef enum {
@@ -135,6 +137,7 @@ struct foFailover {
     int nrepoint;
     struct { char ip[NK_ADDR_LEN]; int port; long long until_ms; } cooldown[NK_FO_REPOINT];
     int ncooldown;
+    long long aborted_us;       /* an unplanned attempt was last called off then */
     /* Replicas repointed to the master we promoted, valid when we did:
      * named joining to it until then (healthSend, NICKV_JOINING_MS). */
     struct { char ip[NK_ADDR_LEN]; int port; long long until_ms; } joining[NK_FO_REPOINT];

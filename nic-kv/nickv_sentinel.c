@@ -149,8 +149,9 @@ static int sentinelView(nkProbeView *v, int *nreplicas) {
  *   odown     it does not (Nic-KV is the only observer: sdown is odown),
  *             and a failover is under way, or is not this Nic-KV's to
  *             make (failover off, a standby, a cluster shard);
- *   blocked   it does not, and this Nic-KV would replace it but will not:
- *             INFO failover's failover_blocked says why.
+ *   blocked   it does not, and this Nic-KV would replace it but will not,
+ *             or its last attempt was called off (in the last 5 s):
+ *             INFO failover's failover_blocked and last_failover say why.
  *
  * address is where clients are sent, so it changes with every failover;
  * slaves the replicas the master lists; sentinels 1, Nic-KV itself. */
@@ -164,11 +165,11 @@ sds nkSentinelInfo(sds s) {
     }
     if (v[0].valid)
         status = "ok";
-    else if (nk.cfg.failover && !nkClusterOn() && nkCoordLeader() && !nkFailoverBusy() &&
-             nkFailoverBlocked()[0])
+    else if (nk.cfg.failover && !nkClusterOn() && nkCoordLeader() && nkFailoverBlocked()[0])
         status = "blocked";
     char addr[300];
-    snprintf(addr, sizeof(addr), strchr(v[0].addr, ':') ? "[%s]:%d" : "%s:%d", v[0].addr, v[0].port);
+    /* ip:port, an IPv6 address unbracketed, as redis-sentinel writes it. */
+    snprintf(addr, sizeof(addr), "%s:%d", v[0].addr, v[0].port);
     return sdscatprintf(s,
         "# Sentinel\r\n"
         "sentinel_masters:1\r\n"

@@ -421,17 +421,51 @@ static int nickvHealthList(int argc, sds *argv, int i, nickvNamed *out, int *nex
     return kept;
 }
 
+/* Which of the n replicas named joining (NK.joining[]) count, and until
+ * when: each is also named valid (NK.valid[]), once, and its window runs
+ * from the first message that named it: naming it again, or after a
+ * message that left it out, does not extend it, for as long as we
+ * remember it (NICKV_JOINING_MEMORY_MS). Returns how many are kept. */
+#define NICKV_JOINING_MEMORY_MS (10 * NICKV_JOINING_MS)
+static int nickvNamedValid(const char *addr, int port);
+static int nickvJoiningWindows(int n, mstime_t now) {
+    static nickvNamed first[NICKV_HEALTH_MAX];   /* when each was first named */
+    static int nfirst;
+    int kept = 0;
+    for (int i = 0; i < nfirst; i++)
+        if (first[i].until + NICKV_JOINING_MEMORY_MS - NICKV_JOINING_MS <= now) first[i--] = first[--nfirst];
+    NK.joining_until = 0;
+    for (int i = 0; i < n; i++) {
+        nickvNamed *e = &NK.joining[i];
+        int ok = e->port > 0 && nickvNamedValid(e->addr, e->port);
+        for (int j = 0; ok && j < kept; j++)
+            if (NK.joining[j].port == e->port && !strcmp(NK.joining[j].addr, e->addr)) ok = 0;
+        if (!ok) continue;
+        e->until = now;                      /* no room to remember it: it does not count */
+        int j;
+        for (j = 0; j < nfirst; j++)
+            if (first[j].port == e->port && !strcmp(first[j].addr, e->addr)) break;
+        if (j < nfirst) {
+            e->until = first[j].until;
+        } else if (nfirst < NICKV_HEALTH_MAX) {
+            first[nfirst] = *e;
+            first[nfirst++].until = e->until = now + NICKV_JOINING_MS;
+        }
+        if (e->until <= now) continue;
+        if (e->until > NK.joining_until) NK.joining_until = e->until;
+        NK.joining[kept++] = *e;
+    }
+    return kept;
+}
+
 /* health <min-slaves> <n> [<addr> <port>]... [<k> [<addr> <port>]...]:
  * the replicas that answer Nic-KV's probes, by the address and listening
  * port we know them by, then those joining (NICKV_JOINING_MS). Replaces
  * what the daemon said before. */
 static void nickvHealth(int argc, sds *argv) {
-    static nickvNamed was[NICKV_HEALTH_MAX];
-    int nwas = NK.njoining;
     long long min;
     int kept, joining = 0, next;
     mstime_t now = mstime();
-    memcpy(was, NK.joining, sizeof(was[0]) * nwas);
     if (!string2ll(argv[1], sdslen(argv[1]), &min) || min < 0 || min > INT_MAX ||
         (kept = nickvHealthList(argc, argv, 2, NK.valid, &next)) < 0 ||
         (next < argc && (joining = nickvHealthList(argc, argv, next, NK.joining, &next)) < 0) ||
@@ -448,18 +482,8 @@ static void nickvHealth(int argc, sds *argv) {
     if ((int)min != NK.min_slaves || !NK.health_known)
         serverLog(LL_NOTICE, "Nic-KV: min-slaves %lld%s", min,
                   min ? ": replicas that do not answer its probes no longer count" : "");
-    /* A replica's window runs from the first message that named it
-     * joining: naming it again does not extend it. */
-    NK.joining_until = 0;
-    for (int i = 0; i < joining; i++) {
-        NK.joining[i].until = now + NICKV_JOINING_MS;
-        for (int j = 0; j < nwas; j++)
-            if (was[j].port == NK.joining[i].port && !strcmp(was[j].addr, NK.joining[i].addr))
-                NK.joining[i].until = was[j].until;
-        if (NK.joining[i].until > NK.joining_until) NK.joining_until = NK.joining[i].until;
-    }
     NK.nvalid = kept;
-    NK.njoining = joining;
+    NK.njoining = nickvJoiningWindows(joining, now);
     NK.min_slaves = (int)min;
     NK.health_known = 1;
     NK.health_at = now;

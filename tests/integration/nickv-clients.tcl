@@ -393,20 +393,20 @@ print(s.sentinels\[0\].client_info()\['resp'\])
         set nk [rewrite_start $conf $port $dir]
         assert_equal {probe-interval 120} [nickv_cmd $nk config get probe-interval]
         assert_equal OK [nickv_cmd $nk config set probe-interval 250]
-        assert_equal OK [nickv_cmd $nk config set master-name "my master"]
+        assert_equal OK [nickv_cmd $nk config set master-name "my-master.1"]
         assert_equal OK [nickv_cmd $nk config rewrite]
         set f [open $conf]
         set text [read $f]
         close $f
         set want "# Nic-KV for the rewrite test\nmaster-port $mport\n\n  # probes\nprobe-interval 250\n"
-        append want "state-file $dir/nickv.state\nlogfile $dir/nickv.log\n#waiting-time 900\nport $port\nmaster-name \"my master\"\n"
+        append want "state-file $dir/nickv.state\nlogfile $dir/nickv.log\n#waiting-time 900\nport $port\nmaster-name my-master.1\n"
         assert_equal $want $text
         assert_equal 00640 [file attributes $conf -permissions]
         assert_equal {} [glob -nocomplain $conf.rewrite-*]
         nickv_stop $nk
         set nk [rewrite_start $conf $port $dir]
         assert_equal {probe-interval 250} [nickv_cmd $nk config get probe-interval]
-        assert_equal {master-name {my master}} [nickv_cmd $nk config get master-name]
+        assert_equal {master-name my-master.1} [nickv_cmd $nk config get master-name]
         nickv_assert_no_bug $nk
         nickv_stop $nk
     }

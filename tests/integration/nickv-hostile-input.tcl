@@ -66,6 +66,14 @@ start_server {tags {"nickv external:skip"} overrides {save ""}} {
             assert_equal 1 [nickv_info $nk connected_replicas]
         }
 
+        test {Nic-KV: a master-name that could forge INFO sentinel lines or Pub/Sub words is refused} {
+            foreach bad [list "x\r\njunk:1" "x,status=ok" "a=b" "my master" [string repeat n 129]] {
+                assert_equal {1 {ERR CONFIG SET failed (possibly related to argument 'master-name') - a name of letters, digits, '.', '_' and '-' only, 128 at most}} \
+                    [hostile_call $nk config set master-name $bad]
+            }
+            assert_match "*master0:name=mymaster,status=*" [nickv_cmd $nk info sentinel]
+        }
+
         test {Nic-KV: CONFIG SET master-name "" is refused; SENTINEL MASTERS still answers} {
             assert_equal {1 {ERR CONFIG SET failed (possibly related to argument 'master-name') - the value must not be empty}} \
                 [hostile_call $nk config set master-name ""]

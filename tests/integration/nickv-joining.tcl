@@ -50,37 +50,55 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         assert {$counted >= 2500 && $counted < 4500}
         assert_equal 0 [nickv_status $m nickv_joining_replicas]
         assert_equal 0 [nickv_status $m nickv_valid_replicas]
-        # Named joining anew after a message without it: a new window.
+        # Named joining again after a message that left it out: no new
+        # window (the master remembers the first naming for 30 s).
         $c replconf nickv "health 1 1 10.0.0.9 7000"
         $c replconf nickv "health 1 1 10.0.0.9 7000 1 10.0.0.9 7000"
-        assert_equal OK [$m set k 3]
+        catch {$m set k 3} e
+        assert_match {NOREPLICAS*} $e
+        assert_equal 0 [nickv_status $m nickv_joining_replicas]
         # WAIT never counts it: only replicas' acknowledgements do.
-        $c replconf nickv "health 1 1 10.0.0.9 7000 1 10.0.0.9 7000"
+        $c replconf nickv "health 1 1 10.0.0.9 7009 1 10.0.0.9 7009"
         assert_equal OK [$m set k 4]
         assert_equal 0 [$m wait 1 100]
     }
 
     test {Nic-KV joining: a malformed joining list counts no replica} {
         grant $c $inst 10000
+        # (A new port each time: a replica's window is counted once.)
+        set p 7100
         foreach msg {
-            "health 1 1 10.0.0.9 7000 2 10.0.0.9 7000"
-            "health 1 1 10.0.0.9 7000 1 10.0.0.9"
-            "health 1 1 10.0.0.9 7000 -1"
-            "health 1 1 10.0.0.9 7000 x 10.0.0.9 7000"
-            "health 1 1 10.0.0.9 7000 1 10.0.0.9 7000 extra"
-            "health 1 1 10.0.0.9 7000 99999999999 10.0.0.9 7000"
+            "health 1 1 10.0.0.9 PORT 2 10.0.0.9 PORT"
+            "health 1 1 10.0.0.9 PORT 1 10.0.0.9"
+            "health 1 1 10.0.0.9 PORT -1"
+            "health 1 1 10.0.0.9 PORT x 10.0.0.9 PORT"
+            "health 1 1 10.0.0.9 PORT 1 10.0.0.9 PORT extra"
+            "health 1 1 10.0.0.9 PORT 99999999999 10.0.0.9 PORT"
         } {
-            $c replconf nickv "health 1 1 10.0.0.9 7000 1 10.0.0.9 7000"
+            incr p
+            $c replconf nickv "health 1 1 10.0.0.9 $p 1 10.0.0.9 $p"
             assert_equal OK [$m set k 5]
-            $c replconf nickv $msg
+            $c replconf nickv [string map [list PORT $p] $msg]
             catch {$m set k 6} e
             assert_match {NOREPLICAS*} $e
             assert_equal 0 [nickv_status $m nickv_joining_replicas]
         }
         # A bad port or address leaves that entry out, not the rest.
-        $c replconf nickv "health 1 2 10.0.0.9 7000 10.0.0.8 7001 2 10.0.0.9 99999 10.0.0.8 7001"
+        $c replconf nickv "health 1 2 10.0.0.9 7001 10.0.0.8 7001 2 10.0.0.9 99999 10.0.0.8 7001"
         assert_equal 1 [nickv_status $m nickv_joining_replicas]
         assert_equal OK [$m set k 7]
+        # Joining counts only a replica also named valid, once, and never
+        # port 0.
+        foreach {msg want} {
+            "health 2 0 2 10.0.0.7 7002 10.0.0.6 7002" 0
+            "health 3 1 10.0.0.5 7003 3 10.0.0.5 7003 10.0.0.5 7003 10.0.0.5 7003" 1
+            "health 1 1 10.0.0.4 0 1 10.0.0.4 0" 0
+        } {
+            $c replconf nickv $msg
+            assert_equal $want [nickv_status $m nickv_joining_replicas]
+            catch {$m set k 8} e
+            assert_match {NOREPLICAS*} $e
+        }
         $c replconf nickv "health 0 0"
     }
     $c close
