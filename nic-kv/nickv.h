@@ -157,6 +157,7 @@ typedef struct nkConfig {
     int obuf_soft_seconds;
     int probe_interval;       /* ms between probes of a node */
     int waiting_time;         /* ms unanswered: the node is invalid */
+    int busy_limit;           /* ms a master may be busy (its watch says so) */
     int min_slaves;           /* writes need this many valid replicas */
     char *master_name;        /* what SENTINEL clients call the master */
     int failover;             /* promote a replica when the master fails */
@@ -485,6 +486,19 @@ typedef struct nkProbeHooks {
 } nkProbeHooks;
 void nkProbeStart(const char *host, int port, const nkProbeHooks *hooks);
 
+/* nickv_busy.c: the master's watch thread tells a busy master from a dead
+ * one. The lease answers name where it listens (port 0: no thread). */
+void nkWatchTarget(const char *reach, int port, const char *token);
+void nkWatchForget(void);
+/* Every probe tick for the master (the leader's): connect, WATCH every
+ * probe-interval, with a grant of lease_ms when may_grant: 1 if one went. */
+int nkWatchTick(long long now_us, int may_grant, long long lease_ms);
+/* The watch answered within max_age_us: 1, with how long the main thread
+ * has been busy by now (0: it waits for events) and in what. */
+int nkWatchBusy(long long now_us, long long max_age_us, long long *busy_ms, const char **what);
+void nkWatchCountBusy(void);
+sds nkWatchInfo(sds s);
+void nkWatchResetStats(void);
 /* A verdict changed in an event handler: tell the master before sleeping. */
 void nkProbeAfterEvents(void);
 sds nkProbeInfo(sds s);

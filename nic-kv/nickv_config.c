@@ -363,6 +363,10 @@ static nkConfigOption nkConfigs[] = {
     {"waiting-time", NK_CFG_INT, 0, &nk.cfg.waiting_time, 10, 3600000, 500, NULL, NULL, NULL, NULL,
      NULL, "<ms>", "a node that leaves a probe unanswered this long is\n"
      "                        invalid (a refused connection: at once)"},
+    {"busy-limit", NK_CFG_INT, 0, &nk.cfg.busy_limit, 0, 3600000, 5000, NULL, NULL, NULL, NULL, NULL,
+     "<ms>", "a master whose watch thread says it is busy (a long\n"
+     "                        command, a fork) is failed over only when busy this long;\n"
+     "                        0: silent is dead, busy or not"},
     {"min-slaves", NK_CFG_INT, 0, &nk.cfg.min_slaves, 0, 1000000, 0, NULL, NULL, NULL, NULL, NULL,
      "<n>", "the master refuses writes (-NOREPLICAS) while fewer\n"
      "                        replicas answer probes, and WAIT counts only those\n"

@@ -98,6 +98,7 @@ typedef struct probeNode {
     long long connect_us;       /* when the current connection was started */
     long long ping_us;          /* when the last PING went */
     int warned;                 /* said why it cannot be listed to the master */
+    int busy;                   /* the master: silent, but its watch says busy */
     sds in, out;
     struct {
         probeKind kind;
@@ -565,12 +566,15 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
     view_err[0] = '\0';
 }
 
-/* "+LEASE <clock> <run-id> [<offset>]": 1, with them (offset -1 when a
- * master older than this Nic-KV leaves it out), or 0. Strict, as INFO is
- * read (nickv_info.c). */
+/* "+LEASE <clock> <run-id> [<offset> [<watch-port> <token>]]": 1, with
+ * them (offset -1 when a master older than this Nic-KV leaves it out;
+ * watch_port 0 and token "" without a watch thread), or 0. Strict, as INFO
+ * is read (nickv_info.c). */
 static int leaseParse(const char *payload, size_t len, int is_error, long long *clock, char *runid,
-                      long long *offset) {
+                      long long *offset, int *watch_port, char *token) {
     const char *p = payload + 6, *end = payload + len, *sp;
+    *watch_port = 0;
+    token[0] = '\0';
     if (is_error || len < 8 || memcmp(payload, "LEASE ", 6)) return 0;
     if (!(sp = memchr(p, ' ', (size_t)(end - p))) || !string2ll(p, (size_t)(sp - p), clock) || *clock <= 0)
         return 0;
@@ -582,7 +586,22 @@ static int leaseParse(const char *payload, size_t len, int is_error, long long *
     memcpy(runid, p, NK_RUNID_SIZE);
     runid[NK_RUNID_SIZE] = '\0';
     *offset = -1;
-    if (sp && (!string2ll(sp + 1, (size_t)(end - sp - 1), offset) || *offset < 0)) return 0;
+    if (!sp) return 1;
+    p = sp + 1;
+    sp = memchr(p, ' ', (size_t)(end - p));
+    if (!string2ll(p, (size_t)((sp ? sp : end) - p), offset) || *offset < 0) return 0;
+    if (!sp) return 1;
+    /* The watch thread's port and the token it asks for. */
+    long long wp;
+    p = sp + 1;
+    if (!(sp = memchr(p, ' ', (size_t)(end - p))) || !string2ll(p, (size_t)(sp - p), &wp) || wp < 1 ||
+        wp > 65535 || end - (sp + 1) != NICKV_INSTANCE_LEN)
+        return 0;
+    for (const char *q = sp + 1; q < end; q++)
+        if (!isxdigit((unsigned char)*q)) return 0;
+    *watch_port = (int)wp;
+    memcpy(token, sp + 1, NICKV_INSTANCE_LEN);
+    token[NICKV_INSTANCE_LEN] = '\0';
     return 1;
 }
 
@@ -611,8 +630,9 @@ static int leaseForeign(const char *err) {
  * INFO shows that it holds our stream's history, all of it (probeVet). */
 static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_error, long long now) {
     long long clock, offset;
-    char runid[NK_RUNID_SIZE + 1];
-    if (!leaseParse(payload, len, is_error, &clock, runid, &offset)) {
+    char runid[NK_RUNID_SIZE + 1], token[NICKV_INSTANCE_LEN + 1];
+    int watch_port;
+    if (!leaseParse(payload, len, is_error, &clock, runid, &offset, &watch_port, token)) {
         char err[sizeof(lease_err)];
         snprintf(err, sizeof(err), "%.*s", (int)len, payload);
         if (strcmp(err, lease_err))
@@ -644,6 +664,8 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     }
     probeValid(n);
     streamSeen(offset);
+    /* The master's watch thread, where it listens (nickv_watch.c). */
+    nkWatchTarget(n->reach, watch_port, token);
     int first = !master_clock;
     master_clock = clock;
     master_clock_offset = offset;
@@ -937,6 +959,7 @@ static probeNode *nodeAdd(const char *ip, int port, int is_master) {
 static void nodeRetarget(probeNode *n, const char *ip, int port) {
     master_moves++;
     probeClose(n);
+    nkWatchForget();            /* the new master's lease answers name its own */
     snprintf(n->ip, sizeof(n->ip), "%s", ip);
     snprintf(n->reach, sizeof(n->reach), "%s", ip);
     n->port = port;
@@ -1112,6 +1135,12 @@ static void healthSend(void) {
 
 static void nodeTick(probeNode *n, long long now) {
     long long wait_us = nk.cfg.waiting_time * 1000LL;
+    /* The master's watch: with the leader's grants, as the probe's. */
+    if (n->is_master && nkCoordLeader()) {
+        int may_grant = master_identified && !master_restarted && hooks.granting();
+        long long lease_ms = may_grant ? hooks.lease_time() : 0;
+        if (nkWatchTick(now, may_grant, lease_ms)) hooks.granted(lease_ms);
+    }
     if (!n->conn) {
         probeConnect(n);
     } else if (n->connected && n->qlen == 0 && now - n->ping_us >= nk.cfg.probe_interval * 1000LL) {
@@ -1127,11 +1156,34 @@ static void nodeTick(probeNode *n, long long now) {
             next_info_us = now + NK_PROBE_INFO_US;
         }
     }
-    if (!n->waiting_since_us || now - n->waiting_since_us < wait_us) return;
+    if (!n->waiting_since_us || now - n->waiting_since_us < wait_us) {
+        n->busy = 0;
+        return;
+    }
     if (n->valid) {
         char why[320];
-        snprintf(why, sizeof(why), "no answer for %lld ms%s%s%s", (now - n->waiting_since_us) / 1000,
-                 n->conn_err[0] ? " (cannot connect: " : "", n->conn_err, n->conn_err[0] ? ")" : "");
+        long long busy = 0;
+        const char *what = "";
+        /* Silent, but its watch thread answered lately that the main
+         * thread is busy: alive, for busy-limit at most (nickv_watch.c). */
+        if (n->is_master && nk.cfg.busy_limit > 0 && nkWatchBusy(now, wait_us, &busy, &what) && busy > 0) {
+            if (busy < nk.cfg.busy_limit) {
+                if (!n->busy) {
+                    nkLog(LL_NOTICE, "Probe: the master %s:%d does not answer for %lld ms, but it is busy "
+                          "(%lld ms in %s), not dead: not failed over before busy-limit (%d ms)", n->ip,
+                          n->port, (now - n->waiting_since_us) / 1000, busy, what, nk.cfg.busy_limit);
+                    nkWatchCountBusy();
+                }
+                n->busy = 1;
+                return;
+            }
+            snprintf(why, sizeof(why), "busy for %lld ms in %s: more than busy-limit (%d ms)", busy, what,
+                     nk.cfg.busy_limit);
+        } else {
+            snprintf(why, sizeof(why), "no answer for %lld ms%s%s%s", (now - n->waiting_since_us) / 1000,
+                     n->conn_err[0] ? " (cannot connect: " : "", n->conn_err, n->conn_err[0] ? ")" : "");
+        }
+        n->busy = 0;
         probeInvalid(n, why);
     }
     /* A connection silent this long may be dead without a reset (a cut
@@ -1208,6 +1260,11 @@ sds nkProbeInfo(sds s) {
         nk.cfg.probe_interval, nk.cfg.waiting_time, nk.cfg.min_slaves,
         view_err[0] ? "error: " : (view_read ? "ok" : "pending"), view_err,
         valid, invalid, health_messages, master_moves, loop.logged ? loop.desc : "");
+    if (listLength(nodes)) {
+        probeNode *m = listNodeValue(listFirst(nodes));
+        s = sdscatprintf(s, "master_verdict:%s\r\n", !m->valid ? "invalid" : (m->busy ? "busy" : "answers"));
+    }
+    s = nkWatchInfo(s);
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
@@ -1256,6 +1313,7 @@ void nkProbeResetStats(void) {
     listNode *ln;
     health_messages = 0;
     master_moves = 0;
+    nkWatchResetStats();
     if (!nodes) return;
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {

@@ -38,6 +38,7 @@
  */
 
 #include "server.h"
+#include <stdatomic.h>
 #include <time.h>
 #include "nickv_server.h"
 #include "nickv_proto.h"
@@ -47,7 +48,6 @@ int nickvLease = 0;
 #define NICKV_LEASE_SENT 32        /* answers remembered (the probe's pace: ~3 s) */
 
 static struct {
-    long long until_ms;        /* held until then (our monotonic clock) */
     long long grants;          /* grants taken */
     long long refused;         /* commands refused for want of a lease */
     long long bad;             /* grants refused: malformed, from the future */
@@ -61,6 +61,11 @@ static struct {
     char confirmed_replid[CONFIG_RUN_ID_SIZE + 1];   /* ... in this history */
 } LE;
 
+/* Held until then (our monotonic clock). Atomic: the watch thread
+ * prolongs it (nickvLeaseProlong, src/nickv_watch.c). */
+static _Atomic long long until_ms;
+static _Atomic long long prolonged;        /* by the watch thread */
+
 /* CLOCK_BOOTTIME: monotonic, and it goes on while the machine is
  * suspended, so that a master resumed from a suspend (or a VM restored)
  * finds its lease run out, as a stopped process does. */
@@ -68,6 +73,29 @@ static long long leaseNow(void) {
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The lease to run until end, if that is later than now; with
+ * only_running, only a lease that still runs (the watch thread prolongs,
+ * never starts one). 1 if it was extended. */
+static int leaseExtend(long long end, int only_running) {
+    long long cur = atomic_load(&until_ms);
+    do {
+        if (end <= cur || (only_running && cur <= leaseNow())) return 0;
+    } while (!atomic_compare_exchange_weak(&until_ms, &cur, end));
+    return 1;
+}
+
+/* The watch thread's grant (src/nickv_watch.c says when it may): t is a
+ * clock that thread sent. */
+void nickvLeaseProlong(long long t, long long ms) {
+    if (leaseExtend(t + ms, 1)) atomic_fetch_add(&prolonged, 1);
+}
+
+/* What is left of the lease at now (the watch thread's answer). */
+long long nickvLeaseLeftMsAt(long long now) {
+    long long left = atomic_load(&until_ms) - now;
+    return left > 0 ? left : 0;
 }
 
 /* 1 while this node may serve data as a master. A fresh clock read: a
@@ -78,11 +106,11 @@ int nickvLeaseHeld(void) {
     if (!nickvLease) return 1;
     if (server.masterhost) {
         /* A replica holds none: promoted again, it waits for a grant. */
-        LE.until_ms = 0;
+        atomic_store(&until_ms, 0);
         LE.held = 0;
         return 1;
     }
-    held = leaseNow() < LE.until_ms;
+    held = leaseNow() < atomic_load(&until_ms);
     if (held != LE.held) {
         if (held)
             serverLog(LL_NOTICE, "Nic-KV lease: granted, this master serves again");
@@ -97,11 +125,11 @@ int nickvLeaseHeld(void) {
 /* 1 while this master holds a lease: Nic-KV's probes reach it and its
  * process runs (no log, no side effect; nickvLeaseHeld is the check). */
 int nickvLeaseActive(void) {
-    return nickvLease && !server.masterhost && leaseNow() < LE.until_ms;
+    return nickvLease && !server.masterhost && leaseNow() < atomic_load(&until_ms);
 }
 
 long long nickvLeaseLeftMs(void) {
-    long long left = LE.until_ms - leaseNow();
+    long long left = atomic_load(&until_ms) - leaseNow();
     return nickvLeaseActive() && left > 0 ? left : 0;
 }
 
@@ -128,6 +156,7 @@ static int hasScript(client *c) {
  * scripts, need the lease; INFO, REPLICAOF, CONFIG, AUTH and the like
  * never do. */
 int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
+    nickvWatchCommand(c->cmd);
     if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || nickvLeaseHeld())
         return 0;
     LE.refused++;
@@ -177,15 +206,23 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
         return;
     }
     /* A replica takes none (nickvLeaseHeld): it answers the clock. */
-    if (t > 0 && !server.masterhost && t + ms > LE.until_ms) {
-        LE.until_ms = t + ms;
-        LE.grants++;
-    }
+    if (t > 0 && !server.masterhost && leaseExtend(t + ms, 0)) LE.grants++;
     if (t > 0) leaseConfirmed(t);
     LE.sent[LE.sent_next].now = now;
     LE.sent[LE.sent_next].offset = server.master_repl_offset;
     memcpy(LE.sent[LE.sent_next].replid, server.replid, sizeof(LE.sent[0].replid));
     LE.sent_next = (LE.sent_next + 1) % NICKV_LEASE_SENT;
+    /* A master's grantor (nickvGrantorCheck bound it) also learns where
+     * the watch thread listens, and the token it asks for. */
+    if (nickvLease && !server.masterhost) {
+        nickvWatchStart();
+        const char *token = nickvWatchGrantor(argv[3]);
+        if (token[0]) {
+            addReplyStatusFormat(c, "LEASE %lld %s %lld %d %s", now, server.runid, server.master_repl_offset,
+                                 nickvWatchListeningPort(), token);
+            return;
+        }
+    }
     addReplyStatusFormat(c, "LEASE %lld %s %lld", now, server.runid, server.master_repl_offset);
 }
 
@@ -199,7 +236,7 @@ long long nickvLeaseConfirmedOffset(void) {
 }
 
 sds nickvLeaseInfo(sds info) {
-    long long left = LE.until_ms - leaseNow();
+    long long left = atomic_load(&until_ms) - leaseNow();
     const char *state = !nickvLease ? "off" : (server.masterhost ? "replica" :
                         (left > 0 ? "held" : "expired"));
     return sdscatprintf(info,
@@ -207,10 +244,14 @@ sds nickvLeaseInfo(sds info) {
         "nickv_lease_left_ms:%lld\r\n"
         "nickv_lease_grants:%lld\r\n"
         "nickv_lease_refused_commands:%lld\r\n"
-        "nickv_lease_bad_grants:%lld\r\n",
-        state, left > 0 ? left : 0, LE.grants, LE.refused, LE.bad);
+        "nickv_lease_bad_grants:%lld\r\n"
+        "nickv_lease_watch_grants:%lld\r\n"
+        "nickv_watch_port:%d\r\n",
+        state, left > 0 ? left : 0, LE.grants, LE.refused, LE.bad, (long long)atomic_load(&prolonged),
+        nickvWatchListeningPort());
 }
 
 void nickvLeaseResetStats(void) {
     LE.grants = LE.refused = LE.bad = 0;
+    atomic_store(&prolonged, 0);
 }

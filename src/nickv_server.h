@@ -71,6 +71,26 @@ void nickvCheckConfig(void);
 void nickvLeaseGrant(struct client *c, int argc, sds *argv);
 sds nickvLeaseInfo(sds info);
 void nickvLeaseResetStats(void);
+/* From the watch thread (src/nickv_watch.c): prolong a lease that runs to
+ * t + ms; what is left of it at now. */
+void nickvLeaseProlong(long long t, long long ms);
+long long nickvLeaseLeftMsAt(long long now);
+
+/* nickv-watch-port: a master's side thread answers Nic-KV's watch with the
+ * main thread's state (src/nickv_watch.c). -1: none, 0: a port the kernel
+ * picks. */
+extern int nickvWatchPort;
+struct redisCommand;
+void nickvWatchStart(void);
+/* The main thread leaves its event loop's wait / goes back to it / begins
+ * a client's command. */
+void nickvWatchAwake(void);
+void nickvWatchSleeping(void);
+void nickvWatchCommand(struct redisCommand *cmd);
+/* The lease's grantor is instance: the token its watch gives ("" when no
+ * thread runs). */
+const char *nickvWatchGrantor(const char *instance);
+int nickvWatchListeningPort(void);
 
 /* ----------------------------------------------------- Replica side --- */
 

@@ -1,0 +1,379 @@
+/* nickv_watch.c -- a master's side thread tells Nic-KV "busy" from "dead".
+ *
+ * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
+ *
+ * Nic-KV's probes are answered by the main thread. A master that is only
+ * busy there (a KEYS over millions of keys, a synchronous DEL of a big
+ * key, SAVE, the fork of a BGSAVE on a large heap) answers nothing for as
+ * long, and after waiting-time Nic-KV would fail a live master over. With
+ * nickv-lease yes, a small thread of the master's own answers a second
+ * connection of Nic-KV's, the watch, whatever the main thread does, with
+ * the main thread's state:
+ *
+ *   Nic-KV:  AUTH <token>
+ *   master:  +OK
+ *   Nic-KV:  WATCH <t> <ms> <instance>
+ *   master:  +WATCH <now> <busy-ms> <what> <lease-left-ms>
+ *
+ * <busy-ms> is how long the main thread has been awake without going back
+ * to its event loop's wait (0 while it waits), <what> the command it runs
+ * then ("-" when none: cron, the event loop itself), <now> the master's
+ * CLOCK_BOOTTIME in ms, as in the lease's answers. A stopped or crashed
+ * process, or a dead host, silences the thread as well as the main
+ * thread: that is still detected within waiting-time. A master busy for
+ * longer than Nic-KV's busy-limit is failed over as a dead one would be.
+ *
+ * What the thread may do with the lease (nickvLeaseProlong): a WATCH with
+ * t > 0 is a grant, as "lease <t> <ms>" on the probe connection, and
+ * prolongs the lease to t + ms on our clock, t being a <now> this thread
+ * sent (so the argument of src/nickv_lease.c holds: the lease ends no
+ * later, in real time, than ms after Nic-KV sent the grant). It never
+ * starts one: only a lease the main thread took and that still runs is
+ * prolonged, only while this node is a master, only from the Nic-KV
+ * instance that grants this master's lease (the grantor, nickvGrantorCheck)
+ * and only on a connection that gave the token, a secret the main thread
+ * hands to that instance alone, in its lease answers, and draws anew when
+ * the grantor changes. The main thread still checks the lease before
+ * every data command: a busy master that Nic-KV gave up on finds its lease
+ * run out when it comes back, and refuses. The thread touches nothing
+ * else of the server's: it reads the main thread's state from atomics and
+ * the token and grantor under a mutex.
+ *
+ * The port: nickv-watch-port (0: one the kernel picks, -1: no thread), on
+ * the addresses of bind; Nic-KV learns it from the lease answers.
+ */
+
+#include "server.h"
+#include "anet.h"
+#include "nickv_server.h"
+#include "nickv_proto.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+int nickvWatchPort = 0;
+
+#define WATCH_CONNS 8                 /* connections at once, at most */
+#define WATCH_LINE 256                /* a request's longest line */
+#define WATCH_AUTH_MS 5000            /* to give the token, from accept */
+#define WATCH_NAME 32                 /* a command's name, as reported */
+
+typedef struct watchConn {
+    int fd;
+    int authed;
+    long long accepted_ms;
+    size_t len;
+    char buf[WATCH_LINE];
+} watchConn;
+
+static struct {
+    int started;
+    int fds[CONFIG_BINDADDR_MAX];     /* listening */
+    int nfds;
+    int port;                         /* where it listens (0: nowhere) */
+    watchConn conns[WATCH_CONNS];
+    pthread_mutex_t lock;             /* token and grantor: */
+    char token[NICKV_INSTANCE_LEN + 1];
+    char grantor[NICKV_INSTANCE_LEN + 1];
+} W = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The main thread's state, written by it, read by the watch thread. */
+static _Atomic long long awake_since;     /* left the event loop's wait (0: waiting) */
+static _Atomic long long cmd_since;       /* the command it runs began (0: none) */
+static _Atomic unsigned cmd_seq;          /* seqlock over cmd_name */
+static char cmd_name[WATCH_NAME];
+static _Atomic int is_master;             /* a master with nickv-lease yes */
+
+static long long watchNow(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------- The main thread's side */
+
+void nickvWatchAwake(void) {
+    if (!W.started) return;
+    atomic_store_explicit(&awake_since, watchNow(), memory_order_relaxed);
+}
+
+void nickvWatchSleeping(void) {
+    if (!W.started) return;
+    atomic_store_explicit(&awake_since, 0, memory_order_relaxed);
+    atomic_store_explicit(&cmd_since, 0, memory_order_relaxed);
+    atomic_store_explicit(&is_master, nickvLease && !server.masterhost, memory_order_relaxed);
+}
+
+/* A client's command begins (processCommand, after its checks). Its name
+ * goes under a seqlock: the thread never follows a pointer of ours. */
+void nickvWatchCommand(struct redisCommand *cmd) {
+    if (!W.started) return;
+    unsigned seq = atomic_load_explicit(&cmd_seq, memory_order_relaxed);
+    atomic_store_explicit(&cmd_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    size_t n = cmd->fullname ? sdslen(cmd->fullname) : 0;
+    if (n >= WATCH_NAME) n = WATCH_NAME - 1;
+    for (size_t i = 0; i < n; i++) {
+        char ch = cmd->fullname[i];
+        cmd_name[i] = (ch == ' ' || ch == '\r' || ch == '\n') ? '|' : ch;
+    }
+    cmd_name[n] = '\0';
+    atomic_store_explicit(&cmd_seq, seq + 2, memory_order_release);
+    atomic_store_explicit(&cmd_since, watchNow(), memory_order_relaxed);
+}
+
+/* The grantor, as nickvGrantorCheck bound it: a new one gets a new token,
+ * so that an earlier Nic-KV's watch cannot go on prolonging a lease. The
+ * token, for the grantor's lease answer ("" while there is no thread). */
+const char *nickvWatchGrantor(const char *instance) {
+    static char token[NICKV_INSTANCE_LEN + 1];
+    if (!W.started) return "";
+    pthread_mutex_lock(&W.lock);
+    if (strcmp(W.grantor, instance)) {
+        snprintf(W.grantor, sizeof(W.grantor), "%s", instance);
+        getRandomHexChars(W.token, NICKV_INSTANCE_LEN);
+        W.token[NICKV_INSTANCE_LEN] = '\0';
+    }
+    memcpy(token, W.token, sizeof(token));
+    pthread_mutex_unlock(&W.lock);
+    return token;
+}
+
+int nickvWatchListeningPort(void) {
+    return W.started ? W.port : 0;
+}
+
+/* ------------------------------------------------------- The thread --- */
+
+static void watchClose(watchConn *c) {
+    if (c->fd != -1) close(c->fd);
+    c->fd = -1;
+    c->authed = 0;
+    c->len = 0;
+}
+
+/* One reply, whole, or the connection goes: a peer that does not read a
+ * few dozen bytes is not Nic-KV's watch. */
+static void watchReply(watchConn *c, const char *fmt, ...) {
+    char out[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, sizeof(out), fmt, ap);
+    va_end(ap);
+    if (n < 0 || n >= (int)sizeof(out) || send(c->fd, out, (size_t)n, MSG_NOSIGNAL) != n) watchClose(c);
+}
+
+/* The main thread's command, if it still runs the one named (0 if not). */
+static int watchCommandName(char *name) {
+    for (int tries = 0; tries < 4; tries++) {
+        unsigned a = atomic_load_explicit(&cmd_seq, memory_order_acquire);
+        if (a & 1) continue;
+        memcpy(name, cmd_name, WATCH_NAME);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&cmd_seq, memory_order_relaxed) == a) {
+            name[WATCH_NAME - 1] = '\0';
+            return name[0] != '\0';
+        }
+    }
+    return 0;
+}
+
+/* WATCH <t> <ms> <instance>. */
+static void watchRequest(watchConn *c, int argc, sds *argv) {
+    long long t, ms, now = watchNow();
+    if (argc != 4 || !string2ll(argv[1], sdslen(argv[1]), &t) || t < 0 || t > now ||
+        !string2ll(argv[2], sdslen(argv[2]), &ms) || ms < 0 || ms > NICKV_LEASE_MAX_MS ||
+        sdslen(argv[3]) != NICKV_INSTANCE_LEN) {
+        watchReply(c, "-ERR malformed watch: expected WATCH <t> <ms> <instance>, t a time we sent\r\n");
+        return;
+    }
+    pthread_mutex_lock(&W.lock);
+    int grantor = !strcmp(argv[3], W.grantor);
+    pthread_mutex_unlock(&W.lock);
+    if (!grantor) {
+        watchReply(c, "-ERR not the Nic-KV that grants this master's lease\r\n");
+        watchClose(c);
+        return;
+    }
+    if (t > 0 && ms > 0 && atomic_load_explicit(&is_master, memory_order_relaxed))
+        nickvLeaseProlong(t, ms);
+    long long awake = atomic_load_explicit(&awake_since, memory_order_relaxed);
+    long long since = atomic_load_explicit(&cmd_since, memory_order_relaxed);
+    long long busy = awake && now > awake ? now - awake : 0;
+    char name[WATCH_NAME];
+    const char *what = "-";
+    if (busy && since && since >= awake && watchCommandName(name)) what = name;
+    watchReply(c, "+WATCH %lld %lld %s %lld\r\n", now, busy, what, nickvLeaseLeftMsAt(now));
+}
+
+/* Are the two tokens (NICKV_INSTANCE_LEN bytes each) equal? In a time
+ * that does not depend on where they differ. */
+static int watchSameToken(const char *a, const char *b) {
+    unsigned char diff = 0;
+    for (int i = 0; i < NICKV_INSTANCE_LEN; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* A whole line from c. */
+static void watchLine(watchConn *c, char *line) {
+    int argc = 0;
+    sds *argv = sdssplitargs(line, &argc);
+    if (!argv || argc == 0) {
+        watchReply(c, "-ERR empty or unparsable request\r\n");
+        watchClose(c);
+    } else if (!strcasecmp(argv[0], "AUTH") && argc == 2) {
+        pthread_mutex_lock(&W.lock);
+        int ok = W.token[0] && sdslen(argv[1]) == NICKV_INSTANCE_LEN && watchSameToken(argv[1], W.token);
+        pthread_mutex_unlock(&W.lock);
+        if (ok) {
+            c->authed = 1;
+            watchReply(c, "+OK\r\n");
+        } else {
+            watchReply(c, "-ERR invalid token\r\n");
+            watchClose(c);
+        }
+    } else if (!c->authed) {
+        watchReply(c, "-NOAUTH AUTH <token> first\r\n");
+        watchClose(c);
+    } else if (!strcasecmp(argv[0], "WATCH")) {
+        watchRequest(c, argc, argv);
+    } else {
+        watchReply(c, "-ERR unknown request (the watch answers AUTH and WATCH)\r\n");
+        watchClose(c);
+    }
+    if (argv) sdsfreesplitres(argv, argc);
+}
+
+static void watchRead(watchConn *c) {
+    ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len, 0);
+    if (n <= 0) {
+        if (n == 0 || (errno != EAGAIN && errno != EINTR)) watchClose(c);
+        return;
+    }
+    c->len += (size_t)n;
+    c->buf[c->len] = '\0';
+    char *nl;
+    while (c->fd != -1 && (nl = memchr(c->buf, '\n', c->len))) {
+        size_t linelen = (size_t)(nl - c->buf);
+        *nl = '\0';
+        if (linelen && nl[-1] == '\r') nl[-1] = '\0';
+        watchLine(c, c->buf);
+        if (c->fd == -1) return;
+        c->len -= linelen + 1;
+        memmove(c->buf, nl + 1, c->len);
+        c->buf[c->len] = '\0';
+    }
+    if (c->len >= sizeof(c->buf) - 1) {
+        watchReply(c, "-ERR request too long\r\n");
+        watchClose(c);
+    }
+}
+
+static void watchAccept(int lfd) {
+    int fd = accept(lfd, NULL, NULL);
+    if (fd == -1) return;
+    for (int i = 0; i < WATCH_CONNS; i++) {
+        if (W.conns[i].fd != -1) continue;
+        anetNonBlock(NULL, fd);
+        anetCloexec(fd);
+        anetEnableTcpNoDelay(NULL, fd);
+        W.conns[i].fd = fd;
+        W.conns[i].authed = 0;
+        W.conns[i].len = 0;
+        W.conns[i].accepted_ms = watchNow();
+        return;
+    }
+    close(fd);                     /* full: not Nic-KV's one watch */
+}
+
+static void *watchMain(void *arg) {
+    struct pollfd pfd[CONFIG_BINDADDR_MAX + WATCH_CONNS];
+    int who[CONFIG_BINDADDR_MAX + WATCH_CONNS];
+    (void)arg;
+    redis_set_thread_title("nickv-watch");
+    for (;;) {
+        int n = 0;
+        for (int i = 0; i < W.nfds; i++) {
+            pfd[n].fd = W.fds[i];
+            pfd[n].events = POLLIN;
+            who[n++] = -1 - i;
+        }
+        long long now = watchNow();
+        for (int i = 0; i < WATCH_CONNS; i++) {
+            watchConn *c = &W.conns[i];
+            if (c->fd == -1) continue;
+            if (!c->authed && now - c->accepted_ms > WATCH_AUTH_MS) {
+                watchClose(c);
+                continue;
+            }
+            pfd[n].fd = c->fd;
+            pfd[n].events = POLLIN;
+            who[n++] = i;
+        }
+        if (poll(pfd, (nfds_t)n, 1000) <= 0) continue;
+        for (int i = 0; i < n; i++) {
+            if (!pfd[i].revents) continue;
+            if (who[i] < 0) watchAccept(pfd[i].fd);
+            else if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) watchRead(&W.conns[who[i]]);
+        }
+    }
+    return NULL;
+}
+
+/* Listen on bind's addresses, the first one fixing the port when
+ * nickv-watch-port is 0. 0, or -1 when nothing could be bound. */
+static int watchListen(void) {
+    int port = nickvWatchPort;
+    char err[ANET_ERR_LEN];
+    for (int j = 0; j < server.bindaddr_count && W.nfds < CONFIG_BINDADDR_MAX; j++) {
+        char *addr = server.bindaddr[j];
+        if (*addr == '-') addr++;
+        int fd = strchr(addr, ':') ? anetTcp6Server(err, port, addr, 16) : anetTcpServer(err, port, addr, 16);
+        if (fd == ANET_ERR) {
+            serverLog(LL_WARNING, "Nic-KV watch: cannot listen on %s:%d: %s", addr, port, err);
+            continue;
+        }
+        if (port == 0) {
+            char ip[NET_IP_STR_LEN];
+            if (anetFdToString(fd, ip, sizeof(ip), &port, FD_TO_SOCK_NAME) == -1) {
+                close(fd);
+                port = 0;
+                continue;
+            }
+        }
+        anetNonBlock(NULL, fd);
+        anetCloexec(fd);
+        W.fds[W.nfds++] = fd;
+    }
+    W.port = port;
+    return W.nfds ? 0 : -1;
+}
+
+/* From the lease's first grant: the thread starts once, and runs until the
+ * process exits. Nothing is lost without it: Nic-KV then judges by the
+ * main thread alone, as before. */
+void nickvWatchStart(void) {
+    static int tried;
+    pthread_t tid;
+    if (W.started || tried || nickvWatchPort < 0 || server.bindaddr_count == 0) return;
+    tried = 1;
+    for (int i = 0; i < WATCH_CONNS; i++) W.conns[i].fd = -1;
+    if (watchListen() == -1) {
+        serverLog(LL_WARNING, "Nic-KV watch: no port: Nic-KV cannot tell this master busy from dead");
+        return;
+    }
+    W.started = 1;
+    nickvWatchSleeping();
+    if (pthread_create(&tid, NULL, watchMain, NULL) != 0) {
+        serverLog(LL_WARNING, "Nic-KV watch: cannot start its thread: %s", strerror(errno));
+        W.started = 0;
+        for (int i = 0; i < W.nfds; i++) close(W.fds[i]);
+        W.nfds = 0;
+        return;
+    }
+    pthread_detach(tid);
+    serverLog(LL_NOTICE, "Nic-KV watch: listening on port %d (Nic-KV tells a busy master from a dead one)",
+              W.port);
+}

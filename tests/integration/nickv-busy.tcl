@@ -1,0 +1,302 @@
+# A busy master is not a dead one: its watch thread (src/nickv_watch.c)
+# answers Nic-KV while the main thread runs a long command, and Nic-KV
+# (nic-kv/nickv_busy.c) fails it over only past busy-limit; a stopped
+# master (SIGSTOP: every thread) is failed over within waiting-time, as
+# before. The watch port trusts only the grantor's token.
+
+source tests/skv/helpers.tcl
+
+set fo_conf [concat {save "" nickv-lease yes enable-debug-command yes} [nickv_user_overrides]]
+
+# The fields of Nic-KV's INFO failover, polled while the master sleeps.
+proc busy_wait_verdict {nk verdict} {
+    wait_for_condition 100 20 {
+        [nickv_info $nk master_verdict] eq $verdict
+    } else {
+        fail "Nic-KV's verdict is not $verdict: [nickv_cmd $nk info failover]"
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fo_conf] {
+    start_server [list overrides $fo_conf] {
+        set ports [list [srv -1 port] [srv 0 port]]
+        foreach r [list [srv -1 client] [srv 0 client]] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1 \
+                    --waiting-time 300 --busy-limit 2500]
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on} &&
+            [nickv_info $nk watch] eq {connected}
+        } else {
+            fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
+        }
+
+        test {Nic-KV busy: the master's watch thread listens where its lease answers say} {
+            set wport [nickv_status $m nickv_watch_port]
+            assert {$wport > 0}
+            assert_equal $wport [nickv_info $nk watch_port]
+            wait_for_condition 50 100 {
+                [nickv_status $m nickv_lease_watch_grants] > 0
+            } else {
+                fail "the watch prolongs no lease: [$m info nickv]"
+            }
+            assert_equal answers [nickv_info $nk master_verdict]
+        }
+
+        test {Nic-KV busy: a master busy for 1.5 s (DEBUG SLEEP, waiting-time 300) is not failed over} {
+            set before [nickv_info $nk busy_verdicts]
+            set d [redis_deferring_client -2]
+            $d debug sleep 1.5
+            busy_wait_verdict $nk busy
+            assert_equal debug [nickv_info $nk watch_busy_in]
+            assert {[nickv_info $nk watch_busy_ms] > 0}
+            assert_equal {} [nickv_info $nk failover_blocked]
+            assert_equal OK [$d read]
+            $d close
+            # Its lease ran on meanwhile (the watch's grants): it serves at
+            # once, and no failover happened.
+            assert_equal OK [$m set after-sleep 1]
+            assert_equal 0 [nickv_info $nk failovers]
+            assert_equal "127.0.0.1:$mport" [nickv_info $nk master]
+            assert_equal [expr {$before + 1}] [nickv_info $nk busy_verdicts]
+            busy_wait_verdict $nk answers
+            assert_match "*does not answer for * but it is busy (* in debug), not dead*" [exec cat [dict get $nk log]]
+        }
+
+        test {Nic-KV busy: a KEYS over three million keys is busy, not dead} {
+            $m debug populate 3000000 busykey 1
+            # (The populate itself may have been a busy spell: over first.)
+            busy_wait_verdict $nk answers
+            $m config resetstat
+            set d [redis_deferring_client -2]
+            set t0 [clock milliseconds]
+            # A pattern that costs time on every key (about 1 s here).
+            $d keys *y*y*y*y*y*z
+            # What Nic-KV sees while it runs.
+            set seen {}
+            while {[clock milliseconds] - $t0 < 3000} {
+                if {[nickv_info $nk master_verdict] eq {busy}} {
+                    set seen [nickv_info $nk watch_busy_in]
+                    break
+                }
+                after 20
+            }
+            assert_equal {} [$d read]
+            $d close
+            assert_equal 0 [nickv_info $nk failovers]
+            if {[catch {$m set after-keys 1} e]} {
+                fail "$e\n[$m info nickv]\n[nickv_cmd $nk info failover]"
+            }
+            # How long it took decides what Nic-KV had to see: past
+            # waiting-time (300 ms) and a probe round, the busy verdict.
+            regexp {cmdstat_keys:calls=1,usec=([0-9]+)} [$m info commandstats] -> usec
+            if {$usec > 600000} { assert_equal keys $seen }
+            puts "    (KEYS took [expr {$usec / 1000}] ms; Nic-KV saw: [expr {$seen eq {} ? {answers} : {busy in keys}}])"
+            $m flushall
+        }
+
+        test {Nic-KV busy: busy longer than busy-limit is failed over; the old master refuses when it wakes} {
+            set d [redis_deferring_client -2]
+            $d debug sleep 4
+            wait_for_condition 100 100 {
+                [nickv_info $nk failovers] >= 1
+            } else {
+                fail "no failover of a master busy past busy-limit: [nickv_cmd $nk info failover]"
+            }
+            assert_match "*busy for * ms in debug: more than busy-limit (2500 ms)*" [exec cat [dict get $nk log]]
+            lassign [split [nickv_info $nk master] :] host new
+            assert {[lsearch -exact $ports $new] >= 0}
+            assert_equal OK [$d read]
+            # It woke without a lease (the watch never starts one, and no
+            # grant came once it was given up): it takes no write, the one
+            # its client sends as it wakes included.
+            $d set late 1
+            catch {$d read} e
+            $d close
+            assert {[regexp {^(READONLY|NOREPLICAS) } $e]}
+            # (A new client: the demotion kills the old master's clients.)
+            wait_for_condition 100 100 {
+                [catch {status [set m2 [redis 127.0.0.1 $mport]] role} r] == 0 && $r eq {slave}
+            } else {
+                fail "the old master was not made a replica"
+            }
+            nickv_assert_no_bug $nk
+        }
+        nickv_stop $nk
+    }
+    }
+}
+
+# A stopped master (every thread stopped) is dead to Nic-KV within
+# waiting-time, watch or not.
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fo_conf] {
+        [srv 0 client] replicaof 127.0.0.1 $mport
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --waiting-time 300 --busy-limit 5000]
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on} &&
+            [nickv_info $nk watch] eq {connected}
+        } else {
+            fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
+        }
+
+        test {Nic-KV busy: a master stopped (SIGSTOP) is failed over within waiting-time, not busy-limit} {
+            set t0 [clock milliseconds]
+            exec kill -STOP $mpid
+            wait_for_condition 100 50 {
+                [nickv_info $nk failovers] >= 1
+            } else {
+                exec kill -CONT $mpid
+                fail "no failover of a stopped master: [nickv_cmd $nk info failover]"
+            }
+            set took [expr {[clock milliseconds] - $t0}]
+            exec kill -CONT $mpid
+            # waiting-time (300) + the lease (500) + a promotion: far below
+            # busy-limit (5000).
+            assert {$took < 4000}
+            assert_equal 0 [nickv_info $nk busy_verdicts]
+            assert_match "*no answer for *" [nickv_info $nk last_failover][exec cat [dict get $nk log]]
+        }
+        nickv_stop $nk
+    }
+}
+
+# The watch port, from a client that is not Nic-KV.
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    set c [redis 127.0.0.1 $mport]
+    $c auth $::nickv_test_user $::nickv_test_pass
+    set inst [string repeat c 40]
+
+    # One request line to the watch, its answer line ("" when it closed).
+    proc watch_ask {s line} {
+        puts -nonewline $s "$line\r\n"
+        flush $s
+        if {[catch {gets $s} r] || [eof $s]} { return "" }
+        return [string trimright $r "\r"]
+    }
+    proc watch_open {port} {
+        set s [socket 127.0.0.1 $port]
+        fconfigure $s -translation binary -buffering none -blocking 1
+        return $s
+    }
+
+    test {Nic-KV busy: the grantor's lease answer names the watch port and a token; others get none} {
+        set a [$c replconf nickv "lease 0 0 $inst"]
+        assert_equal 6 [llength $a]
+        lassign $a word now runid offset wport token
+        assert_equal LEASE $word
+        assert_equal $wport [nickv_status $m nickv_watch_port]
+        assert_match {[0-9a-f]*} $token
+        assert_equal 40 [string length $token]
+        set ::wport $wport
+        set ::token $token
+    }
+
+    test {Nic-KV busy: the watch wants the token, and closes on anything else} {
+        set s [watch_open $::wport]
+        assert_match {-NOAUTH*} [watch_ask $s "WATCH 0 0 $inst"]
+        assert_equal "" [watch_ask $s PING]
+        close $s
+        set s [watch_open $::wport]
+        assert_match {-ERR invalid token} [watch_ask $s "AUTH [string repeat 0 40]"]
+        close $s
+        set s [watch_open $::wport]
+        assert_match {-ERR request too long} [watch_ask $s [string repeat x 1000]]
+        close $s
+        set s [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $s "AUTH $::token"]
+        assert_match {-ERR malformed watch*} [watch_ask $s "WATCH 1 2"]
+        close $s
+        set s [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $s "AUTH $::token"]
+        assert_match {-ERR not the Nic-KV that grants*} [watch_ask $s "WATCH 0 0 [string repeat d 40]"]
+        close $s
+        # More connections than it keeps: the extra ones are closed.
+        set many {}
+        for {set i 0} {$i < 12} {incr i} { lappend many [watch_open $::wport] }
+        set answered 0
+        foreach s $many {
+            if {[watch_ask $s "AUTH $::token"] eq {+OK}} { incr answered }
+            close $s
+        }
+        assert {$answered >= 1 && $answered <= 8}
+        # The server and the watch are still there.
+        assert_match "*redis_version*" [$m info server]
+        set s [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $s "AUTH $::token"]
+        assert_match {+WATCH * 0 - 0} [watch_ask $s "WATCH 0 0 $inst"]
+        close $s
+    }
+
+    test {Nic-KV busy: the watch prolongs a lease that runs, never starts one} {
+        set s [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $s "AUTH $::token"]
+        set now [lindex [watch_ask $s "WATCH 0 0 $inst"] 1]
+        # No lease: a grant on the watch is not one.
+        assert_match {+WATCH *} [watch_ask $s "WATCH $now 10000 $inst"]
+        assert_equal expired [nickv_status $m nickv_lease]
+        catch {$m set k v} e
+        assert_match {READONLY*no lease*} $e
+        # A time it never sent (in its future) is refused.
+        assert_match {-ERR malformed watch*} [watch_ask $s "WATCH 99999999999999 100 $inst"]
+        # A lease from the main thread (1 s), then the watch prolongs it.
+        set s2 [lindex [$c replconf nickv "lease 0 0 $inst"] 1]
+        $c replconf nickv "lease $s2 1000 $inst"
+        assert_equal held [nickv_status $m nickv_lease]
+        set s [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $s "AUTH $::token"]
+        set now [lindex [watch_ask $s "WATCH 0 0 $inst"] 1]
+        set r [watch_ask $s "WATCH $now 3000 $inst"]
+        assert {[lindex $r 4] > 2000}
+        assert {[nickv_status $m nickv_lease_left_ms] > 2000}
+        assert_equal OK [$m set k v]
+        close $s
+    }
+
+    test {Nic-KV busy: another grantor gets another token; the old one's watch is cut off} {
+        # The first grantor's connection goes; its lease runs out; another
+        # Nic-KV instance grants: a new token.
+        $c close
+        set c [redis 127.0.0.1 $mport]
+        $c auth $::nickv_test_user $::nickv_test_pass
+        wait_for_condition 100 100 {
+            [nickv_status $m nickv_lease] eq {expired}
+        } else {
+            fail "the lease does not run out"
+        }
+        set other [string repeat e 40]
+        set a [$c replconf nickv "lease 0 0 $other"]
+        assert_equal 6 [llength $a]
+        set token2 [lindex $a 5]
+        assert {$token2 ne $::token}
+        set s [watch_open $::wport]
+        assert_match {-ERR invalid token} [watch_ask $s "AUTH $::token"]
+        close $s
+        set s [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $s "AUTH $token2"]
+        assert_match {-ERR not the Nic-KV that grants*} [watch_ask $s "WATCH 0 0 $inst"]
+        close $s
+        $c close
+    }
+}
+
+# nickv-watch-port -1: no thread; the lease answers name none, and Nic-KV
+# judges by the main thread alone.
+start_server [list tags {"nickv repl external:skip"} overrides [concat $fo_conf {nickv-watch-port -1}]] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    test {Nic-KV busy: nickv-watch-port -1: no watch thread, the lease answer as before} {
+        set c [redis 127.0.0.1 $mport]
+        $c auth $::nickv_test_user $::nickv_test_pass
+        assert_equal 4 [llength [$c replconf nickv "lease 0 0 [string repeat c 40]"]]
+        assert_equal 0 [nickv_status $m nickv_watch_port]
+        $c close
+    }
+}
