@@ -3,6 +3,7 @@
 #
 #   utils/nickv-bench.sh [--replicas "0 1 3 8"] [--writes 200000] [--rounds 5]
 #                        [--clients 16] [--pipelines "1 16"] [--no-pin]
+#                        [--port PORT]
 #
 # Each round, for each replica count, starts a master and that many
 # replicas on loopback and measures them directly on the master, then
@@ -29,6 +30,9 @@
 # master's CPU seconds per write here (measured: +26% when a loop competes
 # on core 1, the "spin" control), so it must not differ between the modes
 # compared. --no-pin lets the scheduler place everything, with no busy loop.
+# --port is the master's port (Nic-KV takes the next, the replicas those
+# after it; at the end the script shuts down whatever answers on PORT to
+# PORT + 20); by default a random one from 17000 up.
 # The machine is shared, so absolute numbers vary from run to run; the runs
 # alternate so that noise hits both sides alike, and medians are quoted.
 set -euo pipefail
@@ -37,6 +41,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 bin="$top/build/redis/src"
 . "$top/utils/lib.sh"
 replica_counts="0 1 3 8" writes=200000 rounds=5 clients=16 pipelines="1 16" pin=1
+base=$((17000 + RANDOM % 1000 * 10))
 while [ $# -gt 0 ]; do
     case "$1" in
         --replicas) replica_counts=$2; shift 2 ;;
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
         --clients) clients=$2; shift 2 ;;
         --pipelines) pipelines=$2; shift 2 ;;
         --no-pin) pin=0; shift ;;
+        --port) base=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "nickv-bench: unknown option $1" >&2; exit 2 ;;
     esac
@@ -57,7 +63,6 @@ if [ "$pin" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 fi
 idle_pids=()
 
-base=$((17000 + RANDOM % 1000 * 10))
 mport=$base nkport=$((base + 1))
 work=$(mktemp -d)
 results="$work/results"
