@@ -53,7 +53,8 @@ start_idle_loops() {
 # print_medians RESULTS MEDIANS: RESULTS has a line per run, "replicas mode
 # pipeline cpu-s/1M-writes sends/write ops/s"; prints the table of their
 # medians per (replicas, mode, pipeline) and appends "replicas mode
-# pipeline cpu ops/s" lines of those medians to MEDIANS.
+# pipeline cpu ops/s sends" lines of those medians to MEDIANS (sends last,
+# so that readers of the first five columns need not change).
 print_medians() {
     local n m p c s r
     printf '%-9s %-7s %-9s %18s %13s %12s\n' replicas mode pipeline "cpu-s/1M writes" "sends/write" "ops/s"
@@ -62,7 +63,7 @@ print_medians() {
         s=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $5 }' "$1" | median)
         r=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $6 }' "$1" | median)
         printf '%-9s %-7s %-9s %18s %13s %12s\n' "$n" "$m" "$p" "$c" "$s" "$r"
-        echo "$n $m $p $c $r" >> "$2"
+        echo "$n $m $p $c $r $s" >> "$2"
     done
 }
 

@@ -3,6 +3,7 @@
 #
 #   utils/nickv-bench.sh [--replicas "0 1 3 8"] [--writes 200000] [--rounds 5]
 #                        [--clients 16] [--pipelines "1 16"] [--no-pin]
+#                        [--port PORT]
 #
 # Each round, for each replica count, starts a master and that many
 # replicas on loopback and measures them directly on the master, then
@@ -16,7 +17,12 @@
 # and prints one table of medians, then the ratio the target is about: the
 # master's CPU per write with N replicas behind Nic-KV over its CPU per write
 # with one direct replica. Mode "spin" is a control: one direct replica
-# while a busy loop occupies the replicas' cores (see below).
+# while a busy loop occupies the replicas' cores (see below). The medians
+# also go to build/nickv-bench/cpu-per-write.csv and, drawn with gnuplot
+# (gnuplot-nox is installed when missing and apt can), to
+# build/nickv-bench/cpu-per-write.png: CPU seconds per 1M writes against
+# the replica count, direct and through Nic-KV, a panel per pipeline
+# setting.
 #
 # Placement: the master and redis-benchmark run on core 0 (the "host"), the
 # replicas and Nic-KV on the other cores (standing in for the replicas'
@@ -29,6 +35,9 @@
 # master's CPU seconds per write here (measured: +26% when a loop competes
 # on core 1, the "spin" control), so it must not differ between the modes
 # compared. --no-pin lets the scheduler place everything, with no busy loop.
+# --port is the master's port (Nic-KV takes the next, the replicas those
+# after it; at the end the script shuts down whatever answers on PORT to
+# PORT + 20); by default a random one from 17000 up.
 # The machine is shared, so absolute numbers vary from run to run; the runs
 # alternate so that noise hits both sides alike, and medians are quoted.
 set -euo pipefail
@@ -37,6 +46,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 bin="$top/build/redis/src"
 . "$top/utils/lib.sh"
 replica_counts="0 1 3 8" writes=200000 rounds=5 clients=16 pipelines="1 16" pin=1
+base=$((17000 + RANDOM % 1000 * 10))
 while [ $# -gt 0 ]; do
     case "$1" in
         --replicas) replica_counts=$2; shift 2 ;;
@@ -45,11 +55,15 @@ while [ $# -gt 0 ]; do
         --clients) clients=$2; shift 2 ;;
         --pipelines) pipelines=$2; shift 2 ;;
         --no-pin) pin=0; shift ;;
+        --port) base=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "nickv-bench: unknown option $1" >&2; exit 2 ;;
     esac
 done
 [ -x "$bin/nic-kv" ] || { echo "nickv-bench: build SKV first (make)" >&2; exit 1; }
+if ! command -v gnuplot >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q gnuplot-nox >/dev/null 2>&1 || echo "nickv-bench: no gnuplot: no plot" >&2
+fi
 
 host_cpu=() rest_cpu=()
 if [ "$pin" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
@@ -57,7 +71,6 @@ if [ "$pin" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 fi
 idle_pids=()
 
-base=$((17000 + RANDOM % 1000 * 10))
 mport=$base nkport=$((base + 1))
 work=$(mktemp -d)
 results="$work/results"
@@ -148,3 +161,48 @@ done
 if [ ${#host_cpu[@]} -gt 0 ]; then where="master and benchmark on core 0, replicas and Nic-KV on cores 1-$(($(nproc) - 1)), kept busy by a SCHED_IDLE loop"
 else where="no pinning"; fi
 echo "($writes writes per run, $clients clients, $rounds rounds, medians; $where)"
+
+# The medians as CSV, and drawn. A panel per pipeline setting, each with
+# its own y axis from 0: pipelined writes cost the master several times
+# less CPU, so on one axis their lines would lie flat at the bottom. The
+# "spin" control is in the CSV only.
+out="$top/build/nickv-bench"
+mkdir -p "$out"
+csv="$out/cpu-per-write.csv" png="$out/cpu-per-write.png"
+{
+    echo "replicas,mode,pipeline,cpu_s_per_1M_writes,stream_sends_per_write,ops_per_s"
+    awk '{ print $1 "," $2 "," $3 "," $4 "," $6 "," $5 }' "$work/medians"
+} > "$csv"
+if command -v gnuplot >/dev/null; then
+    npanels=$(echo $pipelines | wc -w)
+    xtics=$(echo $replica_counts | tr ' ' '\n' | sort -n | paste -sd, -)
+    xmax=$(echo $replica_counts | tr ' ' '\n' | sort -n | tail -n 1)
+    {
+        cat <<EOT
+set terminal pngcairo size $((npanels > 1 ? 500 * npanels : 900)),440
+set output '$png'
+set datafile separator ','
+set datafile missing NaN
+# One series: the CPU column of the rows of mode m and pipeline p, NaN (a
+# missing point, which the line skips) elsewhere.
+sel(m, p) = (strcol(2) eq m && column(3) == p) ? column(4) : NaN
+set multiplot layout 1,$npanels title "The master's CPU per write: redis-benchmark SET, $clients clients, TCP on loopback; medians of $rounds rounds"
+set key bottom right
+set xlabel 'replicas'
+set ylabel 'master CPU seconds per 1M writes'
+set xrange [-0.5:$xmax + 0.5]
+set xtics ($xtics)
+set yrange [0:*]
+set grid ytics
+EOT
+        for p in $pipelines; do
+            if [ "$p" = 1 ]; then echo "set title 'no pipelining'"; else echo "set title 'pipeline $p (-P $p)'"; fi
+            echo "plot '$csv' every ::1 using 1:(sel('direct', $p)) with linespoints lw 2 pt 7 title 'direct', \\"
+            echo "     '$csv' every ::1 using 1:(sel('nickv', $p)) with linespoints lw 2 pt 5 title 'through Nic-KV'"
+        done
+        echo "unset multiplot"
+    } | gnuplot && echo "medians: $csv; plot: $png" ||
+        echo "medians: $csv; no plot (gnuplot failed)"
+else
+    echo "medians: $csv; no plot (no gnuplot)"
+fi

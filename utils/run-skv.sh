@@ -161,6 +161,12 @@ Fail over (Nic-KV replaces a master that dies or hangs):
   $bin/redis-cli -p $nkport sentinel get-master-addr-by-name mymaster   # a replica, now master
 $( [ -n "$rdma_addr" ] && echo "  $bin/redis-cli --rdma -h $rdma_addr -p $rport ping            # the master, over RDMA
   $bin/redis-cli --rdma -h $rdma_addr -p $nkrport info rdma       # Nic-KV's zero-copy counters" )
+Measure and watch (the benchmarks start nodes of their own, a few minutes each):
+  $bin/redis-cli -p $nkport --stat                  # Nic-KV's memory, clients, commands, every second
+  $bin/redis-cli -p $nkport info sentinel           # the master it follows, and its failover state
+  $top/utils/nickv-bench.sh       # master CPU per write, direct vs Nic-KV
+  $top/utils/failover-bench.sh    # what a client sees through failovers
+  (their plots, in $top/build/: nickv-bench/cpu-per-write.png, failover-bench/throughput.png)
 Ctrl-C stops everything.
 EOT
 wait
