@@ -206,7 +206,12 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
         return;
     }
     /* A replica takes none (nickvLeaseHeld): it answers the clock. */
-    if (t > 0 && !server.masterhost && leaseExtend(t + ms, 0)) LE.grants++;
+    /* A grant taken counts, whether or not it ends later than one the
+     * watch thread prolonged. */
+    if (t > 0 && !server.masterhost) {
+        leaseExtend(t + ms, 0);
+        LE.grants++;
+    }
     if (t > 0) leaseConfirmed(t);
     LE.sent[LE.sent_next].now = now;
     LE.sent[LE.sent_next].offset = server.master_repl_offset;

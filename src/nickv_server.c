@@ -1079,6 +1079,7 @@ void nickvCron(void) {
     nickvMasterWatch(now);
     nickvReplicaWatch(now);
     nickvLeaseHeld();       /* logs a lease that lapsed; forgets one as a replica */
+    nickvWatchAllow(nickvLease && !server.masterhost && !nickvUserUnsafe());
     nickvGrantorForget();   /* ... and who granted it */
 }
 

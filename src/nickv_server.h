@@ -87,6 +87,8 @@ void nickvWatchStart(void);
 void nickvWatchAwake(void);
 void nickvWatchSleeping(void);
 void nickvWatchCommand(struct redisCommand *cmd);
+/* Whether the thread may prolong the lease (nickvCron says). */
+void nickvWatchAllow(int allow);
 /* The lease's grantor is instance: the token its watch gives ("" when no
  * thread runs). */
 const char *nickvWatchGrantor(const char *instance);

@@ -29,7 +29,8 @@
  * sent (so the argument of src/nickv_lease.c holds: the lease ends no
  * later, in real time, than ms after Nic-KV sent the grant). It never
  * starts one: only a lease the main thread took and that still runs is
- * prolonged, only while this node is a master, only from the Nic-KV
+ * prolonged, only while this node is a master whose nickv-user only
+ * Nic-KV can use (as the main thread checks at each grant), only from the Nic-KV
  * instance that grants this master's lease (the grantor, nickvGrantorCheck)
  * and only on a connection that gave the token, a secret the main thread
  * hands to that instance alone, in its lease answers, and draws anew when
@@ -85,6 +86,7 @@ static _Atomic long long cmd_since;       /* the command it runs began (0: none)
 static _Atomic unsigned cmd_seq;          /* seqlock over cmd_name */
 static char cmd_name[WATCH_NAME];
 static _Atomic int is_master;             /* a master with nickv-lease yes */
+static _Atomic int may_prolong;           /* ... whose nickv-user is safe (nickvCron) */
 
 static long long watchNow(void) {
     struct timespec ts;
@@ -104,6 +106,13 @@ void nickvWatchSleeping(void) {
     atomic_store_explicit(&awake_since, 0, memory_order_relaxed);
     atomic_store_explicit(&cmd_since, 0, memory_order_relaxed);
     atomic_store_explicit(&is_master, nickvLease && !server.masterhost, memory_order_relaxed);
+}
+
+/* From nickvCron: whether the main thread would take a grant now (the
+ * nickv-user is one only Nic-KV can use: nickvUserUnsafe). Checked there,
+ * ten times a second, not at every event-loop turn: it looks the user up. */
+void nickvWatchAllow(int allow) {
+    atomic_store_explicit(&may_prolong, allow, memory_order_relaxed);
 }
 
 /* A client's command begins (processCommand, after its checks). Its name
@@ -197,7 +206,8 @@ static void watchRequest(watchConn *c, int argc, sds *argv) {
         watchClose(c);
         return;
     }
-    if (t > 0 && ms > 0 && atomic_load_explicit(&is_master, memory_order_relaxed))
+    if (t > 0 && ms > 0 && atomic_load_explicit(&is_master, memory_order_relaxed) &&
+        atomic_load_explicit(&may_prolong, memory_order_relaxed))
         nickvLeaseProlong(t, ms);
     long long awake = atomic_load_explicit(&awake_since, memory_order_relaxed);
     long long since = atomic_load_explicit(&cmd_since, memory_order_relaxed);
