@@ -513,6 +513,7 @@ typedef struct nkProbeView {
     const char *why;             /* why it is invalid */
     long long since_ms;          /* in its state (valid or not) */
     long long invalid_ms_ago;    /* last invalid (until then), -1: never */
+    long long unlisted_ms_ago;   /* no longer listed since, -1: listed (or never) */
     long long named_ms_ago;      /* last named valid to the master, -1: never */
     int refused;                 /* invalid because its port refuses: no process */
     long long answered_ms_ago;   /* -1: never answered */

@@ -222,7 +222,14 @@ static int collectCandidates(void) {
         int named = nk.cfg.min_slaves > 0 && ((v[i].named_ms_ago >= 0 && v[i].named_ms_ago <= window) ||
                                               nkCoordNamed(v[i].addr, v[i].port) ||
                                               nkCoordNamed(v[i].reach, v[i].port));
-        if (v[i].is_master || (!v[i].listed && !named)) continue;
+        /* A replica that stopped being listed since the master last
+         * answered is still one: a busy master's replicas behind us leave
+         * after 2 s of silence (NICKV_VIA_TIMEOUT_MS) and wait on it,
+         * unlisted, while busy-limit runs longer. (foQuery vets it as
+         * every candidate.) */
+        int recent = n && v[0].is_master && !v[i].listed && v[i].unlisted_ms_ago >= 0 &&
+                     v[0].answered_ms_ago >= 0 && v[i].unlisted_ms_ago <= v[0].answered_ms_ago + 1000;
+        if (v[i].is_master || (!v[i].listed && !named && !recent)) continue;
         /* The master itself, as the replica it was before a promotion. */
         if (n && v[0].is_master && v[i].port == v[0].port &&
             (!strcmp(v[i].addr, v[0].addr) || !strcmp(v[i].reach, v[0].reach)))

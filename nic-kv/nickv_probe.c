@@ -1166,7 +1166,12 @@ static void nodeTick(probeNode *n, long long now) {
         const char *what = "";
         /* Silent, but its watch thread answered lately that the main
          * thread is busy: alive, for busy-limit at most (nickv_watch.c). */
-        if (n->is_master && nk.cfg.busy_limit > 0 && nkWatchBusy(now, wait_us, &busy, &what) && busy > 0) {
+        long long silent_ms = (now - n->waiting_since_us) / 1000;
+        /* Busy for as long as it has been silent, give or take a probe
+         * interval: a main thread that keeps turning (a few ms busy at a
+         * time) but does not answer is not busy, it is stuck. */
+        if (n->is_master && nk.cfg.busy_limit > 0 && nkWatchBusy(now, wait_us, &busy, &what) && busy > 0 &&
+            busy + nk.cfg.probe_interval >= silent_ms) {
             if (busy < nk.cfg.busy_limit) {
                 if (!n->busy) {
                     nkLog(LL_NOTICE, "Probe: the master %s:%d does not answer for %lld ms, but it is busy "
@@ -1290,6 +1295,7 @@ static void nodeView(const probeNode *n, nkProbeView *v, long long now_us) {
     v->connected = n->connected;
     v->since_ms = nowMs() - n->state_ms;
     v->invalid_ms_ago = n->invalid_ms ? nowMs() - n->invalid_ms : -1;
+    v->unlisted_ms_ago = !n->listed && n->unlisted_ms ? nowMs() - n->unlisted_ms : -1;
     v->named_ms_ago = n->named_ms ? nowMs() - n->named_ms : -1;
     v->refused = !n->valid && strstr(n->why, "connection refused") != NULL;
     v->answered_ms_ago = n->answered_us ? (now_us - n->answered_us) / 1000 : -1;

@@ -205,9 +205,16 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
         addReplyErrorFormat(c, "lease time %lld is ahead of this clock (%lld)", t, now);
         return;
     }
-    /* A replica takes none (nickvLeaseHeld): it answers the clock. */
-    /* A grant taken counts, whether or not it ends later than one the
-     * watch thread prolonged. */
+    /* The watch thread learns the grantor first: a watch of another one
+     * prolongs nothing from here on (nickvWatchGrantor). */
+    const char *token = "";
+    if (nickvLease && !server.masterhost) {
+        nickvWatchStart();
+        token = nickvWatchGrantor(argv[3]);
+    }
+    /* A replica takes none (nickvLeaseHeld): it answers the clock. A
+     * grant taken counts, whether or not it ends later than one the watch
+     * thread prolonged. */
     if (t > 0 && !server.masterhost) {
         leaseExtend(t + ms, 0);
         LE.grants++;
@@ -219,14 +226,10 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
     LE.sent_next = (LE.sent_next + 1) % NICKV_LEASE_SENT;
     /* A master's grantor (nickvGrantorCheck bound it) also learns where
      * the watch thread listens, and the token it asks for. */
-    if (nickvLease && !server.masterhost) {
-        nickvWatchStart();
-        const char *token = nickvWatchGrantor(argv[3]);
-        if (token[0]) {
-            addReplyStatusFormat(c, "LEASE %lld %s %lld %d %s", now, server.runid, server.master_repl_offset,
-                                 nickvWatchListeningPort(), token);
-            return;
-        }
+    if (token[0]) {
+        addReplyStatusFormat(c, "LEASE %lld %s %lld %d %s", now, server.runid, server.master_repl_offset,
+                             nickvWatchListeningPort(), token);
+        return;
     }
     addReplyStatusFormat(c, "LEASE %lld %s %lld", now, server.runid, server.master_repl_offset);
 }

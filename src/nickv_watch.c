@@ -61,9 +61,14 @@ int nickvWatchPort = 0;
 #define WATCH_AUTH_MS 5000            /* to give the token, from accept */
 #define WATCH_NAME 32                 /* a command's name, as reported */
 
+#define WATCH_SENT 8                  /* <now>s a connection may echo */
+
 typedef struct watchConn {
     int fd;
     int authed;
+    unsigned long long gen;           /* the token's generation it gave */
+    long long sent[WATCH_SENT];       /* the <now>s it was sent (a grant's t) */
+    int sent_next;
     long long accepted_ms;
     size_t len;
     char buf[WATCH_LINE];
@@ -78,6 +83,7 @@ static struct {
     pthread_mutex_t lock;             /* token and grantor: */
     char token[NICKV_INSTANCE_LEN + 1];
     char grantor[NICKV_INSTANCE_LEN + 1];
+    unsigned long long gen;           /* bumped with every new token */
 } W = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The main thread's state, written by it, read by the watch thread. */
@@ -119,6 +125,11 @@ void nickvWatchAllow(int allow) {
  * goes under a seqlock: the thread never follows a pointer of ours. */
 void nickvWatchCommand(struct redisCommand *cmd) {
     if (!W.started) return;
+    /* ACL and CONFIG may change the nickv-user or nickv-lease: no
+     * prolonging until the next cron has looked (nickvWatchAllow), even
+     * if a busy spell follows them in the same transaction. */
+    if (cmd->proc == aclCommand || cmd->proc == configSetCommand || cmd->proc == execCommand)
+        atomic_store_explicit(&may_prolong, 0, memory_order_relaxed);
     unsigned seq = atomic_load_explicit(&cmd_seq, memory_order_relaxed);
     atomic_store_explicit(&cmd_seq, seq + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
@@ -144,6 +155,7 @@ const char *nickvWatchGrantor(const char *instance) {
         snprintf(W.grantor, sizeof(W.grantor), "%s", instance);
         getRandomHexChars(W.token, NICKV_INSTANCE_LEN);
         W.token[NICKV_INSTANCE_LEN] = '\0';
+        W.gen++;        /* connections that gave the old token lose their rights */
     }
     memcpy(token, W.token, sizeof(token));
     pthread_mutex_unlock(&W.lock);
@@ -198,23 +210,36 @@ static void watchRequest(watchConn *c, int argc, sds *argv) {
         watchReply(c, "-ERR malformed watch: expected WATCH <t> <ms> <instance>, t a time we sent\r\n");
         return;
     }
+    int sent = 0;
+    for (int i = 0; t > 0 && i < WATCH_SENT; i++)
+        if (c->sent[i] == t) sent = 1;
+    if (t > 0 && !sent) {
+        watchReply(c, "-ERR t is not a time this connection was sent\r\n");
+        watchClose(c);
+        return;
+    }
+    /* The grantor and the token's generation are checked, and the lease
+     * prolonged, under the lock nickvWatchGrantor takes: a grantor bound
+     * meanwhile waits for this prolonging to be done, or stops it. */
     pthread_mutex_lock(&W.lock);
-    int grantor = !strcmp(argv[3], W.grantor);
+    int grantor = !strcmp(argv[3], W.grantor) && c->gen == W.gen;
+    if (grantor && t > 0 && ms > 0 && atomic_load_explicit(&is_master, memory_order_relaxed) &&
+        atomic_load_explicit(&may_prolong, memory_order_relaxed))
+        nickvLeaseProlong(t, ms);
     pthread_mutex_unlock(&W.lock);
     if (!grantor) {
         watchReply(c, "-ERR not the Nic-KV that grants this master's lease\r\n");
         watchClose(c);
         return;
     }
-    if (t > 0 && ms > 0 && atomic_load_explicit(&is_master, memory_order_relaxed) &&
-        atomic_load_explicit(&may_prolong, memory_order_relaxed))
-        nickvLeaseProlong(t, ms);
     long long awake = atomic_load_explicit(&awake_since, memory_order_relaxed);
     long long since = atomic_load_explicit(&cmd_since, memory_order_relaxed);
     long long busy = awake && now > awake ? now - awake : 0;
     char name[WATCH_NAME];
     const char *what = "-";
     if (busy && since && since >= awake && watchCommandName(name)) what = name;
+    c->sent[c->sent_next] = now;
+    c->sent_next = (c->sent_next + 1) % WATCH_SENT;
     watchReply(c, "+WATCH %lld %lld %s %lld\r\n", now, busy, what, nickvLeaseLeftMsAt(now));
 }
 
@@ -236,6 +261,7 @@ static void watchLine(watchConn *c, char *line) {
     } else if (!strcasecmp(argv[0], "AUTH") && argc == 2) {
         pthread_mutex_lock(&W.lock);
         int ok = W.token[0] && sdslen(argv[1]) == NICKV_INSTANCE_LEN && watchSameToken(argv[1], W.token);
+        c->gen = W.gen;
         pthread_mutex_unlock(&W.lock);
         if (ok) {
             c->authed = 1;
@@ -283,19 +309,31 @@ static void watchRead(watchConn *c) {
 
 static void watchAccept(int lfd) {
     int fd = accept(lfd, NULL, NULL);
-    if (fd == -1) return;
-    for (int i = 0; i < WATCH_CONNS; i++) {
-        if (W.conns[i].fd != -1) continue;
-        anetNonBlock(NULL, fd);
-        anetCloexec(fd);
-        anetEnableTcpNoDelay(NULL, fd);
-        W.conns[i].fd = fd;
-        W.conns[i].authed = 0;
-        W.conns[i].len = 0;
-        W.conns[i].accepted_ms = watchNow();
+    if (fd == -1) {
+        /* Out of descriptors: the listener stays readable, and poll()
+         * would return at once, for ever. A pause instead. */
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) usleep(100000);
         return;
     }
-    close(fd);                     /* full: not Nic-KV's one watch */
+    /* A free slot; when full, one that has not given the token yet goes
+     * (a peer holding every slot unauthenticated must not lock Nic-KV
+     * out); full of authenticated ones, the newcomer goes. */
+    int slot = -1;
+    for (int i = 0; i < WATCH_CONNS && slot == -1; i++)
+        if (W.conns[i].fd == -1) slot = i;
+    for (int i = 0; i < WATCH_CONNS && slot == -1; i++)
+        if (!W.conns[i].authed) slot = i;
+    if (slot == -1) {
+        close(fd);
+        return;
+    }
+    if (W.conns[slot].fd != -1) watchClose(&W.conns[slot]);
+    anetNonBlock(NULL, fd);
+    anetCloexec(fd);
+    anetEnableTcpNoDelay(NULL, fd);
+    memset(&W.conns[slot], 0, sizeof(W.conns[slot]));
+    W.conns[slot].fd = fd;
+    W.conns[slot].accepted_ms = watchNow();
 }
 
 static void *watchMain(void *arg) {
@@ -365,10 +403,12 @@ static int watchListen(void) {
  * process exits. Nothing is lost without it: Nic-KV then judges by the
  * main thread alone, as before. */
 void nickvWatchStart(void) {
-    static int tried;
+    static time_t tried;
     pthread_t tid;
-    if (W.started || tried || nickvWatchPort < 0 || server.bindaddr_count == 0) return;
-    tried = 1;
+    /* A port that could not be bound is tried again, every 10 s at most. */
+    if (W.started || nickvWatchPort < 0 || server.bindaddr_count == 0 || (tried && server.unixtime - tried < 10))
+        return;
+    tried = server.unixtime;
     for (int i = 0; i < WATCH_CONNS; i++) W.conns[i].fd = -1;
     if (watchListen() == -1) {
         serverLog(LL_WARNING, "Nic-KV watch: no port: Nic-KV cannot tell this master busy from dead");

@@ -171,6 +171,40 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     }
 }
 
+# busy-limit longer than the 2 s after which replicas behind a silent
+# Nic-KV go back to the master (and wait there, unlisted): they are still
+# the candidates when busy-limit runs out (min-slaves 0: no other list).
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set mport [srv 0 port]
+    start_server [list overrides $fo_conf] {
+        set r [srv 0 client]
+        set rport [srv 0 port]
+        $r replicaof 127.0.0.1 $mport
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --waiting-time 300 --busy-limit 3000]
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on} &&
+            [nickv_info $nk watch] eq {connected} && [nickv_info $nk connected_slaves] == 1
+        } else {
+            fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
+        }
+
+        test {Nic-KV busy: busy past a busy-limit longer than the replicas wait for Nic-KV: still failed over} {
+            set d [redis_deferring_client -1]
+            $d debug sleep 6
+            wait_for_condition 120 100 {
+                [nickv_info $nk failovers] >= 1
+            } else {
+                fail "no failover: [nickv_cmd $nk info failover]"
+            }
+            assert_equal "127.0.0.1:$rport" [nickv_info $nk master]
+            assert_match "*busy for * ms in debug: more than busy-limit (3000 ms)*" [exec cat [dict get $nk log]]
+            catch {$d read}
+            $d close
+        }
+        nickv_stop $nk
+    }
+}
+
 # The watch port, from a client that is not Nic-KV.
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set m [srv 0 client]
@@ -289,6 +323,52 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         assert_match {-ERR not the Nic-KV that grants*} [watch_ask $s "WATCH 0 0 $inst"]
         close $s
         $c close
+    }
+
+    test {Nic-KV busy: a watch that gave an earlier token cannot speak for the grantor after it} {
+        set inst3 [string repeat f 40]
+        set inst4 [string repeat 1 40]
+        # inst3 grants; an intruder keeps a watch open with inst3's token.
+        wait_for_condition 100 100 {
+            [nickv_status $m nickv_lease] eq {expired}
+        } else {
+            fail "the lease does not run out"
+        }
+        set c3 [redis 127.0.0.1 $mport]
+        $c3 auth $::nickv_test_user $::nickv_test_pass
+        set token3 [lindex [$c3 replconf nickv "lease 0 0 $inst3"] 5]
+        set old [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $old "AUTH $token3"]
+        $c3 close
+        wait_for_condition 100 100 {
+            [nickv_status $m nickv_lease] eq {expired}
+        } else {
+            fail "the lease does not run out"
+        }
+        # inst4 becomes the grantor and takes a lease.
+        set c4 [redis 127.0.0.1 $mport]
+        $c4 auth $::nickv_test_user $::nickv_test_pass
+        set now [lindex [$c4 replconf nickv "lease 0 0 $inst4"] 1]
+        $c4 replconf nickv "lease $now 1000 $inst4"
+        assert_equal held [nickv_status $m nickv_lease]
+        # The intruder's watch, naming the new grantor (its instance id is
+        # no secret), prolongs nothing and is cut off.
+        assert_match {-ERR not the Nic-KV that grants*} [watch_ask $old "WATCH 0 0 $inst4"]
+        close $old
+        # The new grantor's own watch: a t it was never sent is refused.
+        set token4 [lindex [$c4 replconf nickv "lease 0 0 $inst4"] 5]
+        set w [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $w "AUTH $token4"]
+        set wnow [lindex [watch_ask $w "WATCH 0 0 $inst4"] 1]
+        assert_match {-ERR t is not a time this connection was sent} [watch_ask $w "WATCH [expr {$wnow - 1}] 5000 $inst4"]
+        close $w
+        set w [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $w "AUTH $token4"]
+        set wnow [lindex [watch_ask $w "WATCH 0 0 $inst4"] 1]
+        assert_match {+WATCH *} [watch_ask $w "WATCH $wnow 5000 $inst4"]
+        assert {[nickv_status $m nickv_lease_left_ms] > 3000}
+        close $w
+        $c4 close
     }
 }
 
