@@ -62,6 +62,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SKV_BIN") or os.path.join(TOP, "build", "bin")
 CLASSIC = ["replica", "master", "failback"]
 SERVER = ["server", "nickv"]
+# The error replies a Writer counts (Writer._count).
+ERRORS = ("NOREPLICAS", "READONLY", "MASTERDOWN", "other")
 # The password of Nic-KV's own ACL user, which every node defines and only
 # Nic-KV uses (the replicas replicate as the default user).
 NICKV_PASS = "failover-bench-nickv"
@@ -122,11 +124,13 @@ def free_ports(n, start, limit):
 class Topology:
     """A master, three replicas and Nic-KV, each in a directory of its own."""
 
-    def __init__(self, base, out, nkport=None):
+    def __init__(self, base, out, nkport=None, debug=False):
         # base.. base + 3 unless something holds one of them.
         self.ports = free_ports(4, base, base + 1000)
         self.nkport = nkport or base + 1001
         self.out = out
+        # DEBUG SLEEP makes a busy master (the detect scenarios).
+        self.debug = debug
         self.procs = {}
         self.nk = None
         shutil.rmtree(out, ignore_errors=True)
@@ -161,6 +165,8 @@ class Topology:
                 f.write(f'port {port}\nbind 127.0.0.1\nsave ""\nappendonly no\nnickv-lease yes\n'
                         f'user nickv on >{NICKV_PASS} ~* &* +@all\nnickv-user nickv\n'
                         f'dir "{d}"\nlogfile "{d}/redis.log"\n')
+                if self.debug:
+                    f.write("enable-debug-command yes\n")
                 if replicaof:
                     f.write(f"replicaof 127.0.0.1 {replicaof}\n")
         self.procs[port] = spawn([os.path.join(BIN, "redis-server"), conf], port, "redis-server")
@@ -192,18 +198,21 @@ class Topology:
         finally:
             r.close()
 
-    def wait_whole(self, timeout=30):
+    def whole(self):
         """Nic-KV sees the master (with its lease) and three replicas."""
+        try:
+            i = self.nickv_info()
+        except redis.RedisError:
+            return False
+        return (i.get("valid_replicas") == 3 and i.get("repoint_pending") == 0 and
+                i.get("failover_state") == "watching" and i.get("master_lease") == "on" and
+                i.get("master_link_status") == "up")
+
+    def wait_whole(self, timeout=30):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            try:
-                i = self.nickv_info()
-                if (i.get("valid_replicas") == 3 and i.get("repoint_pending") == 0 and
-                        i.get("failover_state") == "watching" and i.get("master_lease") == "on" and
-                        i.get("master_link_status") == "up"):
-                    return
-            except redis.RedisError:
-                pass
+            if self.whole():
+                return
             time.sleep(0.1)
         sys.exit("failover-bench: the topology is not whole: see " + self.out)
 
@@ -215,14 +224,33 @@ class Topology:
 
 
 class Writer:
-    """Appends with WAIT 1 through the master Nic-KV names."""
+    """Appends with WAIT 1 through the master Nic-KV names. timeout: how
+    long a read may take before the client gives up on the connection and
+    asks again; wait_ms: WAIT's timeout, within which an append must be
+    acknowledged to count."""
 
-    def __init__(self, topo, key):
+    def __init__(self, topo, key, timeout=2.0, wait_ms=1000):
         self.topo, self.key = topo, key
+        self.timeout, self.wait_ms = timeout, wait_ms
         self.r = None
         self.addr = None
         self.next = 0
         self.acked = []
+        # Error replies seen, by code: what a refused write costs a client
+        # of each system (READONLY, NOREPLICAS, MASTERDOWN, other).
+        self.errors = dict.fromkeys(ERRORS, 0)
+
+    def _count(self, e):
+        """Count e if it is an error reply (not a timeout or a lost
+        connection). redis-py strips READONLY into its own class, and
+        prefixes a pipeline's error with the command, so look inside."""
+        if not isinstance(e, redis.ResponseError):
+            return
+        if isinstance(e, redis.ReadOnlyError):
+            kind = "READONLY"
+        else:
+            kind = next((k for k in ("NOREPLICAS", "MASTERDOWN") if k in str(e)), "other")
+        self.errors[kind] += 1
 
     def _connect(self):
         deadline = time.monotonic() + 60
@@ -231,11 +259,14 @@ class Writer:
                 sys.exit("failover-bench: no master to connect to for 60 s")
             try:
                 self.addr = self.topo.master()
-                self.r = redis.Redis(host=self.addr[0], port=self.addr[1], socket_timeout=2)
+                self.r = redis.Redis(host=self.addr[0], port=self.addr[1],
+                                     socket_timeout=self.timeout)
                 self.r.ping()
                 return
-            except (redis.RedisError, OSError, TypeError, ValueError):
+            except (redis.RedisError, OSError, TypeError, ValueError) as e:
                 # TypeError, ValueError: no master named (a nil answer).
+                # A master without a lease answers PING -MASTERDOWN.
+                self._count(e)
                 self.r = None
                 time.sleep(0.005)
 
@@ -248,15 +279,16 @@ class Writer:
         try:
             p = self.r.pipeline(transaction=False)
             p.rpush(self.key, v)
-            p.execute_command("WAIT", 1, 1000)
+            p.execute_command("WAIT", 1, self.wait_ms)
             _, w = p.execute()
             if w >= 1:
                 self.acked.append(v)
                 return self.addr
         except redis.ConnectionError:
             self.r = None
-        except redis.RedisError:
+        except redis.RedisError as e:
             # Refused (no lease yet, -NOREPLICAS): ask Nic-KV again.
+            self._count(e)
             self.r = None
             time.sleep(0.005)
         return None
@@ -501,6 +533,7 @@ class Shard:
 
     system = None
     lease = False
+    debug = False       # enable-debug-command yes, for DEBUG SLEEP
 
     def __init__(self, nodes, coords, out):
         self.nodes, self.coords, self.out = nodes, coords, out
@@ -526,6 +559,8 @@ class Shard:
                 if self.lease:
                     f.write(f"nickv-lease yes\nuser nickv on >{NICKV_PASS} ~* &* +@all\n"
                             "nickv-user nickv\n")
+                if self.debug:
+                    f.write("enable-debug-command yes\n")
                 if replicaof:
                     f.write(f"replicaof 127.0.0.1 {replicaof}\n")
         # No persistence: a restarted node comes back empty.
@@ -647,9 +682,10 @@ class CoordShard(Shard):
 class SentinelShard(Shard):
     """Three nodes watched by three redis-sentinel processes, quorum 2."""
 
-    def __init__(self, ports, out, down_after):
+    def __init__(self, ports, out, down_after, debug=False):
         self.system = f"Sentinel {down_after}"
         self.down_after = down_after
+        self.debug = debug
         super().__init__(ports.take(3), ports.take(3), out)
         try:
             for i in range(3):
