@@ -43,6 +43,38 @@ get-master-addr-by-name), as a Sentinel client does; an append counts as
 acknowledged when WAIT 1 answers >= 1 within 1 s, for both. Appends
 Sentinel loses are counted and reported; Nic-KV losing one is a failure.
 The table goes to stdout and to server.csv.
+
+With --detect (or --scenarios naming them), how fast a fault is detected
+and whether a busy master is mistaken for a dead one (issue 21):
+
+  detect   each fault of --faults on the master, --runs times, for the
+           single Nic-KV above (its defaults, nodes with
+           enable-debug-command yes) and for Sentinel (three nodes, three
+           redis-sentinel processes, quorum 2) at each
+           --sentinel-down-after:
+             kill       kill -9; the node is restarted once a new master
+                        acknowledges an append
+             stop       SIGSTOP, SIGCONT 2 s later
+             sleep-0.3, sleep-1, sleep-3
+                        DEBUG SLEEP: the main thread busy, the process
+                        alive; no failover is the right answer for Nic-KV
+                        (busy-limit 5 s)
+           Per fault and system: the failovers made (Nic-KV: INFO failover
+           failovers; Sentinel: +switch-master, the most one Sentinel
+           published), the time from the fault to the first append
+           acknowledged after it (by the new master when there was a
+           failover), the longest time without an acknowledged append
+           until the system is whole again, median and max of each, and
+           the error replies the client got (NOREPLICAS, READONLY,
+           MASTERDOWN, other; its PING on connecting included). Table
+           to stdout and detect.csv.
+
+The client here gives up a read after 250 ms (2 s elsewhere) and asks
+again, and an append counts as acknowledged when WAIT 1 answers >= 1
+within 200 ms: a client stuck reading from a stopped master would
+otherwise time the window itself. The acknowledged-append check holds
+here too: every append acknowledged during a fault's runs must be on the
+final master; a loss is reported for Sentinel and is a failure for Nic-KV.
 """
 import argparse
 import os
@@ -52,6 +84,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import redis
@@ -62,6 +95,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SKV_BIN") or os.path.join(TOP, "build", "bin")
 CLASSIC = ["replica", "master", "failback"]
 SERVER = ["server", "nickv"]
+DETECT = ["detect"]
 # The error replies a Writer counts (Writer._count).
 ERRORS = ("NOREPLICAS", "READONLY", "MASTERDOWN", "other")
 # The password of Nic-KV's own ACL user, which every node defines and only
@@ -882,6 +916,251 @@ def server_table(args, rows):
     print(f"table: {args.out}/server.csv")
 
 
+# ---------------------------------------------------- Detection scenarios ---
+#
+# detect: each fault on the master, --runs times, for the single Nic-KV
+# (its defaults) and for Sentinel at each --sentinel-down-after. Ports:
+# from --port + 100 on, the first free ones (free_ports never hands one out
+# twice, so these and the whole-server shards share the range).
+
+FAULTS = ["kill", "stop", "sleep-0.3", "sleep-1", "sleep-3"]
+STOP_S = 2.0        # how long the fault stop holds the master (SIGSTOP .. SIGCONT)
+SETTLE_S = 3.0      # how long past a fault's end a late failover is waited for
+# The detection client's read timeout and WAIT timeout. With the other
+# scenarios' 2 s, a client reading from a stopped master would notice the
+# new one no sooner than 2 s after the stop, whatever the system: the
+# client, not the detection, would set the window. WAIT answers before
+# the client gives up, so a slow acknowledgement costs the append, not
+# the connection.
+DETECT_TIMEOUT_S = 0.25
+DETECT_WAIT_MS = 200
+
+
+class DetectNickv:
+    """The single Nic-KV (failover yes, min-slaves 1, its defaults) with a
+    master and three replicas, behind the interface the detect scenarios
+    drive: the master, signals to a node, its restart, whole, failovers."""
+
+    def __init__(self, ports, out, debug=True):
+        self.system = "Nic-KV"
+        nkport = ports.take(1)[0]
+        self.topo = Topology(ports.start, out, nkport, debug=debug)
+        self.out = out
+
+    def master(self):
+        return self.topo.master()
+
+    def signal(self, port, sig):
+        self.topo.procs[port].send_signal(sig)
+
+    def kill(self, port):
+        self.topo.kill(port)
+
+    def restart(self, port):
+        self.topo.start(port)
+
+    def whole(self):
+        return self.topo.whole()
+
+    def failovers(self):
+        return int(self.topo.nickv_info()["failovers"])
+
+    def stop(self):
+        self.topo.stop()
+
+
+class DetectSentinel:
+    """A SentinelShard (three nodes, three Sentinels, quorum 2) behind the
+    same interface. Sentinel keeps no count of its failovers: each Sentinel
+    publishes +switch-master once per failover it makes or learns of, so
+    the count is the most any one of them published."""
+
+    def __init__(self, ports, out, down_after):
+        self.shard = SentinelShard(ports, out, down_after, debug=True)
+        self.system, self.out = self.shard.system, out
+        self.subs, self.switches = [], []
+        try:
+            for p in self.shard.coords:
+                ps = redis.Redis(port=p, socket_timeout=2).pubsub()
+                ps.subscribe("+switch-master")
+                self.subs.append(ps)
+                self.switches.append(0)
+        except BaseException:
+            self.stop()
+            raise
+
+    def master(self):
+        return self.shard.master()
+
+    def _index(self, port):
+        return self.shard.nodes.index(port)
+
+    def signal(self, port, sig):
+        self.shard.procs[self._index(port)].send_signal(sig)
+
+    def kill(self, port):
+        self.shard.kill_node(self._index(port))
+
+    def restart(self, port):
+        self.shard.start_node(self._index(port))
+
+    def whole(self):
+        return self.shard.whole()
+
+    def failovers(self):
+        for i, ps in enumerate(self.subs):
+            while True:
+                m = ps.get_message(timeout=0)
+                if m is None:
+                    break
+                if m["type"] == "message":
+                    self.switches[i] += 1
+        return max(self.switches)
+
+    def stop(self):
+        for ps in self.subs:
+            ps.close()
+        self.shard.stop()
+
+
+def detect_run(sys_, writer, fault):
+    """One fault on the master of sys_, appending throughout, until the
+    system is whole again. Returns the old master's port, the failovers
+    made, the time from the fault to the first append acknowledged after
+    it (by another node if there was a failover, so kill and stop measure
+    the new master) and the longest time without an acknowledged append
+    from the fault on (the gap that spans it included), both in ms."""
+    warm = drive(writer, lambda a: len(a) >= 20, 10, "writing before the fault")
+    old = sys_.master()[1]
+    before = sys_.failovers()
+    timer = hold = None
+    t = time.monotonic()
+    try:
+        if fault == "kill":
+            sys_.kill(old)
+            acks = drive(writer, lambda a: any(p != old for _, (_, p) in a), 30,
+                         "failed over after kill -9")
+            sys_.restart(old)
+        else:
+            if fault == "stop":
+                busy = STOP_S
+                sys_.signal(old, signal.SIGSTOP)
+                # A timer, not the loop: the writer may sit in a read from
+                # the stopped master for its whole socket timeout.
+                timer = threading.Timer(STOP_S, sys_.signal, (old, signal.SIGCONT))
+                timer.start()
+            else:
+                # Sent on a connection of its own, its reply never read:
+                # the main thread is busy for that long, the process runs.
+                busy = float(fault.split("-")[1])
+                hold = socket.create_connection(("127.0.0.1", old), 1)
+                hold.sendall(f"DEBUG SLEEP {busy}\r\n".encode())
+            # Past the fault's end, SETTLE_S more: a failover may start
+            # late, and a master kept must take writes again.
+            acks = drive(writer, lambda a: time.monotonic() - t >= busy + SETTLE_S and
+                         any(x >= t + busy for x, _ in a), 60, f"writing after {fault}")
+    finally:
+        if timer:
+            timer.join()
+        if hold:
+            hold.close()
+    acks += drive(writer, lambda a: sys_.whole(), 90, "whole again")
+    made = sys_.failovers() - before
+    new = next((x for x, (_, p) in acks if x >= t and p != old), None)
+    first = new if made and new is not None else next(x for x, _ in acks if x >= t)
+    return old, made, (first - t) * 1000, longest_pause(warm + acks, t)
+
+
+def detect_fault(sys_, fault, runs):
+    """runs of one fault on one system: a row's figures."""
+    writer = Writer(sys_, f"detect:{fault}", DETECT_TIMEOUT_S, DETECT_WAIT_MS)
+    drive(writer, lambda a: sys_.whole(), 60, "whole at the start")
+    firsts, pauses, failovers = [], [], 0
+    for run_no in range(runs):
+        old, made, first, pause = detect_run(sys_, writer, fault)
+        firsts.append(first)
+        pauses.append(pause)
+        failovers += made
+        log(f"{sys_.system}, {fault} {run_no + 1}/{runs}: master {old}, failovers {made}, "
+            f"first acknowledged append after {first:.0f} ms, longest pause {pause:.0f} ms; "
+            f"master now {sys_.master()[1]}")
+    return {"firsts": firsts, "pauses": pauses, "failovers": failovers,
+            "errors": dict(writer.errors), "acked": len(writer.acked), "lost": writer.check()}
+
+
+def detect_bench(args, ports):
+    """Every fault of --faults on every system; [(fault, system, figures
+    or None when stuck)]."""
+    systems = [lambda: DetectNickv(ports, os.path.join(args.out, "detect-nickv"))]
+    for d in args.sentinel_down_after:
+        systems.append(lambda d=d: DetectSentinel(ports, os.path.join(args.out, f"detect-sentinel-{d}"), d))
+    rows = []
+    for make in systems:
+        sys_ = make()
+        try:
+            for fault in args.faults:
+                try:
+                    rows.append((fault, sys_.system, detect_fault(sys_, fault, args.runs)))
+                except SystemExit as e:
+                    # As server_bench: a row saying so, the logs kept, and
+                    # the next system (this one's state is unknown).
+                    log(f"{sys_.system}, {fault}: {e}; logs in {sys_.out}")
+                    rows.append((fault, sys_.system, None))
+                    shutil.copytree(sys_.out, sys_.out + "-stuck", dirs_exist_ok=True)
+                    break
+        finally:
+            sys_.stop()
+    order = {s: i for i, s in enumerate(["Nic-KV"] + [f"Sentinel {d}" for d in args.sentinel_down_after])}
+    return sorted(rows, key=lambda r: (args.faults.index(r[0]), order[r[1]]))
+
+
+FAULT_WHAT = {
+    "kill": "kill -9 of the master",
+    "stop": f"SIGSTOP of the master, SIGCONT {STOP_S:.0f} s later",
+    "sleep-0.3": "DEBUG SLEEP 0.3 on the master (busy, not dead)",
+    "sleep-1": "DEBUG SLEEP 1 on the master",
+    "sleep-3": "DEBUG SLEEP 3 on the master",
+}
+
+
+def detect_table(args, rows):
+    """Print the detect table and write it to detect.csv."""
+    print()
+    print(f"Detection: a fault on the master, {args.runs} runs each; appends with WAIT 1 (acknowledged:")
+    print(f">= 1 within {DETECT_WAIT_MS} ms), one client (read timeout {DETECT_TIMEOUT_S * 1000:.0f} ms) asking Nic-KV or a")
+    print("Sentinel for the master after every error or timeout, loopback TCP. Nic-KV: its defaults")
+    print("(probe-interval 100, waiting-time 500, lease-time 500, busy-limit 5000 ms), failover yes,")
+    print("min-slaves 1, a master and 3 replicas. Sentinel: 3 nodes, 3 Sentinels, quorum 2,")
+    print("failover-timeout 2000 ms, down-after-milliseconds as named.")
+    print("first ack: fault -> first append acknowledged after it (by the new master when one took")
+    print("over); pause: the longest time without an acknowledged append from the fault until the")
+    print("system was whole again; errors: error replies the client got (appends, and PING on connect),")
+    print("over all runs; failovers: over all runs (Nic-KV: INFO failover; Sentinel: +switch-master).")
+    print()
+    head = ["fault", "system", "runs", "failovers", "first ack median ms", "first ack max ms",
+            "pause median ms", "pause max ms", "NOREPLICAS", "READONLY", "MASTERDOWN", "other errors",
+            "acknowledged", "lost"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    with open(os.path.join(args.out, "detect.csv"), "w") as f:
+        f.write("fault,system,runs,failovers,first_ack_median_ms,first_ack_max_ms,pause_median_ms,"
+                "pause_max_ms,noreplicas,readonly,masterdown,other_errors,acknowledged,lost\n")
+        for fault, system, r in rows:
+            if r is None:
+                cells = [fault, system, "stuck: see the log above"] + [""] * (len(head) - 3)
+            else:
+                cells = [fault, system, len(r["firsts"]), r["failovers"],
+                         f"{statistics.median(r['firsts']):.0f}", f"{max(r['firsts']):.0f}",
+                         f"{statistics.median(r['pauses']):.0f}", f"{max(r['pauses']):.0f}"] + \
+                        [r["errors"][k] for k in ERRORS] + [r["acked"], r["lost"]]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
+            f.write(",".join(str(c) for c in cells) + "\n")
+    print()
+    for fault in args.faults:
+        print(f"{fault}: {FAULT_WHAT[fault]}")
+    print(f"table: {args.out}/detect.csv")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
@@ -894,11 +1173,15 @@ def main():
     ap.add_argument("--bin", default=None, help="the SKV binaries (default: SKV_BIN or build/bin)")
     ap.add_argument("--coordinator", action="store_true",
                     help="add the whole-server scenarios (server, nickv) to the default ones")
+    ap.add_argument("--detect", action="store_true",
+                    help="add the detection scenario (detect) to the default ones")
     ap.add_argument("--scenarios", default=None,
-                    help="comma-separated, of " + ",".join(CLASSIC + SERVER) +
-                         f" (default: {','.join(CLASSIC)}; all with --coordinator)")
+                    help="comma-separated, of " + ",".join(CLASSIC + SERVER + DETECT) +
+                         f" (default: {','.join(CLASSIC)}; with --coordinator and --detect, theirs too)")
     ap.add_argument("--sentinel-down-after", default="1000,200",
                     help="the Sentinel configurations beside Nic-KV (ms, at most two; '' none)")
+    ap.add_argument("--faults", default=",".join(FAULTS),
+                    help="the detect scenario's faults, comma-separated, of " + ",".join(FAULTS))
     ap.add_argument("--coord-configs", default="2/500",
                     help="the coordinated Nic-KV configurations, leader-ttl/lease-time "
                          "(s/ms), comma-separated: one shard each, side by side")
@@ -914,15 +1197,18 @@ def main():
     if args.bin:
         BIN = os.path.abspath(args.bin)
     wanted = (args.scenarios.split(",") if args.scenarios else
-              CLASSIC + (SERVER if args.coordinator else []))
-    unknown = [s for s in wanted if s not in CLASSIC + SERVER]
+              CLASSIC + (SERVER if args.coordinator else []) + (DETECT if args.detect else []))
+    unknown = [s for s in wanted if s not in CLASSIC + SERVER + DETECT]
     if unknown:
-        ap.error(f"unknown scenario {','.join(unknown)}: choose among {','.join(CLASSIC + SERVER)}")
+        ap.error(f"unknown scenario {','.join(unknown)}: choose among {','.join(CLASSIC + SERVER + DETECT)}")
     args.sentinel_down_after = [int(x) for x in args.sentinel_down_after.split(",") if x]
     if len(args.sentinel_down_after) > 2:
         ap.error("--sentinel-down-after: at most two configurations")
+    args.faults = [f for f in args.faults.split(",") if f]
+    if any(f not in FAULTS for f in args.faults):
+        ap.error(f"--faults: choose among {','.join(FAULTS)}")
 
-    lost = 0
+    lost, stuck = 0, False
     if any(s in CLASSIC for s in wanted):
         lost = classic(args, wanted)        # clears args.out first
     else:
@@ -937,9 +1223,18 @@ def main():
         rows = server_bench(args, wanted)
         server_table(args, rows)
         lost += sum(r[4] for r in rows if r[1].startswith("Nic-KV") and r[4] is not None)
-        if any(r[2] is None for r in rows):
-            return 1
-    return 0 if lost == 0 else 1
+        stuck = any(r[2] is None for r in rows)
+    if any(s in DETECT for s in wanted):
+        for prog in ("redis-server", "redis-sentinel", "nic-kv"):
+            if not os.access(os.path.join(BIN, prog), os.X_OK):
+                sys.exit(f"failover-bench: no {BIN}/{prog}: build SKV first (make) or pass --bin")
+        ports = PortRange(args.port + 100, args.port + 1000)
+        if "detect" in wanted:
+            rows = detect_bench(args, ports)
+            detect_table(args, rows)
+            lost += sum(r[2]["lost"] for r in rows if r[1] == "Nic-KV" and r[2] is not None)
+            stuck = stuck or any(r[2] is None for r in rows)
+    return 0 if lost == 0 and not stuck else 1
 
 
 if __name__ == "__main__":
