@@ -68,13 +68,24 @@ and whether a busy master is mistaken for a dead one (issue 21):
            the error replies the client got (NOREPLICAS, READONLY,
            MASTERDOWN, other; its PING on connecting included). Table
            to stdout and detect.csv.
+  lease    the single Nic-KV at each --lease-times (CONFIG SET
+           lease-time): --steady seconds of appends with no fault, then as
+           many with --load-clients redis-benchmark clients writing SETs
+           to the master beside them, then --runs kill -9 of the master.
+           A healthy master should keep its lease: the master's
+           nickv_lease_refused_commands over each steady period, the
+           client's errors, redis-benchmark quitting on an error reply
+           (it does at the first; it is started again), and failovers
+           with no fault, beside the kill -9 window. Table to stdout and
+           lease.csv.
 
 The client here gives up a read after 250 ms (2 s elsewhere) and asks
 again, and an append counts as acknowledged when WAIT 1 answers >= 1
 within 200 ms: a client stuck reading from a stopped master would
 otherwise time the window itself. The acknowledged-append check holds
-here too: every append acknowledged during a fault's runs must be on the
-final master; a loss is reported for Sentinel and is a failure for Nic-KV.
+here too: every append acknowledged during a fault's runs (a
+lease-time's, for lease) must be on the final master; a loss is reported
+for Sentinel and is a failure for Nic-KV.
 """
 import argparse
 import os
@@ -95,7 +106,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SKV_BIN") or os.path.join(TOP, "build", "bin")
 CLASSIC = ["replica", "master", "failback"]
 SERVER = ["server", "nickv"]
-DETECT = ["detect"]
+DETECT = ["detect", "lease"]
 # The error replies a Writer counts (Writer._count).
 ERRORS = ("NOREPLICAS", "READONLY", "MASTERDOWN", "other")
 # The password of Nic-KV's own ACL user, which every node defines and only
@@ -919,9 +930,11 @@ def server_table(args, rows):
 # ---------------------------------------------------- Detection scenarios ---
 #
 # detect: each fault on the master, --runs times, for the single Nic-KV
-# (its defaults) and for Sentinel at each --sentinel-down-after. Ports:
-# from --port + 100 on, the first free ones (free_ports never hands one out
-# twice, so these and the whole-server shards share the range).
+# (its defaults) and for Sentinel at each --sentinel-down-after; lease: the
+# single Nic-KV at each --lease-times, a healthy master under load, then
+# kill -9. Ports: from --port + 100 on, the first free ones (free_ports
+# never hands one out twice, so these and the whole-server shards share
+# the range).
 
 FAULTS = ["kill", "stop", "sleep-0.3", "sleep-1", "sleep-3"]
 STOP_S = 2.0        # how long the fault stop holds the master (SIGSTOP .. SIGCONT)
@@ -1161,6 +1174,144 @@ def detect_table(args, rows):
     print(f"table: {args.out}/detect.csv")
 
 
+def master_info(port, section):
+    r = redis.Redis(port=port, socket_timeout=2)
+    try:
+        return r.info(section)
+    finally:
+        r.close()
+
+
+def lease_steady(sys_, writer, seconds, load_clients, out):
+    """seconds of appends with no fault, with load_clients redis-benchmark
+    clients writing to the master beside them (0: none). A healthy master
+    should never lose its lease: count what shows it did (the master's
+    refused commands, the client's errors, redis-benchmark exiting on an
+    error reply, as it does) and any failover."""
+    m = sys_.master()[1]
+    refused = master_info(m, "nickv")["nickv_lease_refused_commands"]
+    cmds = master_info(m, "stats")["total_commands_processed"]
+    fo = sys_.failovers()
+    errs = dict(writer.errors)
+    bench = {"p": None, "exits": 0}
+    logf = open(os.path.join(out, "redis-benchmark.log"), "a")
+    argv = [os.path.join(BIN, "redis-benchmark"), "-h", "127.0.0.1", "-p", str(m), "-t", "set",
+            "-n", "1000000000", "-r", "100000", "-d", "64", "-c", str(load_clients), "-q"]
+
+    def loaded(acks):
+        # Checked every 100 ms: a benchmark that exited is counted and
+        # started again, so the load stays on.
+        if load_clients and (bench["p"] is None or bench["p"].poll() is not None):
+            if bench["p"] is not None:
+                bench["exits"] += 1
+            bench["p"] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=logf)
+        return time.monotonic() - t >= seconds
+
+    t = time.monotonic()
+    try:
+        acks = drive(writer, loaded, seconds + 30, "through the steady period")
+    finally:
+        if bench["p"] and bench["p"].poll() is None:
+            bench["p"].kill()
+            bench["p"].wait()
+        logf.close()
+    took = time.monotonic() - t
+    return {"refused": master_info(m, "nickv")["nickv_lease_refused_commands"] - refused,
+            "errors": {k: writer.errors[k] - errs[k] for k in ERRORS},
+            "failovers": sys_.failovers() - fo,
+            "pause": longest_pause(acks, t),
+            "cmds_per_s": (master_info(m, "stats")["total_commands_processed"] - cmds) / took,
+            "bench_exits": bench["exits"]}
+
+
+def lease_bench(args, ports):
+    """For each lease-time: a steady period with the client alone, one with
+    redis-benchmark beside it, then --runs kill -9 of the master. Rows of
+    (lease-time, figures or None when stuck)."""
+    sys_ = DetectNickv(ports, os.path.join(args.out, "lease"), debug=False)
+    rows = []
+    try:
+        for ms in args.lease_times:
+            nk = redis.Redis(port=sys_.topo.nkport)
+            nk.config_set("lease-time", ms)
+            nk.close()
+            writer = Writer(sys_, f"lease:{ms}", DETECT_TIMEOUT_S, DETECT_WAIT_MS)
+            try:
+                # A second of appends: the lease in force is one granted
+                # at the new length.
+                t = time.monotonic()
+                drive(writer, lambda a: sys_.whole() and time.monotonic() - t > 1, 60, "whole")
+                quiet = lease_steady(sys_, writer, args.steady, 0, sys_.out)
+                loaded = lease_steady(sys_, writer, args.steady, args.load_clients, sys_.out)
+                log(f"lease-time {ms}: steady {quiet}, loaded {loaded}")
+                kills, errs = [], dict(writer.errors)
+                for run_no in range(args.runs):
+                    old, made, first, pause = detect_run(sys_, writer, "kill")
+                    kills.append(first)
+                    log(f"lease-time {ms}, kill {run_no + 1}/{args.runs}: master {old}, "
+                        f"first acknowledged append on {sys_.master()[1]} after {first:.0f} ms")
+                rows.append((ms, {"quiet": quiet, "loaded": loaded, "kills": kills,
+                                  "kill_errors": {k: writer.errors[k] - errs[k] for k in ERRORS},
+                                  "acked": len(writer.acked), "lost": writer.check()}))
+            except SystemExit as e:
+                log(f"lease-time {ms}: {e}; logs in {sys_.out}")
+                rows.append((ms, None))
+                shutil.copytree(sys_.out, sys_.out + "-stuck", dirs_exist_ok=True)
+                break
+    finally:
+        sys_.stop()
+    return rows
+
+
+def lease_table(args, rows):
+    """Print the lease table and write it to lease.csv."""
+    print()
+    print("Lease-time: Nic-KV and the client as in detect (waiting-time 500 ms), lease-time set by")
+    print("CONFIG SET on Nic-KV.")
+    print(f"quiet / loaded: {args.steady} s of appends with no fault, the client alone / with")
+    print(f"redis-benchmark (SET, {args.load_clients} clients, no pipelining) on the master too;")
+    print("refused: the master's nickv_lease_refused_commands over the period (a healthy master")
+    print("refuses none while its lease holds); client RO/MD/NR: the client's READONLY, MASTERDOWN,")
+    print("NOREPLICAS; bench exits: redis-benchmark quitting on an error reply (started again);")
+    print(f"kill -9: {args.runs} runs, fault -> first append acknowledged by the new master.")
+    print()
+    head = ["lease-time ms", "kill -9 median ms", "kill -9 max ms", "kill: client RO/MD/NR",
+            "quiet: refused", "quiet: client RO/MD/NR", "quiet: pause max ms",
+            "loaded: refused", "loaded: client RO/MD/NR", "loaded: bench exits",
+            "loaded: pause max ms", "loaded: master cmds/s", "failovers without a fault",
+            "acknowledged", "lost"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+
+    def rmn(e):
+        return f"{e['READONLY']}/{e['MASTERDOWN']}/{e['NOREPLICAS']}"
+
+    with open(os.path.join(args.out, "lease.csv"), "w") as f:
+        f.write("lease_time_ms,kill_median_ms,kill_max_ms,kill_readonly,kill_masterdown,kill_noreplicas,"
+                "quiet_refused,quiet_readonly,quiet_masterdown,quiet_noreplicas,quiet_pause_max_ms,"
+                "loaded_refused,loaded_readonly,loaded_masterdown,loaded_noreplicas,loaded_bench_exits,"
+                "loaded_pause_max_ms,loaded_master_cmds_per_s,failovers_without_fault,acknowledged,lost\n")
+        for ms, r in rows:
+            if r is None:
+                print(f"| {ms} | stuck: see the log above |" + " |" * (len(head) - 2))
+                f.write(f"{ms},stuck" + "," * (len(head) - 2) + "\n")
+                continue
+            q, l, ke = r["quiet"], r["loaded"], r["kill_errors"]
+            cells = [ms, f"{statistics.median(r['kills']):.0f}", f"{max(r['kills']):.0f}", rmn(ke),
+                     q["refused"], rmn(q["errors"]), f"{q['pause']:.0f}",
+                     l["refused"], rmn(l["errors"]), l["bench_exits"], f"{l['pause']:.0f}",
+                     f"{l['cmds_per_s']:.0f}", q["failovers"] + l["failovers"], r["acked"], r["lost"]]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
+            csv = [ms, cells[1], cells[2], ke["READONLY"], ke["MASTERDOWN"], ke["NOREPLICAS"],
+                   q["refused"], q["errors"]["READONLY"], q["errors"]["MASTERDOWN"],
+                   q["errors"]["NOREPLICAS"], cells[6], l["refused"], l["errors"]["READONLY"],
+                   l["errors"]["MASTERDOWN"], l["errors"]["NOREPLICAS"], l["bench_exits"],
+                   cells[10], cells[11], cells[12], r["acked"], r["lost"]]
+            f.write(",".join(str(c) for c in csv) + "\n")
+    print()
+    print(f"table: {args.out}/lease.csv")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
@@ -1174,7 +1325,7 @@ def main():
     ap.add_argument("--coordinator", action="store_true",
                     help="add the whole-server scenarios (server, nickv) to the default ones")
     ap.add_argument("--detect", action="store_true",
-                    help="add the detection scenario (detect) to the default ones")
+                    help="add the detection scenarios (detect, lease) to the default ones")
     ap.add_argument("--scenarios", default=None,
                     help="comma-separated, of " + ",".join(CLASSIC + SERVER + DETECT) +
                          f" (default: {','.join(CLASSIC)}; with --coordinator and --detect, theirs too)")
@@ -1182,6 +1333,13 @@ def main():
                     help="the Sentinel configurations beside Nic-KV (ms, at most two; '' none)")
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help="the detect scenario's faults, comma-separated, of " + ",".join(FAULTS))
+    ap.add_argument("--lease-times", default="500,300,200,150",
+                    help="the lease scenario's Nic-KV lease-time values (ms), comma-separated")
+    ap.add_argument("--steady", type=float, default=30,
+                    help="seconds of each steady period (no fault) of the lease scenario")
+    ap.add_argument("--load-clients", type=int, default=4,
+                    help="redis-benchmark clients writing beside the client in the lease "
+                         "scenario's loaded period")
     ap.add_argument("--coord-configs", default="2/500",
                     help="the coordinated Nic-KV configurations, leader-ttl/lease-time "
                          "(s/ms), comma-separated: one shard each, side by side")
@@ -1207,6 +1365,10 @@ def main():
     args.faults = [f for f in args.faults.split(",") if f]
     if any(f not in FAULTS for f in args.faults):
         ap.error(f"--faults: choose among {','.join(FAULTS)}")
+    try:
+        args.lease_times = [int(x) for x in args.lease_times.split(",") if x]
+    except ValueError:
+        ap.error("--lease-times: milliseconds, comma-separated, e.g. 500,300,200,150")
 
     lost, stuck = 0, False
     if any(s in CLASSIC for s in wanted):
@@ -1225,7 +1387,7 @@ def main():
         lost += sum(r[4] for r in rows if r[1].startswith("Nic-KV") and r[4] is not None)
         stuck = any(r[2] is None for r in rows)
     if any(s in DETECT for s in wanted):
-        for prog in ("redis-server", "redis-sentinel", "nic-kv"):
+        for prog in ("redis-server", "redis-sentinel", "redis-benchmark", "nic-kv"):
             if not os.access(os.path.join(BIN, prog), os.X_OK):
                 sys.exit(f"failover-bench: no {BIN}/{prog}: build SKV first (make) or pass --bin")
         ports = PortRange(args.port + 100, args.port + 1000)
@@ -1234,6 +1396,11 @@ def main():
             detect_table(args, rows)
             lost += sum(r[2]["lost"] for r in rows if r[1] == "Nic-KV" and r[2] is not None)
             stuck = stuck or any(r[2] is None for r in rows)
+        if "lease" in wanted:
+            rows = lease_bench(args, ports)
+            lease_table(args, rows)
+            lost += sum(r[1]["lost"] for r in rows if r[1] is not None)
+            stuck = stuck or any(r[1] is None for r in rows)
     return 0 if lost == 0 and not stuck else 1
 
 
