@@ -1349,8 +1349,10 @@ def main():
         assert all(len(c) == 2 for c in args.coord_configs)
     except (ValueError, AssertionError):
         ap.error("--coord-configs: leader-ttl/lease-time pairs, e.g. 2/500,1/300")
-    # A SIGTERM unwinds like ^C: every process started is killed on the way out.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("failover-bench: terminated"))
+    # A SIGTERM unwinds like ^C: every process started is killed on the way
+    # out. As KeyboardInterrupt, not SystemExit: the scenarios catch
+    # SystemExit to record a stuck system and go on with the next one.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     global BIN
     if args.bin:
         BIN = os.path.abspath(args.bin)
@@ -1405,4 +1407,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit("failover-bench: interrupted")
