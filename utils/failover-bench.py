@@ -82,10 +82,13 @@ and whether a busy master is mistaken for a dead one (issue 21):
 The client here gives up a read after 250 ms (2 s elsewhere) and asks
 again, and an append counts as acknowledged when WAIT 1 answers >= 1
 within 200 ms: a client stuck reading from a stopped master would
-otherwise time the window itself. The acknowledged-append check holds
-here too: every append acknowledged during a fault's runs (a
-lease-time's, for lease) must be on the final master; a loss is reported
-for Sentinel and is a failure for Nic-KV.
+otherwise time the window itself. --wait-cmd names a shell command run
+before each run and steady period and waited for, e.g. to stay out of
+the way of a test suite on a shared machine (between runs: a run is never
+paused). The acknowledged-append check holds here too: every append
+acknowledged during a fault's runs (a lease-time's, for lease) must be on
+the final master; a loss is reported for Sentinel and is a failure for
+Nic-KV.
 """
 import argparse
 import os
@@ -1036,13 +1039,46 @@ class DetectSentinel:
         self.shard.stop()
 
 
-def detect_run(sys_, writer, fault):
+def stamp():
+    return time.strftime("%H:%M:%S")
+
+
+def hold_off(args):
+    """Run --wait-cmd and wait until it exits: the bench's way to stay out
+    of the way of other work on a shared machine (a test suite) between
+    runs, never in the middle of one."""
+    if not args.wait_cmd:
+        return
+    t = time.monotonic()
+    subprocess.run(args.wait_cmd, shell=True)
+    if time.monotonic() - t >= 1:
+        log(f"{stamp()} --wait-cmd held the bench {time.monotonic() - t:.0f} s")
+
+
+def build(make, what):
+    """make() a system, up to three times: its ports lie in the kernel's
+    ephemeral range, where a client's connection can hold one for as long
+    as it lives, and a new attempt takes other ports. None if it never
+    starts."""
+    for attempt in range(3):
+        try:
+            return make()
+        except SystemExit as e:
+            log(f"{what}: {e} (attempt {attempt + 1} of 3)")
+    return None
+
+
+def detect_run(sys_, writer, fault, args):
     """One fault on the master of sys_, appending throughout, until the
     system is whole again. Returns the old master's port, the failovers
     made, the time from the fault to the first append acknowledged after
     it (by another node if there was a failover, so kill and stop measure
     the new master) and the longest time without an acknowledged append
     from the fault on (the gap that spans it included), both in ms."""
+    hold_off(args)
+    # Whole again after --wait-cmd: whatever it waited for may have
+    # disturbed the idle system.
+    drive(writer, lambda a: sys_.whole(), 90, "whole before the fault")
     warm = drive(writer, lambda a: len(a) >= 20, 10, "writing before the fault")
     old = sys_.master()[1]
     before = sys_.failovers()
@@ -1084,17 +1120,17 @@ def detect_run(sys_, writer, fault):
     return old, made, (first - t) * 1000, longest_pause(warm + acks, t)
 
 
-def detect_fault(sys_, fault, runs):
+def detect_fault(sys_, fault, runs, args):
     """runs of one fault on one system: a row's figures."""
     writer = Writer(sys_, f"detect:{fault}", DETECT_TIMEOUT_S, DETECT_WAIT_MS)
     drive(writer, lambda a: sys_.whole(), 60, "whole at the start")
     firsts, pauses, failovers = [], [], 0
     for run_no in range(runs):
-        old, made, first, pause = detect_run(sys_, writer, fault)
+        old, made, first, pause = detect_run(sys_, writer, fault, args)
         firsts.append(first)
         pauses.append(pause)
         failovers += made
-        log(f"{sys_.system}, {fault} {run_no + 1}/{runs}: master {old}, failovers {made}, "
+        log(f"{stamp()} {sys_.system}, {fault} {run_no + 1}/{runs}: master {old}, failovers {made}, "
             f"first acknowledged append after {first:.0f} ms, longest pause {pause:.0f} ms; "
             f"master now {sys_.master()[1]}")
     return {"firsts": firsts, "pauses": pauses, "failovers": failovers,
@@ -1108,12 +1144,16 @@ def detect_bench(args, ports):
     for d in args.sentinel_down_after:
         systems.append(lambda d=d: DetectSentinel(ports, os.path.join(args.out, f"detect-sentinel-{d}"), d))
     rows = []
-    for make in systems:
-        sys_ = make()
+    names = ["Nic-KV"] + [f"Sentinel {d}" for d in args.sentinel_down_after]
+    for make, name in zip(systems, names):
+        sys_ = build(make, name)
+        if sys_ is None:
+            rows += [(fault, name, None) for fault in args.faults]
+            continue
         try:
             for fault in args.faults:
                 try:
-                    rows.append((fault, sys_.system, detect_fault(sys_, fault, args.runs)))
+                    rows.append((fault, sys_.system, detect_fault(sys_, fault, args.runs, args)))
                 except SystemExit as e:
                     # As server_bench: a row saying so, the logs kept, and
                     # the next system (this one's state is unknown).
@@ -1123,7 +1163,7 @@ def detect_bench(args, ports):
                     break
         finally:
             sys_.stop()
-    order = {s: i for i, s in enumerate(["Nic-KV"] + [f"Sentinel {d}" for d in args.sentinel_down_after])}
+    order = {s: i for i, s in enumerate(names)}
     return sorted(rows, key=lambda r: (args.faults.index(r[0]), order[r[1]]))
 
 
@@ -1228,7 +1268,9 @@ def lease_bench(args, ports):
     """For each lease-time: a steady period with the client alone, one with
     redis-benchmark beside it, then --runs kill -9 of the master. Rows of
     (lease-time, figures or None when stuck)."""
-    sys_ = DetectNickv(ports, os.path.join(args.out, "lease"), debug=False)
+    sys_ = build(lambda: DetectNickv(ports, os.path.join(args.out, "lease"), debug=False), "lease")
+    if sys_ is None:
+        return [(ms, None) for ms in args.lease_times]
     rows = []
     try:
         for ms in args.lease_times:
@@ -1241,14 +1283,18 @@ def lease_bench(args, ports):
                 # at the new length.
                 t = time.monotonic()
                 drive(writer, lambda a: sys_.whole() and time.monotonic() - t > 1, 60, "whole")
+                hold_off(args)
+                drive(writer, lambda a: sys_.whole(), 90, "whole")
                 quiet = lease_steady(sys_, writer, args.steady, 0, sys_.out)
+                hold_off(args)
+                drive(writer, lambda a: sys_.whole(), 90, "whole")
                 loaded = lease_steady(sys_, writer, args.steady, args.load_clients, sys_.out)
-                log(f"lease-time {ms}: steady {quiet}, loaded {loaded}")
+                log(f"{stamp()} lease-time {ms}: quiet {quiet}, loaded {loaded}")
                 kills, errs = [], dict(writer.errors)
                 for run_no in range(args.runs):
-                    old, made, first, pause = detect_run(sys_, writer, "kill")
+                    old, made, first, pause = detect_run(sys_, writer, "kill", args)
                     kills.append(first)
-                    log(f"lease-time {ms}, kill {run_no + 1}/{args.runs}: master {old}, "
+                    log(f"{stamp()} lease-time {ms}, kill {run_no + 1}/{args.runs}: master {old}, "
                         f"first acknowledged append on {sys_.master()[1]} after {first:.0f} ms")
                 rows.append((ms, {"quiet": quiet, "loaded": loaded, "kills": kills,
                                   "kill_errors": {k: writer.errors[k] - errs[k] for k in ERRORS},
@@ -1340,6 +1386,12 @@ def main():
     ap.add_argument("--load-clients", type=int, default=4,
                     help="redis-benchmark clients writing beside the client in the lease "
                          "scenario's loaded period")
+    ap.add_argument("--wait-cmd", default=None,
+                    help="detect and lease: a shell command run before each run and steady "
+                         "period, waited for (e.g. to hold off while a test suite runs on a "
+                         "shared machine: \"while pgrep -f 'utils/run-test[s].sh'; do sleep 30; "
+                         "done\"; the brackets keep the pattern from matching this command's own "
+                         "shell)")
     ap.add_argument("--coord-configs", default="2/500",
                     help="the coordinated Nic-KV configurations, leader-ttl/lease-time "
                          "(s/ms), comma-separated: one shard each, side by side")

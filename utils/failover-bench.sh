@@ -17,6 +17,7 @@
 #                           [--coord-configs 2/500,1/300] (leader-ttl s/lease-time ms)
 #                           [--faults kill,stop,sleep-0.3,sleep-1,sleep-3]
 #                           [--lease-times 500,300,200,150] [--steady 30] [--load-clients 4]
+#                           [--wait-cmd CMD] (run and waited for before each detect/lease run)
 #                           [--scenarios replica,master,failback,server,nickv,detect,lease]
 #
 # Needs a build (make; or SKV_BIN=<a build's bin directory>, e.g. the main
