@@ -43,6 +43,52 @@ get-master-addr-by-name), as a Sentinel client does; an append counts as
 acknowledged when WAIT 1 answers >= 1 within 1 s, for both. Appends
 Sentinel loses are counted and reported; Nic-KV losing one is a failure.
 The table goes to stdout and to server.csv.
+
+With --detect (or --scenarios naming them), how fast a fault is detected
+and whether a busy master is mistaken for a dead one (issue 21):
+
+  detect   each fault of --faults on the master, --runs times, for the
+           single Nic-KV above (its defaults, nodes with
+           enable-debug-command yes) and for Sentinel (three nodes, three
+           redis-sentinel processes, quorum 2) at each
+           --sentinel-down-after:
+             kill       kill -9; the node is restarted once a new master
+                        acknowledges an append
+             stop       SIGSTOP, SIGCONT 2 s later
+             sleep-0.3, sleep-1, sleep-3
+                        DEBUG SLEEP: the main thread busy, the process
+                        alive; no failover is the right answer for Nic-KV
+                        (busy-limit 5 s)
+           Per fault and system: the failovers made (Nic-KV: INFO failover
+           failovers; Sentinel: +switch-master, the most one Sentinel
+           published), the time from the fault to the first append
+           acknowledged after it (by the new master when there was a
+           failover), the longest time without an acknowledged append
+           until the system is whole again, median and max of each, and
+           the error replies the client got (NOREPLICAS, READONLY,
+           MASTERDOWN, other; its PING on connecting included). Table
+           to stdout and detect.csv.
+  lease    the single Nic-KV at each --lease-times (CONFIG SET
+           lease-time): --steady seconds of appends with no fault, then as
+           many with --load-clients redis-benchmark clients writing SETs
+           to the master beside them, then --runs kill -9 of the master.
+           A healthy master should keep its lease: the master's
+           nickv_lease_refused_commands over each steady period, the
+           client's errors, redis-benchmark quitting on an error reply
+           (it does at the first; it is started again), and failovers
+           with no fault, beside the kill -9 window. Table to stdout and
+           lease.csv.
+
+The client here gives up a read after 250 ms (2 s elsewhere) and asks
+again, and an append counts as acknowledged when WAIT 1 answers >= 1
+within 200 ms: a client stuck reading from a stopped master would
+otherwise time the window itself. --wait-cmd names a shell command run
+before each run and steady period and waited for, e.g. to stay out of
+the way of a test suite on a shared machine (between runs: a run is never
+paused). The acknowledged-append check holds here too: every append
+acknowledged during a fault's runs (a lease-time's, for lease) must be on
+the final master; a loss is reported for Sentinel and is a failure for
+Nic-KV.
 """
 import argparse
 import os
@@ -52,6 +98,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import redis
@@ -62,6 +109,9 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SKV_BIN") or os.path.join(TOP, "build", "bin")
 CLASSIC = ["replica", "master", "failback"]
 SERVER = ["server", "nickv"]
+DETECT = ["detect", "lease"]
+# The error replies a Writer counts (Writer._count).
+ERRORS = ("NOREPLICAS", "READONLY", "MASTERDOWN", "other")
 # The password of Nic-KV's own ACL user, which every node defines and only
 # Nic-KV uses (the replicas replicate as the default user).
 NICKV_PASS = "failover-bench-nickv"
@@ -122,11 +172,13 @@ def free_ports(n, start, limit):
 class Topology:
     """A master, three replicas and Nic-KV, each in a directory of its own."""
 
-    def __init__(self, base, out, nkport=None):
+    def __init__(self, base, out, nkport=None, debug=False):
         # base.. base + 3 unless something holds one of them.
         self.ports = free_ports(4, base, base + 1000)
         self.nkport = nkport or base + 1001
         self.out = out
+        # DEBUG SLEEP makes a busy master (the detect scenarios).
+        self.debug = debug
         self.procs = {}
         self.nk = None
         shutil.rmtree(out, ignore_errors=True)
@@ -161,6 +213,8 @@ class Topology:
                 f.write(f'port {port}\nbind 127.0.0.1\nsave ""\nappendonly no\nnickv-lease yes\n'
                         f'user nickv on >{NICKV_PASS} ~* &* +@all\nnickv-user nickv\n'
                         f'dir "{d}"\nlogfile "{d}/redis.log"\n')
+                if self.debug:
+                    f.write("enable-debug-command yes\n")
                 if replicaof:
                     f.write(f"replicaof 127.0.0.1 {replicaof}\n")
         self.procs[port] = spawn([os.path.join(BIN, "redis-server"), conf], port, "redis-server")
@@ -192,18 +246,21 @@ class Topology:
         finally:
             r.close()
 
-    def wait_whole(self, timeout=30):
+    def whole(self):
         """Nic-KV sees the master (with its lease) and three replicas."""
+        try:
+            i = self.nickv_info()
+        except redis.RedisError:
+            return False
+        return (i.get("valid_replicas") == 3 and i.get("repoint_pending") == 0 and
+                i.get("failover_state") == "watching" and i.get("master_lease") == "on" and
+                i.get("master_link_status") == "up")
+
+    def wait_whole(self, timeout=30):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            try:
-                i = self.nickv_info()
-                if (i.get("valid_replicas") == 3 and i.get("repoint_pending") == 0 and
-                        i.get("failover_state") == "watching" and i.get("master_lease") == "on" and
-                        i.get("master_link_status") == "up"):
-                    return
-            except redis.RedisError:
-                pass
+            if self.whole():
+                return
             time.sleep(0.1)
         sys.exit("failover-bench: the topology is not whole: see " + self.out)
 
@@ -215,14 +272,33 @@ class Topology:
 
 
 class Writer:
-    """Appends with WAIT 1 through the master Nic-KV names."""
+    """Appends with WAIT 1 through the master Nic-KV names. timeout: how
+    long a read may take before the client gives up on the connection and
+    asks again; wait_ms: WAIT's timeout, within which an append must be
+    acknowledged to count."""
 
-    def __init__(self, topo, key):
+    def __init__(self, topo, key, timeout=2.0, wait_ms=1000):
         self.topo, self.key = topo, key
+        self.timeout, self.wait_ms = timeout, wait_ms
         self.r = None
         self.addr = None
         self.next = 0
         self.acked = []
+        # Error replies seen, by code: what a refused write costs a client
+        # of each system (READONLY, NOREPLICAS, MASTERDOWN, other).
+        self.errors = dict.fromkeys(ERRORS, 0)
+
+    def _count(self, e):
+        """Count e if it is an error reply (not a timeout or a lost
+        connection). redis-py strips READONLY into its own class, and
+        prefixes a pipeline's error with the command, so look inside."""
+        if not isinstance(e, redis.ResponseError):
+            return
+        if isinstance(e, redis.ReadOnlyError):
+            kind = "READONLY"
+        else:
+            kind = next((k for k in ("NOREPLICAS", "MASTERDOWN") if k in str(e)), "other")
+        self.errors[kind] += 1
 
     def _connect(self):
         deadline = time.monotonic() + 60
@@ -231,11 +307,14 @@ class Writer:
                 sys.exit("failover-bench: no master to connect to for 60 s")
             try:
                 self.addr = self.topo.master()
-                self.r = redis.Redis(host=self.addr[0], port=self.addr[1], socket_timeout=2)
+                self.r = redis.Redis(host=self.addr[0], port=self.addr[1],
+                                     socket_timeout=self.timeout)
                 self.r.ping()
                 return
-            except (redis.RedisError, OSError, TypeError, ValueError):
+            except (redis.RedisError, OSError, TypeError, ValueError) as e:
                 # TypeError, ValueError: no master named (a nil answer).
+                # A master without a lease answers PING -MASTERDOWN.
+                self._count(e)
                 self.r = None
                 time.sleep(0.005)
 
@@ -248,15 +327,16 @@ class Writer:
         try:
             p = self.r.pipeline(transaction=False)
             p.rpush(self.key, v)
-            p.execute_command("WAIT", 1, 1000)
+            p.execute_command("WAIT", 1, self.wait_ms)
             _, w = p.execute()
             if w >= 1:
                 self.acked.append(v)
                 return self.addr
         except redis.ConnectionError:
             self.r = None
-        except redis.RedisError:
+        except redis.RedisError as e:
             # Refused (no lease yet, -NOREPLICAS): ask Nic-KV again.
+            self._count(e)
             self.r = None
             time.sleep(0.005)
         return None
@@ -501,6 +581,7 @@ class Shard:
 
     system = None
     lease = False
+    debug = False       # enable-debug-command yes, for DEBUG SLEEP
 
     def __init__(self, nodes, coords, out):
         self.nodes, self.coords, self.out = nodes, coords, out
@@ -526,6 +607,8 @@ class Shard:
                 if self.lease:
                     f.write(f"nickv-lease yes\nuser nickv on >{NICKV_PASS} ~* &* +@all\n"
                             "nickv-user nickv\n")
+                if self.debug:
+                    f.write("enable-debug-command yes\n")
                 if replicaof:
                     f.write(f"replicaof 127.0.0.1 {replicaof}\n")
         # No persistence: a restarted node comes back empty.
@@ -647,9 +730,10 @@ class CoordShard(Shard):
 class SentinelShard(Shard):
     """Three nodes watched by three redis-sentinel processes, quorum 2."""
 
-    def __init__(self, ports, out, down_after):
+    def __init__(self, ports, out, down_after, debug=False):
         self.system = f"Sentinel {down_after}"
         self.down_after = down_after
+        self.debug = debug
         super().__init__(ports.take(3), ports.take(3), out)
         try:
             for i in range(3):
@@ -846,6 +930,434 @@ def server_table(args, rows):
     print(f"table: {args.out}/server.csv")
 
 
+# ---------------------------------------------------- Detection scenarios ---
+#
+# detect: each fault on the master, --runs times, for the single Nic-KV
+# (its defaults) and for Sentinel at each --sentinel-down-after; lease: the
+# single Nic-KV at each --lease-times, a healthy master under load, then
+# kill -9. Ports: from --port + 100 on, the first free ones (free_ports
+# never hands one out twice, so these and the whole-server shards share
+# the range).
+
+FAULTS = ["kill", "stop", "sleep-0.3", "sleep-1", "sleep-3"]
+STOP_S = 2.0        # how long the fault stop holds the master (SIGSTOP .. SIGCONT)
+SETTLE_S = 3.0      # how long past a fault's end a late failover is waited for
+# The detection client's read timeout and WAIT timeout. With the other
+# scenarios' 2 s, a client reading from a stopped master would notice the
+# new one no sooner than 2 s after the stop, whatever the system: the
+# client, not the detection, would set the window. WAIT answers before
+# the client gives up, so a slow acknowledgement costs the append, not
+# the connection.
+DETECT_TIMEOUT_S = 0.25
+DETECT_WAIT_MS = 200
+
+
+class DetectNickv:
+    """The single Nic-KV (failover yes, min-slaves 1, its defaults) with a
+    master and three replicas, behind the interface the detect scenarios
+    drive: the master, signals to a node, its restart, whole, failovers."""
+
+    def __init__(self, ports, out, debug=True):
+        self.system = "Nic-KV"
+        nkport = ports.take(1)[0]
+        self.topo = Topology(ports.start, out, nkport, debug=debug)
+        self.out = out
+
+    def master(self):
+        return self.topo.master()
+
+    def signal(self, port, sig):
+        self.topo.procs[port].send_signal(sig)
+
+    def kill(self, port):
+        self.topo.kill(port)
+
+    def restart(self, port):
+        self.topo.start(port)
+
+    def whole(self):
+        return self.topo.whole()
+
+    def failovers(self):
+        return int(self.topo.nickv_info()["failovers"])
+
+    def stop(self):
+        self.topo.stop()
+
+
+class DetectSentinel:
+    """A SentinelShard (three nodes, three Sentinels, quorum 2) behind the
+    same interface. Sentinel keeps no count of its failovers: each Sentinel
+    publishes +switch-master once per failover it makes or learns of, so
+    the count is the most any one of them published."""
+
+    def __init__(self, ports, out, down_after):
+        self.shard = SentinelShard(ports, out, down_after, debug=True)
+        self.system, self.out = self.shard.system, out
+        self.subs, self.switches = [], []
+        try:
+            for p in self.shard.coords:
+                ps = redis.Redis(port=p, socket_timeout=2).pubsub()
+                ps.subscribe("+switch-master")
+                self.subs.append(ps)
+                self.switches.append(0)
+        except BaseException:
+            self.stop()
+            raise
+
+    def master(self):
+        return self.shard.master()
+
+    def _index(self, port):
+        return self.shard.nodes.index(port)
+
+    def signal(self, port, sig):
+        self.shard.procs[self._index(port)].send_signal(sig)
+
+    def kill(self, port):
+        self.shard.kill_node(self._index(port))
+
+    def restart(self, port):
+        self.shard.start_node(self._index(port))
+
+    def whole(self):
+        return self.shard.whole()
+
+    def failovers(self):
+        for i, ps in enumerate(self.subs):
+            while True:
+                m = ps.get_message(timeout=0)
+                if m is None:
+                    break
+                if m["type"] == "message":
+                    self.switches[i] += 1
+        return max(self.switches)
+
+    def stop(self):
+        for ps in self.subs:
+            ps.close()
+        self.shard.stop()
+
+
+def stamp():
+    return time.strftime("%H:%M:%S")
+
+
+def hold_off(args):
+    """Run --wait-cmd and wait until it exits: the bench's way to stay out
+    of the way of other work on a shared machine (a test suite) between
+    runs, never in the middle of one."""
+    if not args.wait_cmd:
+        return
+    t = time.monotonic()
+    subprocess.run(args.wait_cmd, shell=True)
+    if time.monotonic() - t >= 1:
+        log(f"{stamp()} --wait-cmd held the bench {time.monotonic() - t:.0f} s")
+
+
+def build(make, what):
+    """make() a system, up to three times: its ports lie in the kernel's
+    ephemeral range, where a client's connection can hold one for as long
+    as it lives, and a new attempt takes other ports. None if it never
+    starts."""
+    for attempt in range(3):
+        try:
+            return make()
+        except SystemExit as e:
+            log(f"{what}: {e} (attempt {attempt + 1} of 3)")
+    return None
+
+
+def detect_run(sys_, writer, fault, args):
+    """One fault on the master of sys_, appending throughout, until the
+    system is whole again. Returns the old master's port, the failovers
+    made, the time from the fault to the first append acknowledged after
+    it (by another node if there was a failover, so kill and stop measure
+    the new master) and the longest time without an acknowledged append
+    from the fault on (the gap that spans it included), both in ms."""
+    hold_off(args)
+    # Whole again after --wait-cmd: whatever it waited for may have
+    # disturbed the idle system.
+    drive(writer, lambda a: sys_.whole(), 90, "whole before the fault")
+    warm = drive(writer, lambda a: len(a) >= 20, 10, "writing before the fault")
+    old = sys_.master()[1]
+    before = sys_.failovers()
+    timer = hold = None
+    t = time.monotonic()
+    try:
+        if fault == "kill":
+            sys_.kill(old)
+            acks = drive(writer, lambda a: any(p != old for _, (_, p) in a), 30,
+                         "failed over after kill -9")
+            sys_.restart(old)
+        else:
+            if fault == "stop":
+                busy = STOP_S
+                sys_.signal(old, signal.SIGSTOP)
+                # A timer, not the loop: the writer may sit in a read from
+                # the stopped master for its whole socket timeout.
+                timer = threading.Timer(STOP_S, sys_.signal, (old, signal.SIGCONT))
+                timer.start()
+            else:
+                # Sent on a connection of its own, its reply never read:
+                # the main thread is busy for that long, the process runs.
+                busy = float(fault.split("-")[1])
+                hold = socket.create_connection(("127.0.0.1", old), 1)
+                hold.sendall(f"DEBUG SLEEP {busy}\r\n".encode())
+            # Past the fault's end, SETTLE_S more: a failover may start
+            # late, and a master kept must take writes again.
+            acks = drive(writer, lambda a: time.monotonic() - t >= busy + SETTLE_S and
+                         any(x >= t + busy for x, _ in a), 60, f"writing after {fault}")
+    finally:
+        if timer:
+            timer.join()
+        if hold:
+            hold.close()
+    acks += drive(writer, lambda a: sys_.whole(), 90, "whole again")
+    made = sys_.failovers() - before
+    new = next((x for x, (_, p) in acks if x >= t and p != old), None)
+    first = new if made and new is not None else next(x for x, _ in acks if x >= t)
+    return old, made, (first - t) * 1000, longest_pause(warm + acks, t)
+
+
+def detect_fault(sys_, fault, runs, args):
+    """runs of one fault on one system: a row's figures."""
+    writer = Writer(sys_, f"detect:{fault}", DETECT_TIMEOUT_S, DETECT_WAIT_MS)
+    drive(writer, lambda a: sys_.whole(), 60, "whole at the start")
+    firsts, pauses, failovers = [], [], 0
+    for run_no in range(runs):
+        old, made, first, pause = detect_run(sys_, writer, fault, args)
+        firsts.append(first)
+        pauses.append(pause)
+        failovers += made
+        log(f"{stamp()} {sys_.system}, {fault} {run_no + 1}/{runs}: master {old}, failovers {made}, "
+            f"first acknowledged append after {first:.0f} ms, longest pause {pause:.0f} ms; "
+            f"master now {sys_.master()[1]}")
+    return {"firsts": firsts, "pauses": pauses, "failovers": failovers,
+            "errors": dict(writer.errors), "acked": len(writer.acked), "lost": writer.check()}
+
+
+def detect_bench(args, ports):
+    """Every fault of --faults on every system; [(fault, system, figures
+    or None when stuck)]."""
+    systems = [lambda: DetectNickv(ports, os.path.join(args.out, "detect-nickv"))]
+    for d in args.sentinel_down_after:
+        systems.append(lambda d=d: DetectSentinel(ports, os.path.join(args.out, f"detect-sentinel-{d}"), d))
+    rows = []
+    names = ["Nic-KV"] + [f"Sentinel {d}" for d in args.sentinel_down_after]
+    for make, name in zip(systems, names):
+        sys_ = build(make, name)
+        if sys_ is None:
+            rows += [(fault, name, None) for fault in args.faults]
+            continue
+        try:
+            for fault in args.faults:
+                try:
+                    rows.append((fault, sys_.system, detect_fault(sys_, fault, args.runs, args)))
+                except SystemExit as e:
+                    # As server_bench: a row saying so, the logs kept, and
+                    # the next system (this one's state is unknown).
+                    log(f"{sys_.system}, {fault}: {e}; logs in {sys_.out}")
+                    rows.append((fault, sys_.system, None))
+                    shutil.copytree(sys_.out, sys_.out + "-stuck", dirs_exist_ok=True)
+                    break
+        finally:
+            sys_.stop()
+    order = {s: i for i, s in enumerate(names)}
+    return sorted(rows, key=lambda r: (args.faults.index(r[0]), order[r[1]]))
+
+
+FAULT_WHAT = {
+    "kill": "kill -9 of the master",
+    "stop": f"SIGSTOP of the master, SIGCONT {STOP_S:.0f} s later",
+    "sleep-0.3": "DEBUG SLEEP 0.3 on the master (busy, not dead)",
+    "sleep-1": "DEBUG SLEEP 1 on the master",
+    "sleep-3": "DEBUG SLEEP 3 on the master",
+}
+
+
+def detect_table(args, rows):
+    """Print the detect table and write it to detect.csv."""
+    print()
+    print(f"Detection: a fault on the master, {args.runs} runs each; appends with WAIT 1 (acknowledged:")
+    print(f">= 1 within {DETECT_WAIT_MS} ms), one client (read timeout {DETECT_TIMEOUT_S * 1000:.0f} ms) asking Nic-KV or a")
+    print("Sentinel for the master after every error or timeout, loopback TCP. Nic-KV: its defaults")
+    print("(probe-interval 100, waiting-time 500, lease-time 500, busy-limit 5000 ms), failover yes,")
+    print("min-slaves 1, a master and 3 replicas. Sentinel: 3 nodes, 3 Sentinels, quorum 2,")
+    print("failover-timeout 2000 ms, down-after-milliseconds as named.")
+    print("first ack: fault -> first append acknowledged after it (by the new master when one took")
+    print("over); pause: the longest time without an acknowledged append from the fault until the")
+    print("system was whole again; errors: error replies the client got (appends, and PING on connect),")
+    print("over all runs; failovers: over all runs (Nic-KV: INFO failover; Sentinel: +switch-master).")
+    print()
+    head = ["fault", "system", "runs", "failovers", "first ack median ms", "first ack max ms",
+            "pause median ms", "pause max ms", "NOREPLICAS", "READONLY", "MASTERDOWN", "other errors",
+            "acknowledged", "lost"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    with open(os.path.join(args.out, "detect.csv"), "w") as f:
+        f.write("fault,system,runs,failovers,first_ack_median_ms,first_ack_max_ms,pause_median_ms,"
+                "pause_max_ms,noreplicas,readonly,masterdown,other_errors,acknowledged,lost\n")
+        for fault, system, r in rows:
+            if r is None:
+                cells = [fault, system, "stuck: see the log above"] + [""] * (len(head) - 3)
+            else:
+                cells = [fault, system, len(r["firsts"]), r["failovers"],
+                         f"{statistics.median(r['firsts']):.0f}", f"{max(r['firsts']):.0f}",
+                         f"{statistics.median(r['pauses']):.0f}", f"{max(r['pauses']):.0f}"] + \
+                        [r["errors"][k] for k in ERRORS] + [r["acked"], r["lost"]]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
+            f.write(",".join(str(c) for c in cells) + "\n")
+    print()
+    for fault in args.faults:
+        print(f"{fault}: {FAULT_WHAT[fault]}")
+    print(f"table: {args.out}/detect.csv")
+
+
+def master_info(port, section):
+    r = redis.Redis(port=port, socket_timeout=2)
+    try:
+        return r.info(section)
+    finally:
+        r.close()
+
+
+def lease_steady(sys_, writer, seconds, load_clients, out):
+    """seconds of appends with no fault, with load_clients redis-benchmark
+    clients writing to the master beside them (0: none). A healthy master
+    should never lose its lease: count what shows it did (the master's
+    refused commands, the client's errors, redis-benchmark exiting on an
+    error reply, as it does) and any failover."""
+    m = sys_.master()[1]
+    refused = master_info(m, "nickv")["nickv_lease_refused_commands"]
+    cmds = master_info(m, "stats")["total_commands_processed"]
+    fo = sys_.failovers()
+    errs = dict(writer.errors)
+    bench = {"p": None, "exits": 0}
+    logf = open(os.path.join(out, "redis-benchmark.log"), "a")
+    argv = [os.path.join(BIN, "redis-benchmark"), "-h", "127.0.0.1", "-p", str(m), "-t", "set",
+            "-n", "1000000000", "-r", "100000", "-d", "64", "-c", str(load_clients), "-q"]
+
+    def loaded(acks):
+        # Checked every 100 ms: a benchmark that exited is counted and
+        # started again, so the load stays on.
+        if load_clients and (bench["p"] is None or bench["p"].poll() is not None):
+            if bench["p"] is not None:
+                bench["exits"] += 1
+            bench["p"] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=logf)
+        return time.monotonic() - t >= seconds
+
+    t = time.monotonic()
+    try:
+        acks = drive(writer, loaded, seconds + 30, "through the steady period")
+    finally:
+        if bench["p"] and bench["p"].poll() is None:
+            bench["p"].kill()
+            bench["p"].wait()
+        logf.close()
+    took = time.monotonic() - t
+    return {"refused": master_info(m, "nickv")["nickv_lease_refused_commands"] - refused,
+            "errors": {k: writer.errors[k] - errs[k] for k in ERRORS},
+            "failovers": sys_.failovers() - fo,
+            "pause": longest_pause(acks, t),
+            "cmds_per_s": (master_info(m, "stats")["total_commands_processed"] - cmds) / took,
+            "bench_exits": bench["exits"]}
+
+
+def lease_bench(args, ports):
+    """For each lease-time: a steady period with the client alone, one with
+    redis-benchmark beside it, then --runs kill -9 of the master. Rows of
+    (lease-time, figures or None when stuck)."""
+    sys_ = build(lambda: DetectNickv(ports, os.path.join(args.out, "lease"), debug=False), "lease")
+    if sys_ is None:
+        return [(ms, None) for ms in args.lease_times]
+    rows = []
+    try:
+        for ms in args.lease_times:
+            nk = redis.Redis(port=sys_.topo.nkport)
+            nk.config_set("lease-time", ms)
+            nk.close()
+            writer = Writer(sys_, f"lease:{ms}", DETECT_TIMEOUT_S, DETECT_WAIT_MS)
+            try:
+                # A second of appends: the lease in force is one granted
+                # at the new length.
+                t = time.monotonic()
+                drive(writer, lambda a: sys_.whole() and time.monotonic() - t > 1, 60, "whole")
+                hold_off(args)
+                drive(writer, lambda a: sys_.whole(), 90, "whole")
+                quiet = lease_steady(sys_, writer, args.steady, 0, sys_.out)
+                hold_off(args)
+                drive(writer, lambda a: sys_.whole(), 90, "whole")
+                loaded = lease_steady(sys_, writer, args.steady, args.load_clients, sys_.out)
+                log(f"{stamp()} lease-time {ms}: quiet {quiet}, loaded {loaded}")
+                kills, errs = [], dict(writer.errors)
+                for run_no in range(args.runs):
+                    old, made, first, pause = detect_run(sys_, writer, "kill", args)
+                    kills.append(first)
+                    log(f"{stamp()} lease-time {ms}, kill {run_no + 1}/{args.runs}: master {old}, "
+                        f"first acknowledged append on {sys_.master()[1]} after {first:.0f} ms")
+                rows.append((ms, {"quiet": quiet, "loaded": loaded, "kills": kills,
+                                  "kill_errors": {k: writer.errors[k] - errs[k] for k in ERRORS},
+                                  "acked": len(writer.acked), "lost": writer.check()}))
+            except SystemExit as e:
+                log(f"lease-time {ms}: {e}; logs in {sys_.out}")
+                rows.append((ms, None))
+                shutil.copytree(sys_.out, sys_.out + "-stuck", dirs_exist_ok=True)
+                break
+    finally:
+        sys_.stop()
+    return rows
+
+
+def lease_table(args, rows):
+    """Print the lease table and write it to lease.csv."""
+    print()
+    print("Lease-time: Nic-KV and the client as in detect (waiting-time 500 ms), lease-time set by")
+    print("CONFIG SET on Nic-KV.")
+    print(f"quiet / loaded: {args.steady} s of appends with no fault, the client alone / with")
+    print(f"redis-benchmark (SET, {args.load_clients} clients, no pipelining) on the master too;")
+    print("refused: the master's nickv_lease_refused_commands over the period (a healthy master")
+    print("refuses none while its lease holds); client RO/MD/NR: the client's READONLY, MASTERDOWN,")
+    print("NOREPLICAS; bench exits: redis-benchmark quitting on an error reply (started again);")
+    print(f"kill -9: {args.runs} runs, fault -> first append acknowledged by the new master.")
+    print()
+    head = ["lease-time ms", "kill -9 median ms", "kill -9 max ms", "kill: client RO/MD/NR",
+            "quiet: refused", "quiet: client RO/MD/NR", "quiet: pause max ms",
+            "loaded: refused", "loaded: client RO/MD/NR", "loaded: bench exits",
+            "loaded: pause max ms", "loaded: master cmds/s", "failovers without a fault",
+            "acknowledged", "lost"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+
+    def rmn(e):
+        return f"{e['READONLY']}/{e['MASTERDOWN']}/{e['NOREPLICAS']}"
+
+    with open(os.path.join(args.out, "lease.csv"), "w") as f:
+        f.write("lease_time_ms,kill_median_ms,kill_max_ms,kill_readonly,kill_masterdown,kill_noreplicas,"
+                "quiet_refused,quiet_readonly,quiet_masterdown,quiet_noreplicas,quiet_pause_max_ms,"
+                "loaded_refused,loaded_readonly,loaded_masterdown,loaded_noreplicas,loaded_bench_exits,"
+                "loaded_pause_max_ms,loaded_master_cmds_per_s,failovers_without_fault,acknowledged,lost\n")
+        for ms, r in rows:
+            if r is None:
+                print(f"| {ms} | stuck: see the log above |" + " |" * (len(head) - 2))
+                f.write(f"{ms},stuck" + "," * (len(head) - 2) + "\n")
+                continue
+            q, l, ke = r["quiet"], r["loaded"], r["kill_errors"]
+            cells = [ms, f"{statistics.median(r['kills']):.0f}", f"{max(r['kills']):.0f}", rmn(ke),
+                     q["refused"], rmn(q["errors"]), f"{q['pause']:.0f}",
+                     l["refused"], rmn(l["errors"]), l["bench_exits"], f"{l['pause']:.0f}",
+                     f"{l['cmds_per_s']:.0f}", q["failovers"] + l["failovers"], r["acked"], r["lost"]]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
+            csv = [ms, cells[1], cells[2], ke["READONLY"], ke["MASTERDOWN"], ke["NOREPLICAS"],
+                   q["refused"], q["errors"]["READONLY"], q["errors"]["MASTERDOWN"],
+                   q["errors"]["NOREPLICAS"], cells[6], l["refused"], l["errors"]["READONLY"],
+                   l["errors"]["MASTERDOWN"], l["errors"]["NOREPLICAS"], l["bench_exits"],
+                   cells[10], cells[11], cells[12], r["acked"], r["lost"]]
+            f.write(",".join(str(c) for c in csv) + "\n")
+    print()
+    print(f"table: {args.out}/lease.csv")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
@@ -858,11 +1370,28 @@ def main():
     ap.add_argument("--bin", default=None, help="the SKV binaries (default: SKV_BIN or build/bin)")
     ap.add_argument("--coordinator", action="store_true",
                     help="add the whole-server scenarios (server, nickv) to the default ones")
+    ap.add_argument("--detect", action="store_true",
+                    help="add the detection scenarios (detect, lease) to the default ones")
     ap.add_argument("--scenarios", default=None,
-                    help="comma-separated, of " + ",".join(CLASSIC + SERVER) +
-                         f" (default: {','.join(CLASSIC)}; all with --coordinator)")
+                    help="comma-separated, of " + ",".join(CLASSIC + SERVER + DETECT) +
+                         f" (default: {','.join(CLASSIC)}; with --coordinator and --detect, theirs too)")
     ap.add_argument("--sentinel-down-after", default="1000,200",
                     help="the Sentinel configurations beside Nic-KV (ms, at most two; '' none)")
+    ap.add_argument("--faults", default=",".join(FAULTS),
+                    help="the detect scenario's faults, comma-separated, of " + ",".join(FAULTS))
+    ap.add_argument("--lease-times", default="500,300,200,150",
+                    help="the lease scenario's Nic-KV lease-time values (ms), comma-separated")
+    ap.add_argument("--steady", type=float, default=30,
+                    help="seconds of each steady period (no fault) of the lease scenario")
+    ap.add_argument("--load-clients", type=int, default=4,
+                    help="redis-benchmark clients writing beside the client in the lease "
+                         "scenario's loaded period")
+    ap.add_argument("--wait-cmd", default=None,
+                    help="detect and lease: a shell command run before each run and steady "
+                         "period, waited for (e.g. to hold off while a test suite runs on a "
+                         "shared machine: \"while pgrep -f 'utils/run-test[s].sh'; do sleep 30; "
+                         "done\"; the brackets keep the pattern from matching this command's own "
+                         "shell)")
     ap.add_argument("--coord-configs", default="2/500",
                     help="the coordinated Nic-KV configurations, leader-ttl/lease-time "
                          "(s/ms), comma-separated: one shard each, side by side")
@@ -872,21 +1401,30 @@ def main():
         assert all(len(c) == 2 for c in args.coord_configs)
     except (ValueError, AssertionError):
         ap.error("--coord-configs: leader-ttl/lease-time pairs, e.g. 2/500,1/300")
-    # A SIGTERM unwinds like ^C: every process started is killed on the way out.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("failover-bench: terminated"))
+    # A SIGTERM unwinds like ^C: every process started is killed on the way
+    # out. As KeyboardInterrupt, not SystemExit: the scenarios catch
+    # SystemExit to record a stuck system and go on with the next one.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     global BIN
     if args.bin:
         BIN = os.path.abspath(args.bin)
     wanted = (args.scenarios.split(",") if args.scenarios else
-              CLASSIC + (SERVER if args.coordinator else []))
-    unknown = [s for s in wanted if s not in CLASSIC + SERVER]
+              CLASSIC + (SERVER if args.coordinator else []) + (DETECT if args.detect else []))
+    unknown = [s for s in wanted if s not in CLASSIC + SERVER + DETECT]
     if unknown:
-        ap.error(f"unknown scenario {','.join(unknown)}: choose among {','.join(CLASSIC + SERVER)}")
+        ap.error(f"unknown scenario {','.join(unknown)}: choose among {','.join(CLASSIC + SERVER + DETECT)}")
     args.sentinel_down_after = [int(x) for x in args.sentinel_down_after.split(",") if x]
     if len(args.sentinel_down_after) > 2:
         ap.error("--sentinel-down-after: at most two configurations")
+    args.faults = [f for f in args.faults.split(",") if f]
+    if any(f not in FAULTS for f in args.faults):
+        ap.error(f"--faults: choose among {','.join(FAULTS)}")
+    try:
+        args.lease_times = [int(x) for x in args.lease_times.split(",") if x]
+    except ValueError:
+        ap.error("--lease-times: milliseconds, comma-separated, e.g. 500,300,200,150")
 
-    lost = 0
+    lost, stuck = 0, False
     if any(s in CLASSIC for s in wanted):
         lost = classic(args, wanted)        # clears args.out first
     else:
@@ -901,10 +1439,27 @@ def main():
         rows = server_bench(args, wanted)
         server_table(args, rows)
         lost += sum(r[4] for r in rows if r[1].startswith("Nic-KV") and r[4] is not None)
-        if any(r[2] is None for r in rows):
-            return 1
-    return 0 if lost == 0 else 1
+        stuck = any(r[2] is None for r in rows)
+    if any(s in DETECT for s in wanted):
+        for prog in ("redis-server", "redis-sentinel", "redis-benchmark", "nic-kv"):
+            if not os.access(os.path.join(BIN, prog), os.X_OK):
+                sys.exit(f"failover-bench: no {BIN}/{prog}: build SKV first (make) or pass --bin")
+        ports = PortRange(args.port + 100, args.port + 1000)
+        if "detect" in wanted:
+            rows = detect_bench(args, ports)
+            detect_table(args, rows)
+            lost += sum(r[2]["lost"] for r in rows if r[1] == "Nic-KV" and r[2] is not None)
+            stuck = stuck or any(r[2] is None for r in rows)
+        if "lease" in wanted:
+            rows = lease_bench(args, ports)
+            lease_table(args, rows)
+            lost += sum(r[1]["lost"] for r in rows if r[1] is not None)
+            stuck = stuck or any(r[1] is None for r in rows)
+    return 0 if lost == 0 and not stuck else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit("failover-bench: interrupted")

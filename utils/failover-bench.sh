@@ -5,11 +5,20 @@
 # (median and max of --runs). Prints a table; the buckets and a plot go to
 # build/failover-bench/ (throughput.csv, throughput.png). With --coordinator
 # also whole-server losses: Nic-KVs coordinated through etcd beside
-# Sentinel (down-after 1000 and 200 ms), a table in server.csv.
+# Sentinel (down-after 1000 and 200 ms), a table in server.csv. With
+# --detect also detection beside Sentinel: kill -9, SIGSTOP 2 s and DEBUG
+# SLEEP 0.3/1/3 s of the master (failovers, fault to first acknowledged
+# write, longest pause, the client's NOREPLICAS/READONLY/MASTERDOWN, in
+# detect.csv), and Nic-KV's lease-time 500/300/200/150 ms (a healthy
+# master's refused commands with and without redis-benchmark beside it,
+# and the kill -9 window, in lease.csv).
 #
-#   utils/failover-bench.sh [--runs 10] [--port 26379] [--coordinator]
+#   utils/failover-bench.sh [--runs 10] [--port 26379] [--coordinator] [--detect]
 #                           [--coord-configs 2/500,1/300] (leader-ttl s/lease-time ms)
-#                           [--scenarios replica,master,failback,server,nickv]
+#                           [--faults kill,stop,sleep-0.3,sleep-1,sleep-3]
+#                           [--lease-times 500,300,200,150] [--steady 30] [--load-clients 4]
+#                           [--wait-cmd CMD] (run and waited for before each detect/lease run)
+#                           [--scenarios replica,master,failback,server,nickv,detect,lease]
 #
 # Needs a build (make; or SKV_BIN=<a build's bin directory>, e.g. the main
 # tree's from a worktree), redis-py (utils/setup-deps.sh test installs it
