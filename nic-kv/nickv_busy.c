@@ -34,6 +34,9 @@
 #include "util.h"
 
 #define WATCH_REPLY_MAX 256            /* a longer line is not the thread's */
+/* A busy spell longer than a year is not one: the answer is refused (and
+ * the sums of nkWatchBusy cannot overflow). */
+#define NK_WATCH_BUSY_MAX (366LL * 24 * 3600 * 1000)
 
 static struct {
     char reach[256];                   /* the master's address (a name or an IP) ... */
@@ -96,7 +99,7 @@ static int watchParse(const char *line, long long *clock, long long *busy, char 
     long long left;
     int ok = argv && argc == 5 && !strcmp(argv[0], "+WATCH") &&
              string2ll(argv[1], sdslen(argv[1]), clock) && *clock > 0 &&
-             string2ll(argv[2], sdslen(argv[2]), busy) && *busy >= 0 &&
+             string2ll(argv[2], sdslen(argv[2]), busy) && *busy >= 0 && *busy <= NK_WATCH_BUSY_MAX &&
              string2ll(argv[4], sdslen(argv[4]), &left) && left >= 0 &&
              sdslen(argv[3]) > 0 && sdslen(argv[3]) < wlen;
     if (ok) {

@@ -156,7 +156,7 @@ static int hasScript(client *c) {
  * scripts, need the lease; INFO, REPLICAOF, CONFIG, AUTH and the like
  * never do. */
 int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
-    nickvWatchCommand(c->cmd);
+    nickvWatchCommand(c);
     if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || nickvLeaseHeld())
         return 0;
     LE.refused++;

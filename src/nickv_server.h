@@ -80,13 +80,12 @@ long long nickvLeaseLeftMsAt(long long now);
  * main thread's state (src/nickv_watch.c). -1: none, 0: a port the kernel
  * picks. */
 extern int nickvWatchPort;
-struct redisCommand;
 void nickvWatchStart(void);
 /* The main thread leaves its event loop's wait / goes back to it / begins
  * a client's command. */
 void nickvWatchAwake(void);
 void nickvWatchSleeping(void);
-void nickvWatchCommand(struct redisCommand *cmd);
+void nickvWatchCommand(struct client *c);
 /* Whether the thread may prolong the lease (nickvCron says). */
 void nickvWatchAllow(int allow);
 /* The lease's grantor is instance: the token its watch gives ("" when no

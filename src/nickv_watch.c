@@ -123,13 +123,22 @@ void nickvWatchAllow(int allow) {
 
 /* A client's command begins (processCommand, after its checks). Its name
  * goes under a seqlock: the thread never follows a pointer of ours. */
-void nickvWatchCommand(struct redisCommand *cmd) {
+/* ACL and CONFIG SET may change the nickv-user or nickv-lease. */
+static int watchMayUnsettle(struct redisCommand *cmd) {
+    return cmd->proc == aclCommand || cmd->proc == configSetCommand;
+}
+
+void nickvWatchCommand(client *c) {
+    struct redisCommand *cmd = c->cmd;
     if (!W.started) return;
-    /* ACL and CONFIG may change the nickv-user or nickv-lease: no
-     * prolonging until the next cron has looked (nickvWatchAllow), even
-     * if a busy spell follows them in the same transaction. */
-    if (cmd->proc == aclCommand || cmd->proc == configSetCommand || cmd->proc == execCommand)
-        atomic_store_explicit(&may_prolong, 0, memory_order_relaxed);
+    /* No prolonging until the next cron has looked again
+     * (nickvWatchAllow) after a command that may change who may grant,
+     * run alone or in a transaction that a busy spell may follow. */
+    int unsettle = watchMayUnsettle(cmd);
+    if (cmd->proc == execCommand && (c->flags & CLIENT_MULTI))
+        for (int j = 0; j < c->mstate.count && !unsettle; j++)
+            unsettle = watchMayUnsettle(c->mstate.commands[j].cmd);
+    if (unsettle) atomic_store_explicit(&may_prolong, 0, memory_order_relaxed);
     unsigned seq = atomic_load_explicit(&cmd_seq, memory_order_relaxed);
     atomic_store_explicit(&cmd_seq, seq + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
