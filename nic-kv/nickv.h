@@ -485,6 +485,11 @@ typedef struct nkProbeHooks {
     void (*changed)(void);
 } nkProbeHooks;
 void nkProbeStart(const char *host, int port, const nkProbeHooks *hooks);
+/* The <ms> of a grant of lease_ms built on a master's clock that we read
+ * at read_us: lease_ms, plus 9/10 of the time since (see NIC-KV.md,
+ * "Fencing"): the lease still ends within lease_ms and its drift margin
+ * of now, as the grantor counts it (hooks.granted(lease_ms)). */
+long long nkLeaseGrantMs(long long lease_ms, long long read_us, long long now_us);
 
 /* nickv_busy.c: the master's watch thread tells a busy master from a dead
  * one. The lease answers name where it listens (port 0: no thread). */

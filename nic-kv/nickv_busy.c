@@ -208,7 +208,8 @@ int nkWatchTick(long long now_us, int may_grant, long long lease_ms) {
         return 0;
     }
     grant = may_grant && WT.clock > 0 && lease_ms > 0;
-    WT.out = sdscatfmt(WT.out, "WATCH %I %I %s\r\n", grant ? WT.clock : 0LL, grant ? lease_ms : 0LL,
+    WT.out = sdscatfmt(WT.out, "WATCH %I %I %s\r\n", grant ? WT.clock : 0LL,
+                       grant ? nkLeaseGrantMs(lease_ms, WT.answered_us, now_us) : 0LL,
                        nk.instance);
     WT.pending++;
     WT.sent_us = now_us;

@@ -135,6 +135,7 @@ static long long health_messages;
 /* The master's clock in its last answer to a lease (nickv_lease.c on the
  * master's side), 0: none yet. The next grant runs from it. */
 static long long master_clock;
+static long long master_clock_us;       /* ... which we read then */
 static char lease_err[128];             /* why the master refused a lease */
 static int lease_foreign;               /* ... because another may grant it */
 static long long foreign_since_us;      /* ... since then (0: not refused so) */
@@ -668,6 +669,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     nkWatchTarget(n->reach, watch_port, token);
     int first = !master_clock;
     master_clock = clock;
+    master_clock_us = getMonotonicUs();
     master_clock_offset = offset;
     /* The first clock of a master: grant at once (a new master serves
      * nothing before), and read its INFO behind the grant. */
@@ -896,7 +898,7 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
         int grant = master_clock && !master_restarted && hooks.granting();
         long long lease_ms = grant ? hooks.lease_time() : 0;
         snprintf(t, sizeof(t), "%lld", grant ? master_clock : 0);
-        snprintf(ms, sizeof(ms), "%lld", lease_ms);
+        snprintf(ms, sizeof(ms), "%lld", grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0);
         sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s %s", t, ms, nk.instance);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
@@ -917,6 +919,25 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
 
 static void probeSend(probeNode *n, probeKind kind) {
     probeSendCmd(n, kind, NULL, NULL, 0);
+}
+
+/* The master read its clock t (at s, real time) before we read t (at r),
+ * and a grant sent at g gives it the lease until t + ms on its clock. With
+ * ms = lease_ms + k (g - r), the lease ends at s + 1.1 (lease_ms + k (g -
+ * r)) at the latest, on our clock (rates differ by less than 10 %), which
+ * for k = 0.9 is before g + 1.1 lease_ms: the bound the grantor counts
+ * from g (leaseGranted in nickv_failover.c; the chain of deadlines of
+ * nickv_coord.c). So a grant built on a clock read one probe interval ago
+ * is worth a whole lease-time to the master, not one probe interval less.
+ * The time since is capped at lease_ms, and the sum at the most a master
+ * takes. */
+long long nkLeaseGrantMs(long long lease_ms, long long read_us, long long now_us) {
+    long long since_ms = (now_us - read_us) / 1000, ms;
+    if (lease_ms <= 0) return 0;
+    if (since_ms < 0) since_ms = 0;
+    if (since_ms > lease_ms) since_ms = lease_ms;
+    ms = lease_ms + since_ms * 9 / 10;
+    return ms > NICKV_LEASE_MAX_MS ? NICKV_LEASE_MAX_MS : ms;
 }
 
 /* ---------------------------------------------------------------- Nodes --- */

@@ -71,8 +71,15 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             # loaded machine: not this test's subject.
             assert_equal OK [nickv_cmd $nk config set busy-limit 60000]
             $m debug populate 3000000 busykey 1
-            # (The populate itself may have been a busy spell: over first.)
+            # (The populate itself may have been a busy spell: over first.
+            # Past 2 s the replicas left Nic-KV for the master, and count
+            # again once it sent them back.)
             busy_wait_verdict $nk answers
+            wait_for_condition 300 100 {
+                [nickv_status $m nickv_valid_replicas] == 2
+            } else {
+                fail "the replicas do not count again after the populate: [$m info nickv]"
+            }
             $m config resetstat
             set d [redis_deferring_client -2]
             set t0 [clock milliseconds]

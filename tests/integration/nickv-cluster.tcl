@@ -313,8 +313,24 @@ proc cl_incr {key} {
         lassign [split $a :] h p
         catch {
             set c [redis $h $p]
-            regexp {cluster_state:([a-z]+)} [$c cluster info] -> st
-            lappend states "$a [status $c role] $st"
+            set info [$c cluster info]
+            regexp {cluster_state:([a-z]+)} $info -> st
+            if {$st ne {ok}} {
+                # A node that says the cluster is down: why, in its view
+                # (first in the message: a CI log cuts long lines).
+                set why {}
+                foreach f {slots_assigned slots_ok slots_pfail slots_fail size current_epoch my_epoch} {
+                    if {[regexp "cluster_$f:(\[0-9\]+)" $info -> v]} { lappend why $f=$v }
+                }
+                foreach line [split [$c cluster nodes] "\n"] {
+                    set w [split [string trim $line] " "]
+                    if {[llength $w] < 8} continue
+                    lappend why "[lindex [split [lindex $w 1] @] 0] [lindex $w 2] e[lindex $w 6] [llength [lrange $w 8 end]]r"
+                }
+                set states [linsert $states 0 "$a down: [join $why {; }]"]
+            } else {
+                lappend states "$a [status $c role] $st"
+            }
             $c close
         }
     }

@@ -265,6 +265,38 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set m [srv 0 client]
     set mport [srv 0 port]
+    # Each grant is built on the master's clock of its previous answer,
+    # one probe interval old: it once gave the master a lease of lease-time
+    # less that interval (250 of 500 ms here, lapsing before the next
+    # grant when an answer came late). nkLeaseGrantMs adds 9/10 of the
+    # clock's age, still ending within what Nic-KV waits out.
+    set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --probe-interval 250 \
+                --waiting-time 1000 --lease-time 500]
+    test {Nic-KV lease: a grant built on a clock one probe interval old still gives a whole lease-time} {
+        wait_for_condition 100 100 {
+            [catch {$m set k v}] == 0
+        } else {
+            fail "no lease: [$m info nickv]"
+        }
+        set most 0
+        set refused 0
+        for {set i 0} {$i < 80} {incr i} {
+            set left [nickv_status $m nickv_lease_left_ms]
+            if {$left > $most} { set most $left }
+            if {[catch {$m set k $i}]} { incr refused }
+            after 25
+        }
+        assert_equal 0 $refused
+        # Read just after a grant: about 500 less the 10th of 250 ms and the
+        # trip; with the old grant about 250.
+        assert {$most > 400 && $most <= 500}
+        nickv_stop $nk
+    }
+}
+
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
     set mpid [srv 0 pid]
     start_server [list overrides $fo_conf] {
     start_server [list overrides $fo_conf] {
