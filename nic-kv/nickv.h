@@ -556,6 +556,7 @@ void nkProbeRetargetMaster(const char *ip, int port);
 void nkProbeFollowMaster(const char *ip, int port);
 /* The master's nickv-lease, from its INFO: 1, 0, -1 unknown. */
 int nkProbeMasterLease(void);
+int nkProbeMasterServes(void);
 /* What the state file remembers: the master's nickv-lease (-1: not
  * known), and a replica (ip NULL: none), until the master says itself. */
 void nkProbeRemember(int lease, const char *ip, int port);

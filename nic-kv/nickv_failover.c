@@ -817,6 +817,7 @@ static void foPromoted(void) {
     nkProbeView v[NK_FO_CANDIDATES + 1];
     int n = nkProbeNodes(v, NK_FO_CANDIDATES + 1);
     long long took = (foNowUs() - F.started_us) / 1000;
+    F.promoted_us = foNowUs();
     snprintf(port, sizeof(port), "%d", F.winner.port);
     nkProbeCommand(F.winner.ip, F.winner.port, logReply, 0, "CONFIG", "REWRITE", NULL);
     /* Every other replica we know of follows it (those listed now, and

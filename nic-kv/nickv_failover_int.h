@@ -23,6 +23,7 @@
 #define NK_FAILOVER_COOLDOWN_MS 60000     /* a demoted node is no candidate */
 #define NK_FO_CANDIDATES 64               /* considered at most */
 #define NK_FO_REPOINT 64                  /* nodes to repoint, at most */
+#define NK_REPOINT_HOLD_MS 500            /* repointing waits for the new master's lease */
 /* A failover called off shows as blocked (INFO sentinel) this long. */
 #define NK_BLOCKED_AFTER_ABORT_MS 5000
 #define NK_ADDR_LEN 256
@@ -91,6 +92,7 @@ struct foFailover {
     long long lease_max_ms;     /* the largest lease-time ever granted */
     long long tag;              /* the current attempt: replies carry it */
     long long started_us;       /* the attempt began */
+    long long promoted_us;      /* the winner became the master (0: not by us, in this run) */
     long long step_us;          /* the current state began */
     foNode old;                 /* the master being replaced */
     foCandidate cand[NK_FO_CANDIDATES];

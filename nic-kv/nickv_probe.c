@@ -143,6 +143,7 @@ static long long lease_zero_us;         /* the master's INFO last said its lease
 static long long lease_busy_us;         /* ... or last said it holds one */
 static int master_lease = -1;           /* its nickv-lease (INFO nickv), -1: unknown */
 static int master_granted;              /* a grant went on this connection */
+static int master_serves;               /* ... and the master took one (nkProbeMasterServes) */
 static int master_cluster = -1;         /* its INFO cluster_enabled (-1: not read) */
 static int master_rdma_port;            /* its RDMA listener's port (INFO rdma), 0: none */
 /* The highest offset the master's stream is known to have reached: what
@@ -266,6 +267,7 @@ static void probeClose(probeNode *n) {
         /* Perhaps another process next: a query first, then its run id
          * decides (leaseAnswer). */
         master_granted = 0;
+        master_serves = 0;
         master_clock = 0;
         master_identified = 0;
     }
@@ -629,7 +631,7 @@ static int leaseForeign(const char *err) {
  * later means the master restarted, perhaps empty (persistence off), and
  * it gets no grant, and stays invalid (so the failover goes on), until its
  * INFO shows that it holds our stream's history, all of it (probeVet). */
-static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_error, long long now) {
+static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_error, long long now, int grant) {
     long long clock, offset;
     char runid[NK_RUNID_SIZE + 1], token[NICKV_INSTANCE_LEN + 1];
     int watch_port;
@@ -665,6 +667,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     }
     probeValid(n);
     streamSeen(offset);
+    if (grant && !master_restarted) master_serves = 1;
     /* The master's watch thread, where it listens (nickv_watch.c). */
     nkWatchTarget(n->reach, watch_port, token);
     int first = !master_clock;
@@ -733,7 +736,7 @@ static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_
         if (fn) fn(tag, n->ip, n->port, payload, len, is_error);
         failover_kick = 1;
     } else if (kind == PROBE_LEASE) {
-        leaseAnswer(n, payload, len, is_error, now);
+        leaseAnswer(n, payload, len, is_error, now, (int)tag);
     } else if (kind == PROBE_INFO) {
         if (is_error) {
             char err[sizeof(view_err)];
@@ -902,6 +905,7 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
         sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s %s", t, ms, nk.instance);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
+        n->q[slot].tag = grant;
         if (grant) {
             hooks.granted(lease_ms);
             master_granted = 1;
@@ -996,6 +1000,7 @@ static void nodeRetarget(probeNode *n, const char *ip, int port) {
     master_cluster = -1;
     master_rdma_port = 0;
     master_granted = 0;
+    master_serves = 0;
     master_runid[0] = '\0';     /* another process: taken as it answers */
     master_restarted = 0;
     ndirect = 0;
@@ -1420,6 +1425,12 @@ void nkProbeRetargetMaster(const char *ip, int port) {
 
 int nkProbeMasterLease(void) {
     return master_lease;
+}
+
+/* The master answered a grant of ours on this connection: with nickv-lease
+ * yes it serves from then on, a replica's handshake (its PING) included. */
+int nkProbeMasterServes(void) {
+    return master_serves;
 }
 
 void nkProbeRememberMaster(const char *runid, const char *replid, long long offset) {

@@ -159,6 +159,15 @@ static void repointError(foRepoint *r, const char *err) {
  * and, for an old master, CLIENT KILL TYPE NORMAL. */
 void repointTick(void) {
     char port[16];
+    /* A master we just promoted serves nothing before our first grant, a
+     * replica's handshake PING neither: a replica sent to it earlier gets
+     * -MASTERDOWN and tries again only a second later, and until then the
+     * new master has no replica (WAIT answers 0, min-slaves refuses once
+     * the joining window ends). So the replicas go once it took a grant
+     * (two round trips after the promotion), or after NK_REPOINT_HOLD_MS
+     * whatever happens (nickv-lease no, a grant refused). */
+    if (F.promoted_us && !nkProbeMasterServes() && foNowUs() - F.promoted_us < NK_REPOINT_HOLD_MS * 1000LL)
+        return;
     for (int i = 0; i < F.nrepoint; i++) {
         foRepoint *r = &F.repoint[i];
         nkProbeView v;

@@ -73,6 +73,9 @@ static struct {
     long long hello_offset;
     unsigned long long link_bytes_in;
     unsigned long long link_reads;
+    unsigned long long getack_acks;     /* ACKs sent at once for a GETACK */
+    char getack_tail[32];               /* a GETACK may span two reads */
+    size_t getack_tail_len;
     long long link_connects;
     nkHandshake hs;                     /* NK_LINK_HANDSHAKE */
     sds hello;                          /* what our hello says */
@@ -219,13 +222,14 @@ sds nkLinkInfo(sds s, long long last) {
             "master_link_connects:%lld\r\n"
             "master_bytes_in:%llu\r\n"
             "master_reads:%llu\r\n"
+            "master_getack_acks:%llu\r\n"
             "master_moves:%lld\r\n",
             M.host, M.rdma_port ? M.rdma_port : M.port, up ? "up" : "down",
             L.link_lastio ? nkUnixTime() - (long long)L.link_lastio : -1,
             L.link_state == NK_LINK_RDB, last,
             M.rdma_port ? "rdma" : "tcp", L.link_paused, nkLinkStateName(), L.master_is_skv,
             up ? 0 : (L.link_down_since ? nkUnixTime() - (long long)L.link_down_since : -1),
-            L.master_replid, last, L.link_connects, L.link_bytes_in, L.link_reads, M.moves);
+            L.master_replid, last, L.link_connects, L.link_bytes_in, L.link_reads, L.getack_acks, M.moves);
     return s;
 }
 
@@ -351,6 +355,7 @@ static void sendPsync(void) {
 
 static void startStreaming(void) {
     long long first, last;
+    L.getack_tail_len = 0;
     setState(NK_LINK_STREAMING);
     L.link_down_since = 0;
     L.hs_failure_logged[0] = '\0';
@@ -532,6 +537,50 @@ void nkLinkResume(void) {
     }
 }
 
+/* The master's REPLCONF GETACK * (a WAIT) in the stream, as it writes it. */
+static const char getack_cmd[] = "*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
+#define GETACK_LEN (sizeof(getack_cmd) - 1)
+
+/* Does the stream read now (after what came before) hold a GETACK? Found
+ * across two reads too. A value that holds the same bytes only costs an
+ * ACK more; one that slips by waits for the heartbeat. */
+static int streamAsksAck(const char *p, size_t len) {
+    char joint[2 * GETACK_LEN];
+    size_t head = len < GETACK_LEN - 1 ? len : GETACK_LEN - 1, keep;
+    int found = memmem(p, len, getack_cmd, GETACK_LEN) != NULL;
+    if (!found && L.getack_tail_len) {
+        memcpy(joint, L.getack_tail, L.getack_tail_len);
+        memcpy(joint + L.getack_tail_len, p, head);
+        found = memmem(joint, L.getack_tail_len + head, getack_cmd, GETACK_LEN) != NULL;
+    }
+    /* The last GETACK_LEN - 1 bytes of the stream so far. */
+    if (len >= GETACK_LEN - 1) {
+        memcpy(L.getack_tail, p + len - (GETACK_LEN - 1), GETACK_LEN - 1);
+        L.getack_tail_len = GETACK_LEN - 1;
+    } else {
+        keep = L.getack_tail_len + len > GETACK_LEN - 1 ? GETACK_LEN - 1 - len : L.getack_tail_len;
+        memmove(L.getack_tail, L.getack_tail + L.getack_tail_len - keep, keep);
+        memcpy(L.getack_tail + keep, p, len);
+        L.getack_tail_len = keep + len;
+    }
+    return found;
+}
+
+/* A WAIT on the master waits for our ACK when it counts a direct replica
+ * (after a promotion, before the replicas are handed over to us: src/
+ * nickv_server.c, nickvDirectAckCounts): the ACK goes at once, as a
+ * replica answers a GETACK, not at the next heartbeat, 200 ms later. It
+ * says what the backlog holds, as the heartbeat's does. */
+static void linkAckNow(void) {
+    long long first, last;
+    char off[LONG_STR_SIZE];
+    nkBacklogRange(&first, &last);
+    ll2string(off, sizeof(off), last);
+    linkCommand("REPLCONF", "ACK", off, NULL);
+    if (last > L.reported) L.reported = last;
+    L.getack_acks++;
+}
+
 static void linkReadable(nkConn *conn, void *data) {
     (void)data;
     char buf[64 * 1024];
@@ -546,7 +595,9 @@ static void linkReadable(nkConn *conn, void *data) {
     L.link_bytes_in += n;
     L.link_reads++;
     if (L.link_state == NK_LINK_STREAMING) {
+        int asks = streamAsksAck(buf, (size_t)n);
         linkAppend(buf, n);
+        if (asks && L.link && L.link_state == NK_LINK_STREAMING) linkAckNow();
         return;
     }
     L.link_in = sdscatlen(L.link_in, buf, n);

@@ -287,11 +287,21 @@ class Writer:
         # Error replies seen, by code: what a refused write costs a client
         # of each system (READONLY, NOREPLICAS, MASTERDOWN, other).
         self.errors = dict.fromkeys(ERRORS, 0)
+        self.traced = False
+
+    def _trace(self, what):
+        """SKV_BENCH_TRACE=1: each step of the client on stderr, with the
+        time, to see where a failover's window goes."""
+        if TRACE:
+            self.traced = True
+            sys.stderr.write(f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} "
+                             f"writer {self.key}: {what}\n")
 
     def _count(self, e):
         """Count e if it is an error reply (not a timeout or a lost
         connection). redis-py strips READONLY into its own class, and
         prefixes a pipeline's error with the command, so look inside."""
+        self._trace(f"{type(e).__name__}: {str(e)[:80]}")
         if not isinstance(e, redis.ResponseError):
             return
         if isinstance(e, redis.ReadOnlyError):
@@ -310,6 +320,7 @@ class Writer:
                 self.r = redis.Redis(host=self.addr[0], port=self.addr[1],
                                      socket_timeout=self.timeout)
                 self.r.ping()
+                self._trace(f"connected to {self.addr[0]}:{self.addr[1]}")
                 return
             except (redis.RedisError, OSError, TypeError, ValueError) as e:
                 # TypeError, ValueError: no master named (a nil answer).
@@ -331,8 +342,13 @@ class Writer:
             _, w = p.execute()
             if w >= 1:
                 self.acked.append(v)
+                if self.traced:
+                    self._trace(f"append {v} acknowledged by {self.addr[1]}")
+                    self.traced = False
                 return self.addr
-        except redis.ConnectionError:
+            self._trace(f"append {v}: WAIT 1 answered {w}")
+        except redis.ConnectionError as e:
+            self._trace(f"append {v}: {type(e).__name__}: {str(e)[:80]}")
             self.r = None
         except redis.RedisError as e:
             # Refused (no lease yet, -NOREPLICAS): ask Nic-KV again.
@@ -938,6 +954,8 @@ def server_table(args, rows):
 # kill -9. Ports: from --port + 100 on, the first free ones (free_ports
 # never hands one out twice, so these and the whole-server shards share
 # the range).
+
+TRACE = os.environ.get("SKV_BENCH_TRACE") == "1"
 
 FAULTS = ["kill", "stop", "sleep-0.3", "sleep-1", "sleep-3"]
 STOP_S = 2.0        # how long the fault stop holds the master (SIGSTOP .. SIGCONT)

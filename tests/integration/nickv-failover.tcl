@@ -16,6 +16,52 @@ proc fo_client {port} {
 
 set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 
+# The time of day, in ms, of the last line of a server's log that matches
+# pattern ({}: none).
+proc fo_log_ms {file pattern} {
+    set ms {}
+    foreach line [split [exec cat $file] "\n"] {
+        if {[string match $pattern $line] &&
+            [regexp {([0-9][0-9]):([0-9][0-9]):([0-9][0-9])\.([0-9][0-9][0-9])} $line -> h mi s f]} {
+            set ms [expr {(([scan $h %d] * 60 + [scan $mi %d]) * 60 + [scan $s %d]) * 1000 + [scan $f %d]}]
+        }
+    }
+    return $ms
+}
+
+# A master whose only replica is direct: WAIT counts that replica's ACK
+# only as far as Nic-KV holds the stream (nickvDirectAckCounts), which
+# Nic-KV said every 200 ms; it now answers the master's GETACK at once.
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    start_server [list overrides [concat $fo_conf {nickv-offload no}]] {
+        set r [srv 0 client]
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
+        $r replicaof 127.0.0.1 $mport
+        test {Nic-KV: WAIT on a master with only a direct replica gets Nic-KV's ACK at once, not at its heartbeat} {
+            wait_for_condition 100 100 {
+                [catch {$m set k v}] == 0
+            } else {
+                fail "no lease: [$m info nickv]"
+            }
+            wait_for_sync $r
+            assert_equal 1 [$m wait 1 2000]
+            set before [nickv_info $nk master_getack_acks]
+            set acked 0
+            for {set i 0} {$i < 30} {incr i} {
+                $m set w$i $i
+                incr acked [$m wait 1 100]
+                after [expr {int(rand() * 40)}]
+            }
+            # Without it, a WAIT of 100 ms missed about every other time.
+            assert_morethan_equal $acked 27
+            assert_morethan_equal [nickv_info $nk master_getack_acks] [expr {$before + 27}]
+            nickv_stop $nk
+        }
+    }
+}
+
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set m [srv 0 client]
     set mport [srv 0 port]
@@ -113,6 +159,18 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             }
             assert_equal 0 [status $nm sync_full]
             nickv_assert_digests $nm $others
+            # They were sent to it once it took a lease: before, their
+            # handshake's PING met -MASTERDOWN and they came back only a
+            # second later, the new master meanwhile without a replica.
+            foreach lvl {-2 -1 0} {
+                if {[srv $lvl port] == $nport} { set granted [fo_log_ms [srv $lvl stdout] "*Nic-KV lease: granted*"] }
+            }
+            foreach lvl {-2 -1 0} {
+                if {[srv $lvl port] == $nport} continue
+                set sent [fo_log_ms [srv $lvl stdout] "*REPLICAOF 127.0.0.1:$nport enabled*"]
+                assert {$granted ne {} && $sent ne {} && $sent >= $granted}
+                assert_equal {} [fo_log_ms [srv $lvl stdout] "*Error reply to PING from master: '-MASTERDOWN*"]
+            }
             wait_for_condition 100 100 {
                 [nickv_info $nk master_port] == $nport && [nickv_info $nk master_link_status] eq {up}
             } else {
