@@ -376,7 +376,7 @@ static nkConfigOption nkConfigs[] = {
     {"failover", NK_CFG_BOOL, 0, &nk.cfg.failover, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "promote the best replica when the master fails (the\n"
      "                        master needs nickv-lease yes); no: detect only"},
-    {"lease-time", NK_CFG_INT, 0, &nk.cfg.lease_time, 50, NICKV_LEASE_MAX_MS, 500, NULL, NULL, NULL,
+    {"lease-time", NK_CFG_INT, 0, &nk.cfg.lease_time, 50, NICKV_LEASE_MAX_MS, 250, NULL, NULL, NULL,
      NULL, applyLeaseTime, "<ms>", "the master's write lease: a promotion waits this long\n"
      "                        after the last grant"},
     {"failback", NK_CFG_BOOL, 0, &nk.cfg.failback, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,

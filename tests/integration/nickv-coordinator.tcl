@@ -275,7 +275,7 @@ start_server [list overrides $co_conf] {
     test {Many Nic-KVs: lease-time must fit in leader-ttl} {
         assert_match {*lease-time 2000 is too long for leader-ttl 2*} \
             [nickv_cmd [co_nk 0] config set lease-time 2000]
-        assert_equal 500 [lindex [nickv_cmd [co_nk 0] config get lease-time] 1]
+        assert_equal 250 [lindex [nickv_cmd [co_nk 0] config get lease-time] 1]
     }
 
     test {Many Nic-KVs: a record the leader did not write is neither followed by it nor kept} {
