@@ -55,6 +55,10 @@ char *nickvUser = NULL;
  * replica behind Nic-KV hears something at least that often: after
  * NICKV_VIA_TIMEOUT_MS of silence it leaves Nic-KV and comes to us, and a
  * handshake through Nic-KV gets NICKV_VIA_HANDSHAKE_MS. */
+/* A replica handed over to Nic-KV that it does not report within this
+ * (a handshake through it gets NICKV_VIA_HANDSHAKE_MS) no longer holds
+ * the next hand-over back. */
+#define NICKV_HANDOFF_WAIT_MS 3000
 /* How long a replica that advertises nickv-hold stays with the master. */
 #define NICKV_HOLD_SECONDS 30
 
@@ -91,6 +95,9 @@ static struct {
     long long daemon_slots;    /* clients it can still take; -1: not reported */
     list *replicas;           /* nickvReplica */
     long long redirects, handoffs, daemon_joins, daemon_timeouts, daemons_refused;
+    char handoff_addr[NET_HOST_STR_LEN];   /* the replica last handed over ... */
+    int handoff_port;
+    mstime_t handoff_at;       /* ... then (0: none in transit) */
     long long stream_writes;
     mstime_t daemon_heard;     /* when the daemon last reported */
     mstime_t daemon_hello;     /* when it said hello */
@@ -955,11 +962,42 @@ sds nickvInfoReplicas(sds info, int *slaveid) {
     return info;
 }
 
-/* Hand direct replicas that can go through Nic-KV over to it. */
+/* Is the replica last handed over still on its way to Nic-KV? Done once
+ * Nic-KV reports it (NK.replicas), or NICKV_HANDOFF_WAIT_MS after it left
+ * (it may come back direct, or be known to Nic-KV by another address). */
+static int nickvHandoffInTransit(void) {
+    listIter li;
+    listNode *ln;
+    if (!NK.handoff_at) return 0;
+    if (mstime() - NK.handoff_at > NICKV_HANDOFF_WAIT_MS) {
+        NK.handoff_at = 0;
+        return 0;
+    }
+    if (nickvDaemon() && NK.replicas) {
+        listRewind(NK.replicas, &li);
+        while ((ln = listNext(&li))) {
+            nickvReplica *r = listNodeValue(ln);
+            if (r->port == NK.handoff_port && !strcmp(r->ip, NK.handoff_addr)) {
+                NK.handoff_at = 0;
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* Hand direct replicas that can go through Nic-KV over to it, one at a
+ * time: one in transit answers no WAIT until it streams behind Nic-KV,
+ * and after a failover every replica is direct: handed over all at once
+ * they left WAIT with none to answer for the hand-over's length (a client
+ * writing with WAIT 1 saw a 200 ms pause after every failover). So the
+ * next goes once the last is behind Nic-KV (nickvCron checks every cron):
+ * with two replicas or more, one always answers. */
 void nickvMasterCron(void) {
     listIter li;
     listNode *ln;
-    if (!nickvDaemonHealthy()) return;
+    char buf[NET_HOST_STR_LEN];
+    if (!nickvDaemonHealthy() || nickvHandoffInTransit()) return;
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li))) {
         client *s = listNodeValue(ln);
@@ -970,7 +1008,11 @@ void nickvMasterCron(void) {
                   replicationGetSlaveName(s), NK.daemon_host, NK.daemon_port);
         NK.handoffs++;
         if (NK.daemon_slots > 0) NK.daemon_slots--;   /* until its next report */
+        snprintf(NK.handoff_addr, sizeof(NK.handoff_addr), "%s", nickvSlaveAddr(s, buf, sizeof(buf)));
+        NK.handoff_port = s->slave_listening_port;
+        NK.handoff_at = mstime();
         freeClientAsync(s);
+        return;
     }
 }
 
@@ -1076,6 +1118,9 @@ void nickvCron(void) {
     if (last && now - last > 1000 / server.hz + NICKV_PING_MS)
         NK.daemon_heard = NK.daemon_ack_moved = NK.via_heard = now;
     last = now;
+    /* The replica handed over last is behind Nic-KV: the next one now,
+     * not at the next replicationCron. */
+    if (NK.handoff_at && !nickvHandoffInTransit()) nickvMasterCron();
     nickvMasterWatch(now);
     nickvReplicaWatch(now);
     nickvLeaseHeld();       /* logs a lease that lapsed; forgets one as a replica */

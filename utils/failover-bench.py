@@ -482,7 +482,9 @@ def classic(args, wanted):
 
     print()
     print("Appends with WAIT 1 through Nic-KV (one client, loopback TCP), default settings:")
-    print("probe-interval 100 ms, waiting-time 500 ms, lease-time 500 ms, min-slaves 1.")
+    d = nickv_defaults()
+    print(f"probe-interval {d['probe-interval']} ms, waiting-time {d['waiting-time']} ms, "
+          f"lease-time {d['lease-time']} ms, min-slaves 1.")
     print()
     print("| what | value |")
     print("|---|---|")
@@ -957,6 +959,21 @@ def server_table(args, rows):
 
 TRACE = os.environ.get("SKV_BENCH_TRACE") == "1"
 
+
+def nickv_defaults():
+    """The defaults of the nic-kv measured, as its --help says them, so the
+    tables name what ran."""
+    out = subprocess.run([os.path.join(os.environ["SKV_BIN"], "nic-kv"), "--help"],
+                         capture_output=True, text=True).stdout
+    d = {}
+    for name in ("probe-interval", "waiting-time", "lease-time", "busy-limit"):
+        i = out.find(name + " <")
+        j = out.find("\n*", i) if i >= 0 else -1
+        block = out[i:j if j >= 0 else len(out)]
+        m = [w for w in block.replace("(", " ").replace(")", " ").split() if w.isdigit()]
+        d[name] = m[-1] if m else "?"
+    return d
+
 FAULTS = ["kill", "stop", "sleep-0.3", "sleep-1", "sleep-3"]
 STOP_S = 2.0        # how long the fault stop holds the master (SIGSTOP .. SIGCONT)
 SETTLE_S = 3.0      # how long past a fault's end a late failover is waited for
@@ -1200,7 +1217,9 @@ def detect_table(args, rows):
     print(f"Detection: a fault on the master, {args.runs} runs each; appends with WAIT 1 (acknowledged:")
     print(f">= 1 within {DETECT_WAIT_MS} ms), one client (read timeout {DETECT_TIMEOUT_S * 1000:.0f} ms) asking Nic-KV or a")
     print("Sentinel for the master after every error or timeout, loopback TCP. Nic-KV: its defaults")
-    print("(probe-interval 100, waiting-time 500, lease-time 500, busy-limit 5000 ms), failover yes,")
+    d = nickv_defaults()
+    print(f"(probe-interval {d['probe-interval']}, waiting-time {d['waiting-time']}, lease-time "
+          f"{d['lease-time']}, busy-limit {d['busy-limit']} ms), failover yes,")
     print("min-slaves 1, a master and 3 replicas. Sentinel: 3 nodes, 3 Sentinels, quorum 2,")
     print("failover-timeout 2000 ms, down-after-milliseconds as named.")
     print("first ack: fault -> first append acknowledged after it (by the new master when one took")
