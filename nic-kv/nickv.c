@@ -604,6 +604,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    if (argc == 2 && !strcmp(argv[1], "--selftest-getack")) return nkLinkSelftestGetack();
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-v"))) {
         printf("Nic-KV v=%s skv=%s\n", NICKV_VERSION, SKV_VERSION);
         return 0;

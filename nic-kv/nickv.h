@@ -400,6 +400,8 @@ long long nkLinkHistory(void);
 int nkLinkSameHistory(const char *replid, long long offset);
 /* The most of the stream our reports to the master said we hold. */
 long long nkLinkReportedOffset(void);
+/* nic-kv --selftest-getack: the GETACK scan over every split (0: passed). */
+int nkLinkSelftestGetack(void);
 void nkLinkNoteReported(long long offset);
 /* INFO's "Replication" section (alias "upstream"): the link's fields, no
  * closing blank line; last is the backlog's last offset. */
@@ -486,7 +488,7 @@ typedef struct nkProbeHooks {
 } nkProbeHooks;
 void nkProbeStart(const char *host, int port, const nkProbeHooks *hooks);
 /* The <ms> of a grant of lease_ms built on a master's clock that we read
- * at read_us: lease_ms, plus 9/10 of the time since (see NIC-KV.md,
+ * at read_us: lease_ms, plus 8/10 of the time since (see NIC-KV.md,
  * "Fencing"): the lease still ends within lease_ms and its drift margin
  * of now, as the grantor counts it (hooks.granted(lease_ms)). */
 long long nkLeaseGrantMs(long long lease_ms, long long read_us, long long now_us);

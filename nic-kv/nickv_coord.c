@@ -35,8 +35,10 @@
  *    other Nic-KV can create the leader key before that.
  * 2. We count our leadership as held until held = s + T - 10 % of T - 10 ms
  *    (the clocks' rates differ by less than 10 %, as for the master's lease).
- * 3. A grant of the master's lease sent at g for ms runs out, in real time,
- *    by g + ms (src/nickv_lease.c); we send it only when g + ms + 10 % of ms
+ * 3. A grant of the master's lease sent at g for ms = lease-time runs out,
+ *    in real time, by g + ms (src/nickv_lease.c; what goes on the wire is
+ *    more, by the age of the master's clock it is built on: nkLeaseGrantMs
+ *    shows the same bound holds); we send it only when g + ms + 10 % of ms
  *    + 10 ms <= held (nkCoordMayGrant). So every lease we granted has run
  *    out before the leader key can expire.
  * 4. A new leader creates the key after it expired: by then the old

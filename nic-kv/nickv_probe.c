@@ -667,7 +667,10 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     }
     probeValid(n);
     streamSeen(offset);
-    if (grant && !master_restarted) master_serves = 1;
+    if (grant && !master_restarted && !master_serves) {
+        master_serves = 1;
+        failover_kick = 1;      /* repointing waits for it (nickv_repoint.c) */
+    }
     /* The master's watch thread, where it listens (nickv_watch.c). */
     nkWatchTarget(n->reach, watch_port, token);
     int first = !master_clock;
@@ -928,19 +931,21 @@ static void probeSend(probeNode *n, probeKind kind) {
 /* The master read its clock t (at s, real time) before we read t (at r),
  * and a grant sent at g gives it the lease until t + ms on its clock. With
  * ms = lease_ms + k (g - r), the lease ends at s + 1.1 (lease_ms + k (g -
- * r)) at the latest, on our clock (rates differ by less than 10 %), which
- * for k = 0.9 is before g + 1.1 lease_ms: the bound the grantor counts
- * from g (leaseGranted in nickv_failover.c; the chain of deadlines of
- * nickv_coord.c). So a grant built on a clock read one probe interval ago
- * is worth a whole lease-time to the master, not one probe interval less.
- * The time since is capped at lease_ms, and the sum at the most a master
- * takes. */
+ * r)) at the latest, on our clock (a master's millisecond lasts at most
+ * 1.1 of ours), which for k <= 1 / 1.1 is before g + 1.1 lease_ms: the
+ * bound the grantor counts from g (leaseGranted in nickv_failover.c; the
+ * chain of deadlines of nickv_coord.c). k is 0.8, not 0.9: the rest of
+ * the clock's age stays slack for clocks that drift apart a little more
+ * than assumed (NIC-KV.md, "Fencing"). So a grant built on a clock read
+ * one probe interval ago is worth nearly a whole lease-time to the master,
+ * not one probe interval less. The time since is capped at lease_ms, and
+ * the sum at the most a master takes. */
 long long nkLeaseGrantMs(long long lease_ms, long long read_us, long long now_us) {
     long long since_ms = (now_us - read_us) / 1000, ms;
     if (lease_ms <= 0) return 0;
     if (since_ms < 0) since_ms = 0;
     if (since_ms > lease_ms) since_ms = lease_ms;
-    ms = lease_ms + since_ms * 9 / 10;
+    ms = lease_ms + since_ms * 8 / 10;
     return ms > NICKV_LEASE_MAX_MS ? NICKV_LEASE_MAX_MS : ms;
 }
 

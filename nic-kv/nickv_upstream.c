@@ -55,6 +55,11 @@ typedef enum {
 } nkLinkState;
 
 /* The link's state: this file's alone (others ask through nkLink*()). */
+/* The master's REPLCONF GETACK * (a WAIT) in the stream, as it writes it:
+ * answered at once (streamAsksAck, linkAckNow). */
+static const char getack_cmd[] = "*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
+#define GETACK_LEN (sizeof(getack_cmd) - 1)
+
 static struct {
     nkLinkState link_state;
     nkConn *link;                       /* NULL when not connected */
@@ -74,8 +79,9 @@ static struct {
     unsigned long long link_bytes_in;
     unsigned long long link_reads;
     unsigned long long getack_acks;     /* ACKs sent at once for a GETACK */
-    char getack_tail[32];               /* a GETACK may span two reads */
+    char getack_tail[GETACK_LEN];       /* a GETACK may span two reads */
     size_t getack_tail_len;
+    int getack_pending;                 /* one read while the link paused */
     long long link_connects;
     nkHandshake hs;                     /* NK_LINK_HANDSHAKE */
     sds hello;                          /* what our hello says */
@@ -356,6 +362,7 @@ static void sendPsync(void) {
 static void startStreaming(void) {
     long long first, last;
     L.getack_tail_len = 0;
+    L.getack_pending = 0;
     setState(NK_LINK_STREAMING);
     L.link_down_since = 0;
     L.hs_failure_logged[0] = '\0';
@@ -484,6 +491,8 @@ static size_t consumeRdb(const char *p, size_t len) {
     return (size_t)used;
 }
 
+static void linkAckNow(void);
+
 /* Into the backlog, as much as it takes now; tell whoever waits for it.
  * Telling may close the link (a PSYNC waiter handed over reports its
  * replica to the master, and that write may fail): callers check L.link. */
@@ -525,6 +534,7 @@ void nkLinkResume(void) {
     if (n == len) {
         L.link_paused = 0;
         nkConnSetReadHandler(L.link, linkReadable);
+        if (L.getack_pending) linkAckNow();
         return;
     }
     if (nkMstime() - L.link_paused_since >= NK_PIN_TIMEOUT_MS) {
@@ -537,16 +547,13 @@ void nkLinkResume(void) {
     }
 }
 
-/* The master's REPLCONF GETACK * (a WAIT) in the stream, as it writes it. */
-static const char getack_cmd[] = "*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
-#define GETACK_LEN (sizeof(getack_cmd) - 1)
-
 /* Does the stream read now (after what came before) hold a GETACK? Found
  * across two reads too. A value that holds the same bytes only costs an
  * ACK more; one that slips by waits for the heartbeat. */
 static int streamAsksAck(const char *p, size_t len) {
     char joint[2 * GETACK_LEN];
     size_t head = len < GETACK_LEN - 1 ? len : GETACK_LEN - 1, keep;
+    _Static_assert(sizeof(L.getack_tail) >= GETACK_LEN - 1, "the tail holds a GETACK but its last byte");
     int found = memmem(p, len, getack_cmd, GETACK_LEN) != NULL;
     if (!found && L.getack_tail_len) {
         memcpy(joint, L.getack_tail, L.getack_tail_len);
@@ -566,6 +573,39 @@ static int streamAsksAck(const char *p, size_t len) {
     return found;
 }
 
+/* nic-kv --selftest-getack (tests/unit/nickv-selftest.tcl): a stream
+ * with a GETACK among other bytes, cut into two reads at every point, and
+ * into reads of every size from 1 to 64 bytes: the GETACK is found exactly
+ * once each time. 0 when it is, else 1 with what failed on stderr. */
+int nkLinkSelftestGetack(void) {
+    char stream[256];
+    size_t len, at = 100, fails = 0;
+    memset(stream, 'x', sizeof(stream));
+    memcpy(stream + at, getack_cmd, GETACK_LEN);
+    len = sizeof(stream);
+    for (size_t cut = 0; cut <= len; cut++) {
+        int found;
+        L.getack_tail_len = 0;
+        found = streamAsksAck(stream, cut) + streamAsksAck(stream + cut, len - cut);
+        if (found != 1) {
+            fprintf(stderr, "reads of %zu and %zu bytes: found %d times\n", cut, len - cut, found);
+            fails++;
+        }
+    }
+    for (size_t size = 1; size <= 64; size++) {
+        int found = 0;
+        L.getack_tail_len = 0;
+        for (size_t off = 0; off < len; off += size)
+            found += streamAsksAck(stream + off, off + size <= len ? size : len - off);
+        if (found != 1) {
+            fprintf(stderr, "reads of %zu bytes: found %d times\n", size, found);
+            fails++;
+        }
+    }
+    L.getack_tail_len = 0;
+    return fails ? 1 : 0;
+}
+
 /* A WAIT on the master waits for our ACK when it counts a direct replica
  * (after a promotion, before the replicas are handed over to us: src/
  * nickv_server.c, nickvDirectAckCounts): the ACK goes at once, as a
@@ -574,6 +614,12 @@ static int streamAsksAck(const char *p, size_t len) {
 static void linkAckNow(void) {
     long long first, last;
     char off[LONG_STR_SIZE];
+    if (L.link_paused) {
+        /* The GETACK is not in the backlog yet: once it is (nkLinkResume). */
+        L.getack_pending = 1;
+        return;
+    }
+    L.getack_pending = 0;
     nkBacklogRange(&first, &last);
     ll2string(off, sizeof(off), last);
     linkCommand("REPLCONF", "ACK", off, NULL);
@@ -610,8 +656,10 @@ static void linkReadable(nkConn *conn, void *data) {
         }
         if (L.link_state == NK_LINK_STREAMING) {
             /* The first stream bytes came with the handshake's last reply. */
+            int asks = streamAsksAck(L.link_in, sdslen(L.link_in));
             linkAppend(L.link_in, sdslen(L.link_in));
             if (!L.link_paused) sdsclear(L.link_in);
+            if (asks && L.link && L.link_state == NK_LINK_STREAMING) linkAckNow();
             break;
         }
         const char *err;
