@@ -218,6 +218,7 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
     if (t > 0 && !server.masterhost) {
         leaseExtend(t + ms, 0);
         LE.grants++;
+        nickvLeaseHeld();       /* "granted" in the log now, not at the next command */
     }
     if (t > 0) leaseConfirmed(t);
     LE.sent[LE.sent_next].now = now;

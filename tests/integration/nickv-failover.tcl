@@ -57,8 +57,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             # Without it, a WAIT of 100 ms missed about every other time.
             assert_morethan_equal $acked 27
             assert_morethan_equal [nickv_info $nk master_getack_acks] [expr {$before + 27}]
-            nickv_stop $nk
         }
+        nickv_stop $nk
     }
 }
 
@@ -348,8 +348,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         # Read just after a grant: about 500 less the 10th of 250 ms and the
         # trip; with the old grant about 250.
         assert {$most > 400 && $most <= 500}
-        nickv_stop $nk
     }
+    nickv_stop $nk
 }
 
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {

@@ -98,9 +98,9 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         set rs [list [srv -2 client] [srv -1 client] [srv 0 client]]
         foreach r $rs { $r replicaof 127.0.0.1 $mport }
         foreach r $rs { wait_for_sync $r }
+        set before [nickv_status $master nickv_handoffs]
+        set nk [nickv_start $mport]
         test {Nic-KV: direct replicas are handed over one at a time: the others stay online meanwhile} {
-            set before [nickv_status $master nickv_handoffs]
-            set nk [nickv_start $mport]
             # The master's online replicas, direct or behind Nic-KV, as often
             # as INFO can say, until all three are behind it.
             set least 3
@@ -117,8 +117,8 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             assert_equal [expr {$before + 3}] [nickv_status $master nickv_handoffs]
             # Two of three online at every sample.
             if {$least < 2} { fail "$least replica(s) online at one moment ($samples samples)" }
-            nickv_stop $nk
         }
+        nickv_stop $nk
     }
     }
     }
