@@ -54,12 +54,12 @@ typedef enum {
     NK_LINK_STREAMING         /* the stream goes into the backlog */
 } nkLinkState;
 
-/* The link's state: this file's alone (others ask through nkLink*()). */
 /* The master's REPLCONF GETACK * (a WAIT) in the stream, as it writes it:
  * answered at once (streamAsksAck, linkAckNow). */
 static const char getack_cmd[] = "*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
 #define GETACK_LEN (sizeof(getack_cmd) - 1)
 
+/* The link's state: this file's alone (others ask through nkLink*()). */
 static struct {
     nkLinkState link_state;
     nkConn *link;                       /* NULL when not connected */
@@ -493,6 +493,16 @@ static size_t consumeRdb(const char *p, size_t len) {
 
 static void linkAckNow(void);
 
+/* REPLCONF ACK <what the backlog holds>: what we report holding bounds
+ * what the master may acknowledge (nkLinkReportedOffset). */
+static void linkSendAck(long long *first, long long *last) {
+    char off[LONG_STR_SIZE];
+    nkBacklogRange(first, last);
+    ll2string(off, sizeof(off), *last);
+    linkCommand("REPLCONF", "ACK", off, NULL);
+    if (*last > L.reported) L.reported = *last;
+}
+
 /* Into the backlog, as much as it takes now; tell whoever waits for it.
  * Telling may close the link (a PSYNC waiter handed over reports its
  * replica to the master, and that write may fail): callers check L.link. */
@@ -613,17 +623,13 @@ int nkLinkSelftestGetack(void) {
  * says what the backlog holds, as the heartbeat's does. */
 static void linkAckNow(void) {
     long long first, last;
-    char off[LONG_STR_SIZE];
     if (L.link_paused) {
         /* The GETACK is not in the backlog yet: once it is (nkLinkResume). */
         L.getack_pending = 1;
         return;
     }
     L.getack_pending = 0;
-    nkBacklogRange(&first, &last);
-    ll2string(off, sizeof(off), last);
-    linkCommand("REPLCONF", "ACK", off, NULL);
-    if (last > L.reported) L.reported = last;
+    linkSendAck(&first, &last);
     L.getack_acks++;
 }
 
@@ -732,13 +738,9 @@ static void linkConnect(void) {
  * replicas itself (src/nickv_server.c). */
 void nkLinkHeartbeat(void) {
     long long first, last;
-    char off[LONG_STR_SIZE];
     if (L.link_state != NK_LINK_STREAMING) return;
-    nkBacklogRange(&first, &last);
-    ll2string(off, sizeof(off), last);
-    linkCommand("REPLCONF", "ACK", off, NULL);
+    linkSendAck(&first, &last);
     nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
-    if (last > L.reported) L.reported = last;
 }
 
 /* The most of the stream our ACKs and backlog reports said we hold, and

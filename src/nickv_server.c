@@ -1118,9 +1118,9 @@ void nickvCron(void) {
     if (last && now - last > 1000 / server.hz + NICKV_PING_MS)
         NK.daemon_heard = NK.daemon_ack_moved = NK.via_heard = now;
     last = now;
-    /* The replica handed over last is behind Nic-KV: the next one now,
-     * not at the next replicationCron. */
-    if (NK.handoff_at && !nickvHandoffInTransit()) nickvMasterCron();
+    /* A hand-over in transit: once it is done, the next one now, not at
+     * the next replicationCron (nickvMasterCron checks which). */
+    if (NK.handoff_at) nickvMasterCron();
     nickvMasterWatch(now);
     nickvReplicaWatch(now);
     nickvLeaseHeld();       /* logs a lease that lapsed; forgets one as a replica */

@@ -17,6 +17,22 @@ proc busy_wait_verdict {nk verdict} {
     }
 }
 
+# A client of the master's as the nickv-user: one that may speak as Nic-KV.
+proc busy_nickv_client {port} {
+    set c [redis 127.0.0.1 $port]
+    $c auth $::nickv_test_user $::nickv_test_pass
+    return $c
+}
+
+# No lease runs on master m any more (another instance may then grant).
+proc busy_wait_lease_out {m} {
+    wait_for_condition 100 100 {
+        [nickv_status $m nickv_lease] eq {expired}
+    } else {
+        fail "the lease does not run out"
+    }
+}
+
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set m [srv 0 client]
     set mport [srv 0 port]
@@ -216,8 +232,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set m [srv 0 client]
     set mport [srv 0 port]
-    set c [redis 127.0.0.1 $mport]
-    $c auth $::nickv_test_user $::nickv_test_pass
+    set c [busy_nickv_client $mport]
     set inst [string repeat c 40]
 
     # One request line to the watch, its answer line ("" when it closed).
@@ -310,13 +325,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         # The first grantor's connection goes; its lease runs out; another
         # Nic-KV instance grants: a new token.
         $c close
-        set c [redis 127.0.0.1 $mport]
-        $c auth $::nickv_test_user $::nickv_test_pass
-        wait_for_condition 100 100 {
-            [nickv_status $m nickv_lease] eq {expired}
-        } else {
-            fail "the lease does not run out"
-        }
+        set c [busy_nickv_client $mport]
+        busy_wait_lease_out $m
         set other [string repeat e 40]
         set a [$c replconf nickv "lease 0 0 $other"]
         assert_equal 6 [llength $a]
@@ -336,25 +346,15 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set inst3 [string repeat f 40]
         set inst4 [string repeat 1 40]
         # inst3 grants; an intruder keeps a watch open with inst3's token.
-        wait_for_condition 100 100 {
-            [nickv_status $m nickv_lease] eq {expired}
-        } else {
-            fail "the lease does not run out"
-        }
-        set c3 [redis 127.0.0.1 $mport]
-        $c3 auth $::nickv_test_user $::nickv_test_pass
+        busy_wait_lease_out $m
+        set c3 [busy_nickv_client $mport]
         set token3 [lindex [$c3 replconf nickv "lease 0 0 $inst3"] 5]
         set old [watch_open $::wport]
         assert_equal {+OK} [watch_ask $old "AUTH $token3"]
         $c3 close
-        wait_for_condition 100 100 {
-            [nickv_status $m nickv_lease] eq {expired}
-        } else {
-            fail "the lease does not run out"
-        }
+        busy_wait_lease_out $m
         # inst4 becomes the grantor and takes a lease.
-        set c4 [redis 127.0.0.1 $mport]
-        $c4 auth $::nickv_test_user $::nickv_test_pass
+        set c4 [busy_nickv_client $mport]
         set now [lindex [$c4 replconf nickv "lease 0 0 $inst4"] 1]
         $c4 replconf nickv "lease $now 1000 $inst4"
         assert_equal held [nickv_status $m nickv_lease]
@@ -385,8 +385,7 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fo_conf 
     set m [srv 0 client]
     set mport [srv 0 port]
     test {Nic-KV busy: nickv-watch-port -1: no watch thread, the lease answer as before} {
-        set c [redis 127.0.0.1 $mport]
-        $c auth $::nickv_test_user $::nickv_test_pass
+        set c [busy_nickv_client $mport]
         assert_equal 4 [llength [$c replconf nickv "lease 0 0 [string repeat c 40]"]]
         assert_equal 0 [nickv_status $m nickv_watch_port]
         $c close
