@@ -150,6 +150,14 @@ static struct {
     long long via_read_off;    /* the link's read offset when last seen moving */
     int reconnect_now;         /* a redirect or a refusal ended the handshake */
     mstime_t via_heard;        /* ... when it moved, or the link started */
+    /* A silent link through Nic-KV: the master asked whether it is silent
+     * too (nickvAsk*). */
+    connection *ask;           /* a connection to the master, PING sent */
+    int ask_pending;           /* ... no answer nor error yet */
+    mstime_t ask_answered;     /* ... when it wrote something back (0: not yet) */
+    int ask_waiting;           /* this silence was logged and counted */
+    mstime_t ask_next;         /* no new connection before then */
+    long long via_waits;       /* silences waited out: the master was silent too */
 } NK;
 
 static void nickvHeld(long long offset);
@@ -1074,9 +1082,73 @@ static void nickvMasterWatch(mstime_t now) {
     NK.idle_since = now;
 }
 
+/* Before a replica leaves a silent Nic-KV it asks the master, on a
+ * connection of its own, whether it is silent too: it sends PING and waits
+ * for any byte back. Anything (+PONG, -NOAUTH, -DENIED, the max-clients
+ * error) is written by the master's main thread, so an answer means the
+ * master runs and would have PINGed through Nic-KV: Nic-KV's path is what
+ * is broken, and the replica leaves. No answer means the master is busy
+ * (a slow command, a script, a fork) or gone: leaving would only queue the
+ * replica at a master that cannot serve it either, and cost it its place
+ * behind Nic-KV when the master wakes (WAIT and min-replicas-to-write count
+ * it out until its partial resync is done). A dead master is Nic-KV's to
+ * fail over, which repoints the replica; upstream's repl-timeout still
+ * bounds the wait. A master that just woke answers at once but PINGs
+ * through Nic-KV only at its next cron: the replica leaves if the stream
+ * stays silent a PING period and two crons after the answer. Connection
+ * handlers only record what happened; the cron closes (the read handler is
+ * removed first, so that an EOF does not call it again meanwhile). */
+#define NICKV_ASK_RETRY_MS 500
+
+static void nickvAskEnd(void) {
+    if (NK.ask) connClose(NK.ask);
+    NK.ask = NULL;
+    NK.ask_pending = NK.ask_answered = NK.ask_waiting = 0;
+}
+
+static void nickvAskRead(connection *conn) {
+    char buf[256];
+    int n = connRead(conn, buf, sizeof(buf));
+    if (n > 0) NK.ask_answered = mstime();
+    else if (n < 0 && connGetState(conn) == CONN_STATE_CONNECTED) return;   /* EAGAIN */
+    connSetReadHandler(conn, NULL);
+    NK.ask_pending = 0;
+}
+
+static void nickvAskConnected(connection *conn) {
+    static const char ping[] = "PING\r\n";
+    if (connGetState(conn) != CONN_STATE_CONNECTED ||
+        connWrite(conn, ping, sizeof(ping) - 1) != (int)sizeof(ping) - 1 ||
+        connSetReadHandler(conn, nickvAskRead) == C_ERR) {
+        connSetReadHandler(conn, NULL);
+        NK.ask_pending = 0;
+    }
+}
+
+/* Asks once more when the last connection ended unanswered. */
+static void nickvAskMaster(mstime_t now) {
+    if (NK.ask && NK.ask_pending) return;
+    if (NK.ask) {
+        connClose(NK.ask);   /* ended without an answer */
+        NK.ask = NULL;
+    }
+    if (now < NK.ask_next) return;
+    NK.ask_next = now + NICKV_ASK_RETRY_MS;
+    NK.ask = rdmaConf.replication ? connCreateRdma() :
+             server.tls_replication ? connCreateTLS() : connCreateSocket();
+    NK.ask_pending = 1;
+    if (connConnect(NK.ask, server.masterhost, server.masterport, server.bind_source_addr,
+                    nickvAskConnected) == C_ERR) {
+        connClose(NK.ask);
+        NK.ask = NULL;
+        NK.ask_pending = 0;
+    }
+}
+
 /* Every serverCron (replica side): a link through Nic-KV that stays silent
  * for NICKV_VIA_TIMEOUT_MS (the master PINGs through Nic-KV twice as often)
- * goes back to the master. A handshake through it gets a little longer. */
+ * goes back to the master, once the master answers (above). A handshake
+ * through it gets a little longer. */
 static void nickvReplicaWatch(mstime_t now) {
     /* A redirect (or Nic-KV's refusal) ended the handshake: upstream would
      * connect again at its next replicationCron, up to a second later, while
@@ -1086,19 +1158,39 @@ static void nickvReplicaWatch(mstime_t now) {
         NK.reconnect_now = 0;
         connectWithMaster();
     }
-    if (!server.masterhost || NK.path != NICKV_PATH_VIA) return;
+    if (!server.masterhost || NK.path != NICKV_PATH_VIA) {
+        nickvAskEnd();
+        return;
+    }
     if (server.repl_state == REPL_STATE_CONNECTED && server.master) {
         NK.streak = 0;                     /* a link through Nic-KV: redirects work */
         if (server.master->read_reploff != NK.via_read_off) {
             NK.via_read_off = server.master->read_reploff;
             NK.via_heard = now;
+            if (NK.ask_waiting)
+                serverLog(LL_NOTICE, "Nic-KV: the stream through Nic-KV at %s:%d moves again",
+                          NK.target_host, NK.target_port);
+            nickvAskEnd();
             return;
         }
         if (now - NK.via_heard <= NICKV_VIA_TIMEOUT_MS) return;
+        if (!NK.ask_answered ||
+            now - NK.ask_answered <= NICKV_PING_MS + 2 * (1000 / server.hz)) {
+            if (!NK.ask_waiting) {
+                NK.ask_waiting = 1;
+                NK.via_waits++;
+                serverLog(LL_NOTICE, "Nic-KV: nothing from Nic-KV at %s:%d for %lld ms: asking "
+                          "the master whether it is silent too before leaving Nic-KV",
+                          NK.target_host, NK.target_port, (long long)(now - NK.via_heard));
+            }
+            if (!NK.ask_answered) nickvAskMaster(now);
+            return;
+        }
+        nickvAskEnd();
         NK.via_timeouts++;
         serverLog(LL_WARNING, "Nic-KV: nothing from Nic-KV at %s:%d for %lld ms (the master "
-                  "pings through it every %d ms): back to the master", NK.target_host,
-                  NK.target_port, (long long)(now - NK.via_heard), NICKV_PING_MS);
+                  "pings through it every %d ms) while the master answers: back to the master",
+                  NK.target_host, NK.target_port, (long long)(now - NK.via_heard), NICKV_PING_MS);
         freeClient(server.master);
         if (server.repl_state == REPL_STATE_CONNECT) connectWithMaster();
     } else if (now - NK.via_heard > NICKV_VIA_HANDSHAKE_MS) {
@@ -1308,6 +1400,7 @@ sds nickvInfoString(sds info) {
         "nickv_daemon_timeouts:%lld\r\n"
         "nickv_daemons_refused:%lld\r\n"
         "nickv_via_timeouts:%lld\r\n"
+        "nickv_via_waits:%lld\r\n"
         "nickv_min_slaves:%d\r\n"
         "nickv_valid_replicas:%d\r\n"
         "nickv_invalid_replicas:%d\r\n"
@@ -1323,7 +1416,7 @@ sds nickvInfoString(sds info) {
         (server.masterhost && NK.path == NICKV_PATH_VIA) ? NK.target_host : "",
         server.masterhost ? pathNames[NK.path] : "",
         NK.redirects_followed, NK.bounces, NK.daemon_timeouts, NK.daemons_refused,
-        NK.via_timeouts,
+        NK.via_timeouts, NK.via_waits,
         nickvHealthActive() ? NK.min_slaves : 0,
         valid,
         nickvHealthActive() ? online - (valid - joining) : 0,
@@ -1335,7 +1428,7 @@ sds nickvInfoString(sds info) {
 void nickvResetStats(void) {
     NK.redirects = NK.handoffs = NK.daemon_joins = NK.stream_writes = 0;
     NK.redirects_followed = NK.bounces = 0;
-    NK.daemon_timeouts = NK.daemons_refused = NK.via_timeouts = 0;
+    NK.daemon_timeouts = NK.daemons_refused = NK.via_timeouts = NK.via_waits = 0;
     NK.health_reports = NK.others_refused = 0;
     nickvLeaseResetStats();
 }

@@ -191,6 +191,50 @@ proc nickv_suite {transport} {
             wait_for_ofs_sync $master $r2
         }
 
+        test "$t: a master busy for 3 s keeps its replicas behind Nic-KV; a stopped Nic-KV loses them to the master" {
+            # Nothing comes through Nic-KV for 3 s: each replica asks the
+            # master (over its replication transport) before leaving, and
+            # the busy master does not answer, so none leaves (they used to
+            # come to the master after 2 s, and counted for WAIT and
+            # min-replicas-to-write only once resynced).
+            set partial [status $master sync_partial_ok]
+            set timeouts [lmap r $replicas {nickv_status $r nickv_via_timeouts}]
+            set waits [lmap r $replicas {nickv_status $r nickv_via_waits}]
+            $master debug sleep 3
+            $master set after-busy 1
+            assert_equal 3 [$master wait 3 2000]
+            foreach r $replicas t0 $timeouts w $waits {
+                assert_equal $t0 [nickv_status $r nickv_via_timeouts]
+                assert_equal [expr {$w + 1}] [nickv_status $r nickv_via_waits]
+                assert_equal $via [nickv_status $r nickv_link_via]
+            }
+            assert_equal $partial [status $master sync_partial_ok]
+            # A stopped Nic-KV: the master answers the asks, the replicas
+            # leave and stream from it.
+            set pid [dict get $nk pid]
+            exec kill -STOP $pid
+            foreach r $replicas {
+                wait_for_condition 100 100 {
+                    [nickv_status $r nickv_link_via] eq {} && [status $r master_link_status] eq {up}
+                } else {
+                    exec kill -CONT $pid
+                    fail "a replica still waits for the stopped Nic-KV: [$r info nickv]"
+                }
+            }
+            foreach r $replicas t0 $timeouts { assert_equal [expr {$t0 + 1}] [nickv_status $r nickv_via_timeouts] }
+            $master set during-stop 1
+            assert_equal 3 [$master wait 3 2000]
+            exec kill -CONT $pid
+            # Nic-KV rejoins; the master hands the replicas back one by one.
+            wait_for_condition 100 100 {
+                [nickv_status $master nickv_replicas] == 3 &&
+                [regexp -all "transport=$transport,state=online" [nickv_cmd $nk info replicas]] == 3
+            } else {
+                fail "the replicas are not back behind Nic-KV: [$master info nickv]"
+            }
+            nickv_assert_digests $master $replicas
+        } {} {needs:debug}
+
         test "$t: a restarted replica resyncs partially from Nic-KV, not from the master" {
             set r3 [nickv_check_restart_resyncs_from_nickv $master $nk]
             set replicas [list $r1 $r2 $r3]
