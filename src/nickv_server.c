@@ -154,9 +154,13 @@ static struct {
      * too (nickvAsk*). */
     connection *ask;           /* a connection to the master, PING sent */
     int ask_pending;           /* ... no answer nor error yet */
-    mstime_t ask_answered;     /* ... when it wrote something back (0: not yet) */
-    int ask_waiting;           /* this silence was logged and counted */
-    mstime_t ask_next;         /* no new connection before then */
+    int ask_lines;             /* ... lines it answered (AUTH's, then PING's) */
+    char ask_line[16];         /* ... the start of the line read now */
+    size_t ask_len, ask_got;   /* ... its length; bytes read in all */
+    mstime_t ask_answered;     /* ... when it answered, not busy (0: not yet) */
+    int ask_waiting;           /* this silence was logged */
+    mstime_t ask_next;         /* no new connection before then ... */
+    int ask_backoff;           /* ... ms after the last one */
     long long via_waits;       /* silences waited out: the master was silent too */
 } NK;
 
@@ -1083,66 +1087,103 @@ static void nickvMasterWatch(mstime_t now) {
 }
 
 /* Before a replica leaves a silent Nic-KV it asks the master, on a
- * connection of its own, whether it is silent too: it sends PING and waits
- * for any byte back. Anything (+PONG, -NOAUTH, -DENIED, the max-clients
- * error) is written by the master's main thread, so an answer means the
- * master runs and would have PINGed through Nic-KV: Nic-KV's path is what
- * is broken, and the replica leaves. No answer means the master is busy
- * (a slow command, a script, a fork) or gone: leaving would only queue the
- * replica at a master that cannot serve it either, and cost it its place
- * behind Nic-KV when the master wakes (WAIT and min-replicas-to-write count
- * it out until its partial resync is done). A dead master is Nic-KV's to
- * fail over, which repoints the replica; upstream's repl-timeout still
- * bounds the wait. A master that just woke answers at once but PINGs
- * through Nic-KV only at its next cron: the replica leaves if the stream
- * stays silent a PING period and two crons after the answer. Connection
+ * connection of its own, whether it is silent too: it sends PING (after
+ * AUTH with its masterauth, which a busy master serves) and reads the
+ * answers. Any answer (+PONG, -NOAUTH, -DENIED) is written by
+ * the master's main thread, so the master runs and would have PINGed
+ * through Nic-KV: Nic-KV's path is what is broken, and the replica leaves.
+ * No answer means the master is busy (a slow command, a fork) or gone, and
+ * so does -BUSY or -LOADING: a script past busy-reply-threshold, a module
+ * command that yields or a load serve clients, but run no cron, so they
+ * send nothing through Nic-KV either. Leaving would only queue the replica
+ * at a master that cannot serve it, and cost it its place behind Nic-KV
+ * when the master wakes (WAIT and min-replicas-to-write count it out until
+ * its partial resync is done). A dead master is Nic-KV's to fail over,
+ * which repoints the replica; upstream's repl-timeout still bounds the
+ * wait. A master that just woke answers at once but PINGs through Nic-KV
+ * only at its next cron: the replica leaves if the stream stays silent a
+ * PING period and two crons after the answer. A connection that ends
+ * unanswered is made again after 500 ms, doubling up to 4 s. Connection
  * handlers only record what happened; the cron closes (the read handler is
  * removed first, so that an EOF does not call it again meanwhile). */
 #define NICKV_ASK_RETRY_MS 500
+#define NICKV_ASK_RETRY_MAX_MS 4000
 
-static void nickvAskEnd(void) {
+static void nickvAskClose(void) {
     if (NK.ask) connClose(NK.ask);
     NK.ask = NULL;
-    NK.ask_pending = NK.ask_answered = NK.ask_waiting = 0;
+    NK.ask_pending = 0;
+    NK.ask_lines = 0;
+    NK.ask_len = NK.ask_got = 0;
+}
+
+static void nickvAskEnd(void) {
+    nickvAskClose();
+    NK.ask_answered = NK.ask_waiting = NK.ask_next = NK.ask_backoff = 0;
+}
+
+static int nickvAskBusyReply(const char *r, size_t len) {
+    return (len >= 5 && !memcmp(r, "-BUSY", 5)) || (len >= 8 && !memcmp(r, "-LOADING", 8));
 }
 
 static void nickvAskRead(connection *conn) {
     char buf[256];
+    int want = server.masterauth ? 2 : 1;   /* PING's answer is the last */
     int n = connRead(conn, buf, sizeof(buf));
-    if (n > 0) NK.ask_answered = mstime();
-    else if (n < 0 && connGetState(conn) == CONN_STATE_CONNECTED) return;   /* EAGAIN */
+    if (n < 0 && connGetState(conn) == CONN_STATE_CONNECTED) return;   /* EAGAIN */
+    for (int i = 0; i < n && NK.ask_lines < want; i++) {
+        if (buf[i] == '\n') {
+            if (++NK.ask_lines < want) NK.ask_len = 0;
+        } else if (NK.ask_len < sizeof(NK.ask_line)) {
+            NK.ask_line[NK.ask_len++] = buf[i];
+        }
+    }
+    if (n > 0) NK.ask_got += n;
+    if (n > 0 && NK.ask_lines < want) return;
+    /* PING's answer, EOF or an error: an answer if anything came (an error
+     * before PING's, -DENIED, says the main thread runs too), unless PING's
+     * says busy. */
+    if (NK.ask_got && !nickvAskBusyReply(NK.ask_line, NK.ask_len)) NK.ask_answered = mstime();
     connSetReadHandler(conn, NULL);
     NK.ask_pending = 0;
 }
 
 static void nickvAskConnected(connection *conn) {
-    static const char ping[] = "PING\r\n";
-    if (connGetState(conn) != CONN_STATE_CONNECTED ||
-        connWrite(conn, ping, sizeof(ping) - 1) != (int)sizeof(ping) - 1 ||
-        connSetReadHandler(conn, nickvAskRead) == C_ERR) {
+    sds req = sdsempty();
+    int ok;
+    if (server.masterauth) {
+        const char *user = server.masteruser;
+        req = sdscatprintf(req, "*%d\r\n$4\r\nAUTH\r\n", user ? 3 : 2);
+        if (user) req = sdscatprintf(req, "$%zu\r\n%s\r\n", strlen(user), user);
+        req = sdscatprintf(req, "$%zu\r\n", sdslen(server.masterauth));
+        req = sdscatsds(req, server.masterauth);
+        req = sdscatlen(req, "\r\n", 2);
+    }
+    req = sdscat(req, "PING\r\n");
+    ok = connGetState(conn) == CONN_STATE_CONNECTED &&
+         connWrite(conn, req, sdslen(req)) == (int)sdslen(req) &&
+         connSetReadHandler(conn, nickvAskRead) == C_OK;
+    sdsfree(req);
+    if (!ok) {
         connSetReadHandler(conn, NULL);
         NK.ask_pending = 0;
     }
 }
 
-/* Asks once more when the last connection ended unanswered. */
+/* Asks (again, when the last connection ended unanswered). */
 static void nickvAskMaster(mstime_t now) {
     if (NK.ask && NK.ask_pending) return;
-    if (NK.ask) {
-        connClose(NK.ask);   /* ended without an answer */
-        NK.ask = NULL;
-    }
+    nickvAskClose();
     if (now < NK.ask_next) return;
-    NK.ask_next = now + NICKV_ASK_RETRY_MS;
+    NK.ask_backoff = NK.ask_backoff ? NK.ask_backoff * 2 : NICKV_ASK_RETRY_MS;
+    if (NK.ask_backoff > NICKV_ASK_RETRY_MAX_MS) NK.ask_backoff = NICKV_ASK_RETRY_MAX_MS;
+    NK.ask_next = now + NK.ask_backoff;
     NK.ask = rdmaConf.replication ? connCreateRdma() :
              server.tls_replication ? connCreateTLS() : connCreateSocket();
     NK.ask_pending = 1;
     if (connConnect(NK.ask, server.masterhost, server.masterport, server.bind_source_addr,
-                    nickvAskConnected) == C_ERR) {
-        connClose(NK.ask);
-        NK.ask = NULL;
-        NK.ask_pending = 0;
-    }
+                    nickvAskConnected) == C_ERR)
+        nickvAskClose();
 }
 
 /* Every serverCron (replica side): a link through Nic-KV that stays silent
@@ -1167,18 +1208,20 @@ static void nickvReplicaWatch(mstime_t now) {
         if (server.master->read_reploff != NK.via_read_off) {
             NK.via_read_off = server.master->read_reploff;
             NK.via_heard = now;
-            if (NK.ask_waiting)
+            if (NK.ask_waiting) {
+                NK.via_waits++;
                 serverLog(LL_NOTICE, "Nic-KV: the stream through Nic-KV at %s:%d moves again",
                           NK.target_host, NK.target_port);
+            }
             nickvAskEnd();
             return;
         }
         if (now - NK.via_heard <= NICKV_VIA_TIMEOUT_MS) return;
+        if (NK.ask_answered) nickvAskClose();   /* what it said is kept */
         if (!NK.ask_answered ||
             now - NK.ask_answered <= NICKV_PING_MS + 2 * (1000 / server.hz)) {
             if (!NK.ask_waiting) {
                 NK.ask_waiting = 1;
-                NK.via_waits++;
                 serverLog(LL_NOTICE, "Nic-KV: nothing from Nic-KV at %s:%d for %lld ms: asking "
                           "the master whether it is silent too before leaving Nic-KV",
                           NK.target_host, NK.target_port, (long long)(now - NK.via_heard));
@@ -1193,7 +1236,9 @@ static void nickvReplicaWatch(mstime_t now) {
                   NK.target_host, NK.target_port, (long long)(now - NK.via_heard), NICKV_PING_MS);
         freeClient(server.master);
         if (server.repl_state == REPL_STATE_CONNECT) connectWithMaster();
-    } else if (now - NK.via_heard > NICKV_VIA_HANDSHAKE_MS) {
+    } else {
+        nickvAskEnd();     /* the link is gone: what was asked was about it */
+        if (now - NK.via_heard <= NICKV_VIA_HANDSHAKE_MS) return;
         NK.via_timeouts++;
         serverLog(LL_WARNING, "Nic-KV: no link through Nic-KV at %s:%d after %lld ms: back to "
                   "the master", NK.target_host, NK.target_port, (long long)(now - NK.via_heard));
@@ -1207,8 +1252,10 @@ void nickvCron(void) {
     /* Blocked for a while ourselves (a slow command, a script, loading):
      * what our peers sent meanwhile is still unread, so their silence
      * means nothing yet. */
-    if (last && now - last > 1000 / server.hz + NICKV_PING_MS)
+    if (last && now - last > 1000 / server.hz + NICKV_PING_MS) {
         NK.daemon_heard = NK.daemon_ack_moved = NK.via_heard = now;
+        nickvAskEnd();      /* an answer from before is no news */
+    }
     last = now;
     /* A hand-over in transit: once it is done, the next one now, not at
      * the next replicationCron (nickvMasterCron checks which). */

@@ -18,6 +18,51 @@ proc nickv_assert_all_online {nk n transport} {
     }
 }
 
+# A script past busy-reply-threshold on the master (at host:port; its
+# client, and a deferring client on it, authenticated with the password
+# given): the master serves connections meanwhile, answering -BUSY, but
+# runs no cron, so nothing comes through Nic-KV for 3.5 s. The replicas ask
+# it (after AUTH with their masterauth, which a busy master serves) and
+# stay behind Nic-KV: one that took -BUSY, or the -NOAUTH an unauthenticated
+# PING gets first, for an answer left after 2.7 s.
+proc nickv_check_busy_script {master host port replicas via {pass {}}} {
+    $master config set busy-reply-threshold 200
+    set timeouts [lmap r $replicas {nickv_status $r nickv_via_timeouts}]
+    set waits [lmap r $replicas {nickv_status $r nickv_via_waits}]
+    set rd [redis $host $port 1]
+    if {$pass ne {}} { $rd auth $pass; $rd read }
+    $rd eval {
+        local t = redis.call('time')
+        local start = t[1] * 1000000 + t[2]
+        repeat
+            t = redis.call('time')
+        until t[1] * 1000000 + t[2] - start > 3500000
+        return 1
+    } 0
+    after 500
+    assert_error {BUSY*} {$master ping}
+    assert_equal 1 [$rd read]
+    $rd close
+    $master config set busy-reply-threshold 5000
+    $master incr after-script
+    assert_equal [llength $replicas] [$master wait [llength $replicas] 2000]
+    nickv_assert_waited_out $replicas $timeouts $waits $via
+}
+
+# Each replica waited one silence out (counted at its next cron, once the
+# stream moves) and still streams through Nic-KV at $via.
+proc nickv_assert_waited_out {replicas timeouts waits via} {
+    foreach r $replicas t0 $timeouts w $waits {
+        wait_for_condition 50 20 {
+            [nickv_status $r nickv_via_waits] == $w + 1
+        } else {
+            fail "a replica waited [nickv_status $r nickv_via_waits] silences out, not [expr {$w + 1}]: [$r info nickv]"
+        }
+        assert_equal $t0 [nickv_status $r nickv_via_timeouts]
+        assert_equal $via [nickv_status $r nickv_link_via]
+    }
+}
+
 proc nickv_suite {transport} {
     set rdma [expr {$transport eq "rdma"}]
     set t [expr {$rdma ? "Nic-KV over RDMA" : "Nic-KV"}]
@@ -203,11 +248,7 @@ proc nickv_suite {transport} {
             $master debug sleep 3
             $master set after-busy 1
             assert_equal 3 [$master wait 3 2000]
-            foreach r $replicas t0 $timeouts w $waits {
-                assert_equal $t0 [nickv_status $r nickv_via_timeouts]
-                assert_equal [expr {$w + 1}] [nickv_status $r nickv_via_waits]
-                assert_equal $via [nickv_status $r nickv_link_via]
-            }
+            nickv_assert_waited_out $replicas $timeouts $waits $via
             assert_equal $partial [status $master sync_partial_ok]
             # A stopped Nic-KV: the master answers the asks, the replicas
             # leave and stream from it.
@@ -221,10 +262,14 @@ proc nickv_suite {transport} {
                     fail "a replica still waits for the stopped Nic-KV: [$r info nickv]"
                 }
             }
-            foreach r $replicas t0 $timeouts { assert_equal [expr {$t0 + 1}] [nickv_status $r nickv_via_timeouts] }
+            exec kill -CONT $pid
+            # They left: a silence not waited out is no wait.
+            foreach r $replicas t0 $timeouts w $waits {
+                assert_equal [expr {$t0 + 1}] [nickv_status $r nickv_via_timeouts]
+                assert_equal [expr {$w + 1}] [nickv_status $r nickv_via_waits]
+            }
             $master set during-stop 1
             assert_equal 3 [$master wait 3 2000]
-            exec kill -CONT $pid
             # Nic-KV rejoins; the master hands the replicas back one by one.
             wait_for_condition 100 100 {
                 [nickv_status $master nickv_replicas] == 3 &&
@@ -234,6 +279,11 @@ proc nickv_suite {transport} {
             }
             nickv_assert_digests $master $replicas
         } {} {needs:debug}
+
+        test "$t: a script past busy-reply-threshold keeps the replicas behind Nic-KV too" {
+            nickv_check_busy_script $master [srv -3 host] [srv -3 port] $replicas $via
+            nickv_assert_digests $master $replicas
+        }
 
         test "$t: a restarted replica resyncs partially from Nic-KV, not from the master" {
             set r3 [nickv_check_restart_resyncs_from_nickv $master $nk]

@@ -89,6 +89,21 @@ start_server {tags {"nickv repl external:skip"} overrides {requirepass s3cret}} 
             $master set authkey v
             wait_for_ofs_sync $master $r
             assert_equal v [$r get authkey]
+        }
+
+        test {Nic-KV: a replica with masterauth asks a master in a long script, after AUTH, and stays behind Nic-KV} {
+            nickv_check_busy_script $master [srv -1 host] $mport [list $r] [srv -1 host] s3cret
+            # A stopped Nic-KV: the master answers the ask (+OK, +PONG),
+            # and the replica leaves.
+            exec kill -STOP [dict get $nk pid]
+            wait_for_condition 100 100 {
+                [nickv_status $r nickv_link_via] eq {} && [status $r master_link_status] eq {up}
+            } else {
+                exec kill -CONT [dict get $nk pid]
+                fail "the replica still waits for the stopped Nic-KV: [$r info nickv]"
+            }
+            exec kill -CONT [dict get $nk pid]
+            assert_equal 1 [nickv_status $r nickv_via_timeouts]
             nickv_stop $nk
         }
     }
