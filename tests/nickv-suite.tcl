@@ -254,22 +254,24 @@ proc nickv_suite {transport} {
             # leave and stream from it.
             set pid [dict get $nk pid]
             exec kill -STOP $pid
-            foreach r $replicas {
-                wait_for_condition 100 100 {
-                    [nickv_status $r nickv_link_via] eq {} && [status $r master_link_status] eq {up}
-                } else {
-                    exec kill -CONT $pid
-                    fail "a replica still waits for the stopped Nic-KV: [$r info nickv]"
+            try {
+                foreach r $replicas {
+                    wait_for_condition 100 100 {
+                        [nickv_status $r nickv_link_via] eq {} && [status $r master_link_status] eq {up}
+                    } else {
+                        fail "a replica still waits for the stopped Nic-KV: [$r info nickv]"
+                    }
                 }
+                # They left: a silence not waited out is no wait.
+                foreach r $replicas t0 $timeouts w $waits {
+                    assert_equal [expr {$t0 + 1}] [nickv_status $r nickv_via_timeouts]
+                    assert_equal [expr {$w + 1}] [nickv_status $r nickv_via_waits]
+                }
+                $master set during-stop 1
+                assert_equal 3 [$master wait 3 2000]
+            } finally {
+                exec kill -CONT $pid
             }
-            exec kill -CONT $pid
-            # They left: a silence not waited out is no wait.
-            foreach r $replicas t0 $timeouts w $waits {
-                assert_equal [expr {$t0 + 1}] [nickv_status $r nickv_via_timeouts]
-                assert_equal [expr {$w + 1}] [nickv_status $r nickv_via_waits]
-            }
-            $master set during-stop 1
-            assert_equal 3 [$master wait 3 2000]
             # Nic-KV rejoins; the master hands the replicas back one by one.
             wait_for_condition 100 100 {
                 [nickv_status $master nickv_replicas] == 3 &&
