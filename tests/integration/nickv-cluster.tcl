@@ -473,10 +473,6 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
     }
 
     test {A master killed under writers on every shard: its Nic-KV follows the cluster, the others stay, nothing acknowledged lost} {
-        # Every node, replicas included, knows where the reshard put each
-        # slot: a replica promoted before it learned a slot its master
-        # took would not claim it (Redis Cluster's own limit; NIC-KV.md).
-        wait_for_cluster_propagation
         cl_write_rounds $keys 40 [dict create 10 {
             exec kill -9 [srv -1 pid]
             wait_for_condition 100 100 {
