@@ -153,12 +153,14 @@ static struct {
     /* A silent link through Nic-KV: the master asked whether it is silent
      * too (nickvAsk*). */
     connection *ask;           /* a connection to the master, PING sent */
+    sds ask_out;               /* ... what is still to be sent of it */
     int ask_pending;           /* ... no answer nor error yet */
     int ask_lines;             /* ... lines it answered (AUTH's, then PING's) */
     char ask_line[16];         /* ... the start of the line read now */
     size_t ask_len, ask_got;   /* ... its length; bytes read in all */
     mstime_t ask_answered;     /* ... when it answered, not busy (0: not yet) */
     int ask_waiting;           /* this silence was logged */
+    mstime_t ask_since;        /* ... when it was made */
     mstime_t ask_next;         /* no new connection before then ... */
     int ask_backoff;           /* ... ms after the last one */
     long long via_waits;       /* silences waited out: the master was silent too */
@@ -1103,7 +1105,9 @@ static void nickvMasterWatch(mstime_t now) {
  * wait. A master that just woke answers at once but PINGs through Nic-KV
  * only at its next cron: the replica leaves if the stream stays silent a
  * PING period and two crons after the answer. A connection that ends
- * unanswered is made again after 500 ms, doubling up to 4 s. Connection
+ * unanswered is made again after 500 ms, doubling up to 4 s, and so is one
+ * still unanswered after 4 s (a connect that never completes, e.g. a lost
+ * RDMA CM event, must not keep the replica from ever asking). Connection
  * handlers only record what happened; the cron closes (the read handler is
  * removed first, so that an EOF does not call it again meanwhile). */
 #define NICKV_ASK_RETRY_MS 500
@@ -1112,6 +1116,8 @@ static void nickvMasterWatch(mstime_t now) {
 static void nickvAskClose(void) {
     if (NK.ask) connClose(NK.ask);
     NK.ask = NULL;
+    sdsfree(NK.ask_out);
+    NK.ask_out = NULL;
     NK.ask_pending = 0;
     NK.ask_lines = 0;
     NK.ask_len = NK.ask_got = 0;
@@ -1148,9 +1154,28 @@ static void nickvAskRead(connection *conn) {
     NK.ask_pending = 0;
 }
 
+/* Sends what is left of the request; the rest when the connection is
+ * writable again. An RDMA connection is connected before the master has
+ * told it where to write (its receive buffer), so a first write may send
+ * nothing: that is no failure (it was taken for one, and the ask made again
+ * after 500 ms, 1 s, ..., so that replicas left a silent Nic-KV seconds
+ * late, or in a slow VM not at all). */
+static void nickvAskFlush(connection *conn) {
+    int n = connWrite(conn, NK.ask_out, sdslen(NK.ask_out));
+    if (n > 0) sdsrange(NK.ask_out, n, -1);
+    if (connGetState(conn) != CONN_STATE_CONNECTED) {
+        serverLog(LL_VERBOSE, "Nic-KV: cannot ask the master %s:%d: %s", server.masterhost,
+                  server.masterport, connGetLastError(conn) ? connGetLastError(conn) : "not connected");
+        connSetReadHandler(conn, NULL);
+        connSetWriteHandler(conn, NULL);
+        NK.ask_pending = 0;
+        return;
+    }
+    connSetWriteHandler(conn, sdslen(NK.ask_out) ? nickvAskFlush : NULL);
+}
+
 static void nickvAskConnected(connection *conn) {
     sds req = sdsempty();
-    int ok;
     if (server.masterauth) {
         const char *user = server.masteruser;
         req = sdscatprintf(req, "*%d\r\n$4\r\nAUTH\r\n", user ? 3 : 2);
@@ -1160,19 +1185,18 @@ static void nickvAskConnected(connection *conn) {
         req = sdscatlen(req, "\r\n", 2);
     }
     req = sdscat(req, "PING\r\n");
-    ok = connGetState(conn) == CONN_STATE_CONNECTED &&
-         connWrite(conn, req, sdslen(req)) == (int)sdslen(req) &&
-         connSetReadHandler(conn, nickvAskRead) == C_OK;
-    sdsfree(req);
-    if (!ok) {
-        connSetReadHandler(conn, NULL);
-        NK.ask_pending = 0;
-    }
+    sdsfree(NK.ask_out);
+    NK.ask_out = req;
+    if (connGetState(conn) == CONN_STATE_CONNECTED) connSetReadHandler(conn, nickvAskRead);
+    nickvAskFlush(conn);
 }
 
 /* Asks (again, when the last connection ended unanswered). */
 static void nickvAskMaster(mstime_t now) {
-    if (NK.ask && NK.ask_pending) return;
+    if (NK.ask && NK.ask_pending && now - NK.ask_since < NICKV_ASK_RETRY_MAX_MS) return;
+    if (NK.ask && NK.ask_pending)
+        serverLog(LL_VERBOSE, "Nic-KV: no answer from the master %s:%d in %lld ms: asking again",
+                  server.masterhost, server.masterport, (long long)(now - NK.ask_since));
     nickvAskClose();
     if (now < NK.ask_next) return;
     NK.ask_backoff = NK.ask_backoff ? NK.ask_backoff * 2 : NICKV_ASK_RETRY_MS;
@@ -1181,9 +1205,13 @@ static void nickvAskMaster(mstime_t now) {
     NK.ask = rdmaConf.replication ? connCreateRdma() :
              server.tls_replication ? connCreateTLS() : connCreateSocket();
     NK.ask_pending = 1;
+    NK.ask_since = now;
     if (connConnect(NK.ask, server.masterhost, server.masterport, server.bind_source_addr,
-                    nickvAskConnected) == C_ERR)
+                    nickvAskConnected) == C_ERR) {
+        serverLog(LL_VERBOSE, "Nic-KV: cannot ask the master %s:%d: %s", server.masterhost,
+                  server.masterport, connGetLastError(NK.ask) ? connGetLastError(NK.ask) : "connect failed");
         nickvAskClose();
+    }
 }
 
 /* Every serverCron (replica side): a link through Nic-KV that stays silent

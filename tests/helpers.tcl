@@ -312,15 +312,37 @@ proc nickv_wait_replicas {nk n} {
             $m close
         }
         catch {append why [exec tail -n 15 [dict get $nk log]]}
-        # Each server's last lines about Nic-KV: a redirect, a hold, a bounce.
-        foreach s $::servers {
-            catch {
-                set lines [exec grep -a "Nic-KV" [dict get $s stdout] | tail -n 4]
-                append why "\n--- server [dict get $s port]:\n$lines"
-            }
-        }
+        append why [nickv_servers_said 4]
         fail "Nic-KV serves [nickv_info $nk connected_replicas] replicas, not $n\n$why"
     }
+}
+
+# Each running server's last n lines about Nic-KV (a redirect, a hold, a
+# bounce, an ask), for a failure's message.
+proc nickv_servers_said {n} {
+    set said {}
+    foreach s $::servers {
+        if {[catch {
+            set lines [exec grep -a "Nic-KV" [dict get $s stdout] | tail -n $n]
+            append said "\n--- server [dict get $s port]:\n$lines"
+        } e]} { append said "\n(err: $e)" }
+    }
+    return $said
+}
+
+# A failure's message on one line: CI keeps each failure's first 600
+# characters, joined (utils/run-tests.sh), so the facts go first.
+proc nickv_oneline {s} {
+    string map {"\r\n" " " "\n" " | "} [string trim $s]
+}
+
+# Where a replica streams from, in a few words.
+proc nickv_replica_state {r} {
+    set fields {}
+    foreach f {nickv_link_via nickv_via_timeouts nickv_via_waits} {
+        lappend fields "[string range $f 6 end]=[nickv_status $r $f]"
+    }
+    return "link=[status $r master_link_status] [join $fields { }]"
 }
 
 # Writes of every kind the stream carries.

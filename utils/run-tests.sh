@@ -227,10 +227,16 @@ if [ ${#failed_suites[@]} != 0 ]; then
     # which tests failed (an [exception] also gives its message's first line).
     echo "=================== failed tests"
     for name in "${failed_suites[@]}"; do
-        sed 's/\x1b\[[0-9;]*m//g' "$logs/$name.log" |
-            grep -E -A1 '^\[(err|exception)\]: |^\[TIMEOUT\]|FAILED: ' |
-            grep -v -E '^--$|^\*\*\* ' | awk '!seen[$0]++' | head -n 12 | cut -c1-200 |
-            sed "s|^|$name: |"
+        # The name, then the message on one line (a message that printed
+        # an INFO section is cut only at 600 characters, not at its first
+        # line).
+        sed 's/\x1b\[[0-9;]*m//g; s/\r//g' "$logs/$name.log" | grep -v '^\*\*\* ' | awk '
+            function flush() { if (msg != "" && !seen[msg]++) print msg; msg = ""; cap = 0 }
+            /^\[(err|exception)\]: |^\[TIMEOUT\]|FAILED: / {
+                flush(); if (!seen[$0]++) print; cap = 1; n = 0; next }
+            cap && (/^\[[a-zA-Z]+\]/ || /^###/ || n >= 20) { flush() }
+            cap { n++; if ($0 != "") msg = (msg == "" ? $0 : msg " | " $0) }
+            END { flush() }' | head -n 12 | cut -c1-600 | sed "s|^|$name: |"
     done
 fi
 if [ ${#flaky[@]} != 0 ]; then
