@@ -363,10 +363,15 @@ proc nickv_suite_tcp_only {master nk replicas} {
         exec kill -STOP $pid
         # Far more than 1 MB of stream while it is away.
         for {set i 0} {$i < 300} {incr i} { $master set away:$i [string repeat a 100000] }
+        # Gone from Nic-KV's list, named by its port: on a loaded machine
+        # a 1 MB backlog can also lose a replica that reads (its fan-out
+        # thread not scheduled while 1 MB comes in), so the count says
+        # nothing (CI at 9eae7d0 waited for 2 in vain).
+        set r2port [srv -1 port]
         wait_for_condition 300 100 {
-            [nickv_info $nk connected_replicas] == 2
+            ![string match "*,port=$r2port,*" [nickv_cmd $nk info replicas]]
         } else {
-            set why "[nickv_cmd $nk info replicas] [nickv_cmd $nk info backlog] [exec tail -n 5 [dict get $nk log]]"
+            set why "[nickv_cmd $nk info replicas] [nickv_cmd $nk info backlog] [exec grep -a {left:} [dict get $nk log] | tail -n 4]"
             exec kill -CONT $pid
             fail [nickv_oneline "Nic-KV did not drop the replica that fell behind ([status $master master_repl_offset] written): $why"]
         }
@@ -377,7 +382,14 @@ proc nickv_suite_tcp_only {master nk replicas} {
             fail "no full sync for the replica that was away"
         }
         nickv_assert_digests $master $replicas
-        nickv_wait_replicas $nk 3
+        # A replica dropped with it may have been refused by Nic-KV on its
+        # way back (the master redirected it on a backlog start up to a
+        # heartbeat old) and be held at the master for 30 s.
+        wait_for_condition 600 100 {
+            [nickv_info $nk connected_replicas] == 3
+        } else {
+            fail [nickv_oneline "Nic-KV serves [nickv_info $nk connected_replicas] replicas, not 3: [nickv_servers_said 3]"]
+        }
     } {} {needs:debug}
 
     test {Nic-KV: bad input on its port gets an error and leaves the others alone} {
