@@ -1151,6 +1151,7 @@ static void nickvAskRead(connection *conn) {
      * says busy. */
     if (NK.ask_got && !nickvAskBusyReply(NK.ask_line, NK.ask_len)) NK.ask_answered = mstime();
     connSetReadHandler(conn, NULL);
+    connSetWriteHandler(conn, NULL);
     NK.ask_pending = 0;
 }
 
