@@ -160,9 +160,8 @@ static struct {
     size_t ask_len, ask_got;   /* ... its length; bytes read in all */
     mstime_t ask_answered;     /* ... when it answered, not busy (0: not yet) */
     int ask_waiting;           /* this silence was logged */
-    mstime_t ask_since;        /* ... when it was made */
     mstime_t ask_next;         /* no new connection before then ... */
-    int ask_backoff;           /* ... ms after the last one */
+    int ask_backoff;           /* ... ms after the last one (made then) */
     long long via_waits;       /* silences waited out: the master was silent too */
 } NK;
 
@@ -1155,6 +1154,11 @@ static void nickvAskRead(connection *conn) {
     NK.ask_pending = 0;
 }
 
+static void nickvAskFailed(connection *conn, const char *what) {
+    serverLog(LL_VERBOSE, "Nic-KV: cannot ask the master %s:%d: %s", server.masterhost,
+              server.masterport, connGetLastError(conn) ? connGetLastError(conn) : what);
+}
+
 /* Sends what is left of the request; the rest when the connection is
  * writable again. An RDMA connection is connected before the master has
  * told it where to write (its receive buffer), so a first write may send
@@ -1162,11 +1166,12 @@ static void nickvAskRead(connection *conn) {
  * after 500 ms, 1 s, ..., so that replicas left a silent Nic-KV seconds
  * late, or in a slow VM not at all). */
 static void nickvAskFlush(connection *conn) {
-    int n = connWrite(conn, NK.ask_out, sdslen(NK.ask_out));
-    if (n > 0) sdsrange(NK.ask_out, n, -1);
+    if (connGetState(conn) == CONN_STATE_CONNECTED) {   /* else keep the connect's error */
+        int n = connWrite(conn, NK.ask_out, sdslen(NK.ask_out));
+        if (n > 0) sdsrange(NK.ask_out, n, -1);
+    }
     if (connGetState(conn) != CONN_STATE_CONNECTED) {
-        serverLog(LL_VERBOSE, "Nic-KV: cannot ask the master %s:%d: %s", server.masterhost,
-                  server.masterport, connGetLastError(conn) ? connGetLastError(conn) : "not connected");
+        nickvAskFailed(conn, "not connected");
         connSetReadHandler(conn, NULL);
         connSetWriteHandler(conn, NULL);
         NK.ask_pending = 0;
@@ -1194,10 +1199,12 @@ static void nickvAskConnected(connection *conn) {
 
 /* Asks (again, when the last connection ended unanswered). */
 static void nickvAskMaster(mstime_t now) {
-    if (NK.ask && NK.ask_pending && now - NK.ask_since < NICKV_ASK_RETRY_MAX_MS) return;
-    if (NK.ask && NK.ask_pending)
+    if (NK.ask && NK.ask_pending) {
+        mstime_t asked = NK.ask_next - NK.ask_backoff;
+        if (now - asked < NICKV_ASK_RETRY_MAX_MS) return;
         serverLog(LL_VERBOSE, "Nic-KV: no answer from the master %s:%d in %lld ms: asking again",
-                  server.masterhost, server.masterport, (long long)(now - NK.ask_since));
+                  server.masterhost, server.masterport, (long long)(now - asked));
+    }
     nickvAskClose();
     if (now < NK.ask_next) return;
     NK.ask_backoff = NK.ask_backoff ? NK.ask_backoff * 2 : NICKV_ASK_RETRY_MS;
@@ -1206,11 +1213,9 @@ static void nickvAskMaster(mstime_t now) {
     NK.ask = rdmaConf.replication ? connCreateRdma() :
              server.tls_replication ? connCreateTLS() : connCreateSocket();
     NK.ask_pending = 1;
-    NK.ask_since = now;
     if (connConnect(NK.ask, server.masterhost, server.masterport, server.bind_source_addr,
                     nickvAskConnected) == C_ERR) {
-        serverLog(LL_VERBOSE, "Nic-KV: cannot ask the master %s:%d: %s", server.masterhost,
-                  server.masterport, connGetLastError(NK.ask) ? connGetLastError(NK.ask) : "connect failed");
+        nickvAskFailed(NK.ask, "connect failed");
         nickvAskClose();
     }
 }

@@ -297,9 +297,9 @@ proc nickv_info {nk field} {
     return ""
 }
 
-# Wait until Nic-KV streams to n replicas.
-proc nickv_wait_replicas {nk n} {
-    wait_for_condition 200 100 {
+# Wait until Nic-KV streams to n replicas (tries x 100 ms).
+proc nickv_wait_replicas {nk n {tries 200}} {
+    wait_for_condition $tries 100 {
         [nickv_info $nk connected_replicas] == $n
     } else {
         # What the master saw of the hand-overs says why (a replica bounced
@@ -328,12 +328,6 @@ proc nickv_servers_said {n} {
         } e]} { append said "\n(err: $e)" }
     }
     return $said
-}
-
-# A failure's message on one line: CI keeps each failure's first 600
-# characters, joined (utils/run-tests.sh), so the facts go first.
-proc nickv_oneline {s} {
-    string map {"\r\n" " " "\n" " | "} [string trim $s]
 }
 
 # Where a replica streams from, in a few words.

@@ -56,7 +56,7 @@ proc nickv_assert_waited_out {replicas timeouts waits via} {
         wait_for_condition 50 20 {
             [nickv_status $r nickv_via_waits] == $w + 1
         } else {
-            fail [nickv_oneline "a replica waited [nickv_status $r nickv_via_waits] silences out, not [expr {$w + 1}]: [nickv_replica_state $r] [nickv_servers_said 3]"]
+            fail "a replica waited [nickv_status $r nickv_via_waits] silences out, not [expr {$w + 1}]: [nickv_replica_state $r] [nickv_servers_said 3]"
         }
         assert_equal $t0 [nickv_status $r nickv_via_timeouts]
         assert_equal $via [nickv_status $r nickv_link_via]
@@ -259,7 +259,7 @@ proc nickv_suite {transport} {
                     wait_for_condition 200 100 {
                         [nickv_status $r nickv_link_via] eq {} && [status $r master_link_status] eq {up}
                     } else {
-                        fail [nickv_oneline "a replica still waits for the stopped Nic-KV: [join [lmap x $replicas {nickv_replica_state $x}] {; }] [nickv_servers_said 3]"]
+                        fail "a replica still waits for the stopped Nic-KV: [join [lmap x $replicas {nickv_replica_state $x}] {; }] [nickv_servers_said 3]"
                     }
                 }
                 # They left: a silence not waited out is no wait.
@@ -297,7 +297,7 @@ proc nickv_suite {transport} {
                 [nickv_status $master nickv_replicas] == 3 &&
                 [regexp -all "transport=$transport,state=online" [nickv_cmd $nk info replicas]] == 3
             } else {
-                fail [nickv_oneline "the replicas are not behind Nic-KV: [nickv_cmd $nk info replicas]"]
+                fail "the replicas are not behind Nic-KV: [nickv_cmd $nk info replicas]"
             }
             nickv_check_busy_script $master [srv -3 host] [srv -3 port] $replicas $via
             nickv_assert_digests $master $replicas
@@ -373,7 +373,7 @@ proc nickv_suite_tcp_only {master nk replicas} {
         } else {
             set why "[nickv_cmd $nk info replicas] [nickv_cmd $nk info backlog] [exec grep -a {left:} [dict get $nk log] | tail -n 4]"
             exec kill -CONT $pid
-            fail [nickv_oneline "Nic-KV did not drop the replica that fell behind ([status $master master_repl_offset] written): $why"]
+            fail "Nic-KV did not drop the replica that fell behind ([status $master master_repl_offset] written): $why"
         }
         exec kill -CONT $pid
         wait_for_condition 300 100 {
@@ -385,11 +385,7 @@ proc nickv_suite_tcp_only {master nk replicas} {
         # A replica dropped with it may have been refused by Nic-KV on its
         # way back (the master redirected it on a backlog start up to a
         # heartbeat old) and be held at the master for 30 s.
-        wait_for_condition 600 100 {
-            [nickv_info $nk connected_replicas] == 3
-        } else {
-            fail [nickv_oneline "Nic-KV serves [nickv_info $nk connected_replicas] replicas, not 3: [nickv_servers_said 3]"]
-        }
+        nickv_wait_replicas $nk 3 600
     } {} {needs:debug}
 
     test {Nic-KV: bad input on its port gets an error and leaves the others alone} {

@@ -223,13 +223,13 @@ if [ ${#failed_suites[@]} != 0 ]; then
     done
 fi
 if [ ${#failed_suites[@]} != 0 ]; then
-    # The names alone, last, so that even a short tail of the output says
-    # which tests failed (an [exception] also gives its message's first line).
+    # The names and messages alone, last, so that even a short tail of the
+    # output says which tests failed and why.
     echo "=================== failed tests"
     for name in "${failed_suites[@]}"; do
-        # The name, then the message on one line (a message that printed
-        # an INFO section is cut only at 600 characters, not at its first
-        # line).
+        # The name, then the message joined on one line (a message that
+        # printed an INFO section is cut only at 600 characters, not at its
+        # first line).
         sed 's/\x1b\[[0-9;]*m//g; s/\r//g' "$logs/$name.log" | grep -v '^\*\*\* ' | awk '
             function flush() { if (msg != "" && !seen[msg]++) print msg; msg = ""; cap = 0 }
             /^\[(err|exception)\]: |^\[TIMEOUT\]|FAILED: / {
