@@ -804,6 +804,15 @@ start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
         assert_equal 2 [$m wait 2 5000]
         set nkpid [dict get $nk pid]
         exec kill -STOP $nkpid
+        # Every thread stopped before the writes (kill only sends the
+        # signal): a fan-out thread still running would relay them to the
+        # replica behind Nic-KV, as far as the direct one then.
+        wait_for_condition 50 20 {
+            [regexp -all -line {^\s*T} [exec ps -L -o stat= -p $nkpid]] ==
+            [llength [split [string trim [exec ps -L -o stat= -p $nkpid]] "\n"]]
+        } else {
+            fail "Nic-KV did not stop: [exec ps -L -o stat= -p $nkpid]"
+        }
         set big [string repeat x 262144]
         set acked {}
         set written 0
