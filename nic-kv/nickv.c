@@ -639,7 +639,7 @@ int main(int argc, char **argv) {
     sdsfree(options);
     {
         const char *err;
-        if (!applyPasswords(&err)) {
+        if (!applyPasswords(&err) || !nkMembersCheck(&err)) {
             fprintf(stderr, "nic-kv: %s\n", err);
             return 1;
         }
@@ -673,6 +673,8 @@ int main(int argc, char **argv) {
     nk.start_time = time(NULL);
     getRandomHexChars(nk.instance, NICKV_INSTANCE_LEN);
     nk.instance[NICKV_INSTANCE_LEN] = '\0';
+    getRandomHexChars(nk.key, NICKV_KEY_LEN);
+    nk.key[NICKV_KEY_LEN] = '\0';
     nk.clients = listCreate();
     nkReplicaInit();
     nkLinkInit();

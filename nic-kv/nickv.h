@@ -58,6 +58,7 @@
 #define LL_WARNING 3
 
 #define NK_MAX_BIND 16
+#define NK_MAX_NODES 64           /* node lines (members), at most */
 #define NK_RUNID_SIZE 40
 #define NK_QUERYBUF_MAX (1024*1024)   /* a command to Nic-KV is small */
 #define NK_MULTIBULK_MAX (1024*1024)  /* arguments of one command, at most */
@@ -122,6 +123,12 @@ void nkConnClose(nkConn *c);
 
 /* ----------------------------------------------------------- Config --- */
 
+/* A member named by a node line: a numeric address and a port. */
+typedef struct nkNodeAddr {
+    char ip[64];
+    int port;
+} nkNodeAddr;
+
 typedef struct nkConfig {
     char *config_file;
     int port;
@@ -133,6 +140,7 @@ typedef struct nkConfig {
     char *masteruser;
     char *masterauth;
     char *requirepass;        /* NULL: the same as masterauth */
+    char *replica_user;       /* the replicas' masteruser: AUTH <it> <requirepass> */
     char *adminpass;          /* admin commands; NULL: loopback clients only */
     int enable_protected_configs; /* NK_PROTECTED_*: CONFIG SET of fence-command... */
     char *announce_ip;        /* what the master tells replicas; NULL: "?" */
@@ -173,6 +181,8 @@ typedef struct nkConfig {
     char *coordinator_password;
     int coordinator_insecure; /* ... or, explicitly, none */
     char *coordinator_tls_ca, *coordinator_tls_cert, *coordinator_tls_key;
+    nkNodeAddr nodes[NK_MAX_NODES];   /* node lines: the members (nickv_member.c) */
+    int nodecount;
 } nkConfig;
 
 /* File descriptors kept for what is not a client (listeners, the master
@@ -275,8 +285,13 @@ typedef struct nkServer {
     time_t start_time;
     int shutdown_asap;
     /* This process's random id (NICKV_INSTANCE_LEN hex digits), in our
-     * hello and lease messages: the master takes them from one Nic-KV. */
+     * hello and lease messages: the master takes them from one Nic-KV.
+     * Public (INFO's run_id). */
     char instance[NICKV_INSTANCE_LEN + 1];
+    /* ... and the key that proves the id ours (nickv_proto.h, hello): sent
+     * in those messages only, to the masters we serve; never in INFO, a
+     * reply or the log. */
+    char key[NICKV_KEY_LEN + 1];
 
     /* The link to the master (nickv_upstream.c), the backlog
      * (nickv_backlog.c), the fan-out (nickv_fanout.c) and the replicas
@@ -694,6 +709,18 @@ int nkLinkStreamedLately(void);
 /* nickv_coord.c: may lease-time ms be granted under leader-ttl? err says why not. */
 int nkCoordCheckLeaseTime(long long ms, char *err, size_t errlen);
 
+/* nickv_member.c: the members, the nodes Nic-KV trusts with its
+ * credentials, names valid, promotes and repoints (see its top). */
+int nkMember(const char *ip, int port);
+/* failover and min-slaves need members: 1, or 0 with err. */
+int nkMembersCheck(const char **err);
+/* "<ip>:<port>" (or "[<ipv6>]:<port>"), numeric: 1, or 0 with err. */
+int nkMemberParse(const char *word, nkNodeAddr *out, const char **err);
+/* An address's bytes (4 or 16; 0: not numeric); the same address,
+ * numerically (or the same name). */
+int nkAddrBytes(const char *a, unsigned char *out);
+int nkSameAddr(const char *a, const char *b);
+
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */
 void nkSentinelCommand(nkClient *c, int argc, sds *argv);
@@ -827,6 +854,7 @@ int nkReplicaDrop(void *replica, const char *why, int log);
 void nkReplicasMainEvents(void);
 void nkReplicasAnnounce(void);
 unsigned long nkReplicaCount(void);
+long long nkReplicaAcked(const char *ip, int port);
 typedef struct nkReplicaIter { listIter li; } nkReplicaIter;
 void nkReplicaIterInit(nkReplicaIter *it);
 nkReplica *nkReplicaIterNext(nkReplicaIter *it);

@@ -416,7 +416,21 @@ static void viewReply(long long tag, const char *ip, int port, const char *reply
     int n, is_master = tag == NK_CLUSTER_MEMBERS;
     char why[160];
     if (tag >= 0 && tag <= NK_CLUSTER_MEMBERS) C.asked[tag].pending = 0;
-    if (is_error || C.mode != 1) return;
+    if (C.mode != 1) return;
+    /* (A connection lost before the answer: the node's death, not its word.) */
+    if (is_error && len == 15 && !memcmp(reply, "connection lost", 15)) return;
+    if (is_error) {
+        /* A node that refuses (NOPERM: the nickv user lacks cluster|nodes)
+         * is counted and said, not waited on in silence. */
+        snprintf(why, sizeof(why), "%.*s", (int)(len > 120 ? 120 : len), reply);
+        C.view_errors++;
+        if (strcmp(why, C.last_err))
+            nkLog(LL_WARNING, "Cluster: %s:%d answers CLUSTER NODES with an error: %s%s", ip, port, why,
+                  !strncmp(why, "NOPERM", 6) ? " (Nic-KV's user needs +cluster|nodes: NIC-KV.md, "
+                  "\"Security model\")" : "");
+        snprintf(C.last_err, sizeof(C.last_err), "%s", why);
+        return;
+    }
     clusterEntry *e = viewParse(reply, len, &n, why, sizeof(why));
     if (!e) {
         C.view_errors++;

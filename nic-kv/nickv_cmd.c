@@ -311,7 +311,8 @@ static int nkAuthenticate(nkClient *c, const sds user, const sds given) {
     int nul = argsHaveNul(2, both);
     int user_ok = !nul &&
                   (!strcmp(user, "default") ||
-                   (nk.cfg.masteruser && !strcmp(user, nk.cfg.masteruser)));
+                   (nk.cfg.masteruser && !strcmp(user, nk.cfg.masteruser)) ||
+                   (nk.cfg.replica_user && !strcmp(user, nk.cfg.replica_user)));
     int admin_ok = !nul && (!strcmp(user, "default") || !strcmp(user, "admin"));
     if (!pass && !admin) return NK_AUTH_NONE;
     if (admin && secretEqual(given, admin) && admin_ok) {

@@ -220,6 +220,40 @@ static int cfgSetRdmaBind(int argc, sds *argv, const char **err) {
 }
 static sds cfgGetRdmaBind(void) { return cfgGetAddrs(nk.cfg.rdma_bind, nk.cfg.rdma_bindcount); }
 
+/* node <ip:port>...: the members (nickv_member.c). Lines of the config
+ * file and --node options add to the list; CONFIG SET replaces it. */
+static int cfgLoading;          /* configLoad runs: a node line adds */
+static int cfgSetNodes(int argc, sds *argv, const char **err) {
+    nkNodeAddr nodes[NK_MAX_NODES];
+    int n = cfgLoading ? nk.cfg.nodecount : 0;
+    memcpy(nodes, nk.cfg.nodes, sizeof(nodes));
+    for (int i = 0; i < argc; i++) {
+        if (!*argv[i]) continue;
+        if (n == NK_MAX_NODES) {
+            snprintf(cfgErr, sizeof(cfgErr), "at most %d nodes", NK_MAX_NODES);
+            *err = cfgErr;
+            return 0;
+        }
+        if (!nkMemberParse(argv[i], &nodes[n], err)) return 0;
+        n++;
+    }
+    memcpy(nk.cfg.nodes, nodes, sizeof(nodes));
+    nk.cfg.nodecount = n;
+    return 1;
+}
+
+static sds cfgGetNodes(void) {
+    sds s = sdsempty();
+    for (int i = 0; i < nk.cfg.nodecount; i++)
+        s = sdscatprintf(s, strchr(nk.cfg.nodes[i].ip, ':') ? "%s[%s]:%d" : "%s%s:%d", i ? " " : "",
+                         nk.cfg.nodes[i].ip, nk.cfg.nodes[i].port);
+    return s;
+}
+
+static int applyMembers(const char **err) {
+    return nkMembersCheck(err);
+}
+
 /* Takes effect for the next registration; what is pinned stays pinned. */
 static int applyRdmaMaxPinned(const char **err) {
     (void)err;
@@ -331,6 +365,9 @@ static nkConfigOption nkConfigs[] = {
      "                        without masteruser, which replicas already use for\n"
      "                        the master); it grants replication and discovery,\n"
      "                        not admin commands"},
+    {"replica-user", NK_CFG_STRING, 0, &nk.cfg.replica_user, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<user>", "the ACL user replicas replicate as (their masteruser):\n"
+     "                        AUTH <user> <requirepass> is the replicas' password"},
     {"adminpass", NK_CFG_STRING, 0, &nk.cfg.adminpass, 0, 0, 0, NULL, NULL, NULL, NULL,
      applyPasswords, "<pass>", "password for admin commands (CONFIG, FAILOVER,\n"
      "                        SHUTDOWN); unset: loopback clients only"},
@@ -367,13 +404,17 @@ static nkConfigOption nkConfigs[] = {
      "<ms>", "a master whose watch thread says it is busy (a long\n"
      "                        command, a fork) is failed over only when busy this long;\n"
      "                        0: silent is dead, busy or not"},
-    {"min-slaves", NK_CFG_INT, 0, &nk.cfg.min_slaves, 0, 1000000, 0, NULL, NULL, NULL, NULL, NULL,
+    {"node", NK_CFG_SPECIAL, MULTI, NULL, 0, 0, 0, "", NULL, cfgSetNodes, cfgGetNodes, applyMembers,
+     "<ip:port...>", "a member: a node Nic-KV may send its credentials to,\n"
+     "                        name valid, promote and repoint; a line per node,\n"
+     "                        or several on a line (the master-host is one)"},
+    {"min-slaves", NK_CFG_INT, 0, &nk.cfg.min_slaves, 0, 1000000, 0, NULL, NULL, NULL, NULL, applyMembers,
      "<n>", "the master refuses writes (-NOREPLICAS) while fewer\n"
      "                        replicas answer probes, and WAIT counts only those\n"
      "                        (0: the probes change nothing)"},
     {"master-name", NK_CFG_STRING, NONEMPTY | NK_CFG_NAME, &nk.cfg.master_name, 0, 0, 0, "mymaster", NULL, NULL, NULL,
      NULL, "<name>", "what clients asking SENTINEL call the master"},
-    {"failover", NK_CFG_BOOL, 0, &nk.cfg.failover, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
+    {"failover", NK_CFG_BOOL, 0, &nk.cfg.failover, 0, 1, 0, NULL, NULL, NULL, NULL, applyMembers,
      "yes|no", "promote the best replica when the master fails (the\n"
      "                        master needs nickv-lease yes); no: detect only"},
     {"lease-time", NK_CFG_INT, 0, &nk.cfg.lease_time, 50, NICKV_LEASE_MAX_MS, 250, NULL, NULL, NULL,
@@ -589,6 +630,7 @@ void configDefaults(void) {
  * string, so one with a NUL byte in it is refused, not cut short there. */
 void configLoad(sds text, const char *origin) {
     int nlines = 0;
+    cfgLoading = 1;
     sds *lines = sdssplitlen(text, sdslen(text), "\n", 1, &nlines);
     for (int i = 0; i < nlines; i++) {
         int argc = 0;
@@ -618,6 +660,7 @@ void configLoad(sds text, const char *origin) {
         sdsfreesplitres(argv, argc);
     }
     sdsfreesplitres(lines, nlines);
+    cfgLoading = 0;
 }
 
 void usage(FILE *fp) {

@@ -230,6 +230,15 @@ static int collectCandidates(void) {
         int recent = n && v[0].is_master && !v[i].listed && v[i].unlisted_ms_ago >= 0 &&
                      v[0].answered_ms_ago >= 0 && v[i].unlisted_ms_ago <= v[0].answered_ms_ago + 1000;
         if (v[i].is_master || (!v[i].listed && !named && !recent)) continue;
+        /* Never a candidate, nor asked anything (nickv_member.c): a node
+         * the operator did not name is never named valid either, so it
+         * holds no write the master counted. */
+        if (!nkMember(v[i].reach, v[i].port)) {
+            size_t len = strlen(F.excluded);
+            snprintf(F.excluded + len, sizeof(F.excluded) - len, "%s%s:%d not a member", len ? ", " : "",
+                     v[i].addr, v[i].port);
+            continue;
+        }
         /* The master itself, as the replica it was before a promotion. */
         if (n && v[0].is_master && v[i].port == v[0].port &&
             (!strcmp(v[i].addr, v[0].addr) || !strcmp(v[i].reach, v[0].reach)))
@@ -476,30 +485,11 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
     } else c->eligible = 1;
 }
 
-/* An address's bytes (4 for IPv4, an IPv4-mapped IPv6 address included;
- * 16 for IPv6): 0 when it is not numeric. */
-static int addrBytes(const char *a, unsigned char *out) {
-    struct in_addr v4;
-    struct in6_addr v6;
-    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (inet_pton(AF_INET, a, &v4) == 1) {
-        memcpy(out, &v4, 4);
-        return 4;
-    }
-    if (inet_pton(AF_INET6, a, &v6) != 1) return 0;
-    if (!memcmp(v6.s6_addr, mapped, 12)) {
-        memcpy(out, v6.s6_addr + 12, 4);
-        return 4;
-    }
-    memcpy(out, v6.s6_addr, 16);
-    return 16;
-}
-
 /* One address, however written (10.0.0.7 and ::ffff:10.0.0.7; fd00::7 and
  * FD00:0::7); not numeric: taken as the same. */
 static int sameAddr(const char *a, const char *b) {
     unsigned char x[16], y[16];
-    int lx = addrBytes(a, x), ly = addrBytes(b, y);
+    int lx = nkAddrBytes(a, x), ly = nkAddrBytes(b, y);
     return !lx || !ly || (lx == ly && !memcmp(x, y, lx));
 }
 
@@ -1138,7 +1128,15 @@ static void tickWatching(foSight *s) {
     if (nkClusterOn() && s->have_m && nkClusterSuccessor(m->reach, m->port, &cip, &cport)) {
         /* The cluster promoted another node of the shard: the probe goes
          * there, the link and F.master follow once it answers as a master
-         * (foMasterServes), as after any master that moved. */
+         * (foMasterServes), as after any master that moved; if it is a
+         * member (nickv_member.c). */
+        if (!nkMember(cip, cport)) {
+            char why[200];
+            snprintf(why, sizeof(why), "the cluster promoted %s:%d, which is not a member (no node line names "
+                     "it): not followed", cip, cport);
+            setBlocked(why);
+            return;
+        }
         nkClusterFollowed();
         nkProbeRetargetMaster(cip, cport);
         setBlocked(foBlocker());
@@ -1173,9 +1171,29 @@ static void tickFencing(foSight *s) {
     else if (s->now >= F.lease_bound_us) foQuery();
 }
 
+/* A candidate that answered, can be promoted and holds all that the
+ * silent witness w may have acknowledged: then w, silent with its port
+ * open (a hung process, a fake), has nothing to tell, and whatever it
+ * holds past that was never acknowledged. What the master counted of w:
+ * as far as the ACKs of it we relayed, when it streams from us (every ACK
+ * of it went through us); a direct replica, as far as the ack bound
+ * (nkProbeAckBound: the master counts a direct replica's ACK no further,
+ * src/nickv_server.c, nickvDirectAckCounts). Not for a leader that did not
+ * fan out lately (a coordinator's standby that took over): the bounds it
+ * knows are another Nic-KV's. */
+static const foCandidate *witnessCovered(const foCandidate *w) {
+    long long acked = nkReplicaAcked(w->node.ip, w->node.port), bound = nkProbeAckBound();
+    if (acked < 0) acked = bound;
+    if (acked <= 0 || (nkCoordOn() && !nkLinkStreamedLately())) return NULL;
+    for (int i = 0; i < F.ncand; i++)
+        if (F.cand[i].answered && F.cand[i].eligible && F.cand[i].offset >= acked) return &F.cand[i];
+    return NULL;
+}
+
 static void tickQuerying(foSight *s) {
     long long now = s->now;
     int waiting = 0, witnesses = 0;
+    const foCandidate *cover = NULL;
     if (F.planned) {
         plannedTick(now);
         return;
@@ -1202,6 +1220,14 @@ static void tickQuerying(foSight *s) {
             if (v.connected && now - F.query_us >= 100000LL)
                 nkProbeCommand(c->node.ip, c->node.port, queryReply, F.tag, "INFO", "replication",
                                "rdma", "nickv", NULL);
+        } else if (c->named && known && !v.refused && (cover = witnessCovered(c))) {
+            /* Silent, and another holds all it may have acknowledged. */
+            nkLogRepeat(LL_NOTICE, NULL, "Failover: not waiting for %s:%d, which does not answer: %s:%d holds "
+                        "offset %lld, all it may have acknowledged", c->node.reach, c->node.port,
+                        cover->node.reach, cover->node.port, cover->offset);
+            c->answered = 1;
+            snprintf(c->why, sizeof(c->why), "silent, and %.64s:%d holds all that was acknowledged",
+                     cover->node.reach, cover->node.port);
         } else if (c->named && known && !v.refused) {
             /* It may hold acknowledged writes, and its process may still
              * run (a partition): wait for it. */
@@ -1330,6 +1356,11 @@ static int probeMasterFollows(const char *ip, int port, const char *to_ip, int t
      * master's mode as the INFO that says so has it. */
     if (nkProbeMasterCluster() >= 0) nkClusterMode(nkProbeMasterCluster(), "the master");
     if (!nkClusterMayFollow(to_ip, to_port)) return 0;
+    if (!nkMember(to_ip, to_port)) {
+        nkLogRepeat(LL_WARNING, NULL, "Failover: the master %s:%d replicates from %s:%d, which is not a member "
+                    "(no node line names it): not followed", ip, port, to_ip, to_port);
+        return 0;
+    }
     nkProbeFollowMaster(to_ip, to_port);
     return 1;
 }

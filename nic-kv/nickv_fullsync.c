@@ -227,6 +227,11 @@ int nkProxyFullSync(nkClient *c) {
         return 0;
     }
     nkLinkMaster(&mhost, &mport);
+    if (!nkMember(mhost, mport)) {
+        nkLog(LL_WARNING, "Full sync for replica %s:%d: the master %s:%d is not a member: no full sync "
+              "through Nic-KV", c->ip, c->listening_port, mhost, mport);
+        return -1;
+    }
     conn = nkConnConnect(nk.loop, mhost, mport, 0, NULL, 0, err, sizeof(err));
     if (!conn) {
         nkLog(LL_WARNING, "Full sync for replica %s:%d: cannot connect to the master: %s",

@@ -90,6 +90,7 @@ typedef struct probeNode {
     int remembered;             /* from the state file: listed until the
                                  * master's own list is read */
     int authed;                 /* a replica's connection: AUTH sent */
+    int untrusted_said;         /* logged that it is not a member */
     char runid[NK_RUNID_SIZE + 1];  /* a replica's process, "" if not known */
     int seen;                   /* listed in this pass (nodesRefresh) */
     long long unlisted_ms;      /* ... when it stopped being listed */
@@ -132,6 +133,7 @@ static long long next_info_us;
 static sds last_health;
 static long long health_sent_us;
 static long long health_messages;
+static long long probe_errors;           /* error replies to AUTH, INFO, commands */
 /* The master's clock in its last answer to a lease (nickv_lease.c on the
  * master's side), 0: none yet. The next grant runs from it. */
 static long long master_clock;
@@ -204,6 +206,24 @@ static int addrOurs(const char *a) {
     return 0;
 }
 
+
+/* ------------------------------------------------------------- Members --- */
+
+/* May n be sent our credentials, our lease (it carries our key) and our
+ * commands: is it a member (nickv_member.c)? Said once per node and
+ * address when it is not. */
+static int probeTrusted(probeNode *n) {
+    if (nkMember(n->reach, n->port)) {
+        n->untrusted_said = 0;
+        return 1;
+    }
+    if (!n->untrusted_said)
+        nkLog(LL_WARNING, "Probe: %s %s:%d is not a member (no node line names %s:%d): it is never sent "
+              "Nic-KV's credentials or lease, named valid, promoted or repointed (NIC-KV.md, \"Members\")",
+              n->is_master ? "the master" : "replica", n->ip, n->port, n->reach, n->port);
+    n->untrusted_said = 1;
+    return 0;
+}
 
 /* ------------------------------------------------------------ Verdicts --- */
 
@@ -732,6 +752,19 @@ static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_
     n->answers++;
     n->answered_us = now;
     n->waiting_since_us = n->qlen ? n->q[n->qhead].sent_us : 0;
+    if (is_error && (kind == PROBE_AUTH || kind == PROBE_INFO || kind == PROBE_CMD)) {
+        probe_errors++;
+        /* A refusal that a setting fixes, said (once in 10 s per node and
+         * kind): not a silent wait. */
+        if ((len >= 6 && !memcmp(payload, "NOPERM", 6)) || (len >= 9 && !memcmp(payload, "WRONGPASS", 9))) {
+            char key[NK_IP_LEN + 32];
+            snprintf(key, sizeof(key), "Probe: refused %s:%d %.6s", n->ip, n->port, payload);
+            nkLogRepeat(LL_WARNING, key, "Probe: %s %s:%d refuses Nic-KV's %s: %.*s (NIC-KV.md, \"Security "
+                        "model\", says what Nic-KV's user needs)", nodeRole(n), n->ip, n->port,
+                        kind == PROBE_AUTH ? "AUTH" : (kind == PROBE_INFO ? "INFO" : "command"),
+                        (int)(len > 160 ? 160 : len), payload);
+        }
+    }
     /* The master is valid by answering once its process is known: the
      * first lease answer on a connection says which (leaseAnswer). */
     if (!n->is_master || (master_identified && !master_restarted)) probeValid(n);
@@ -838,11 +871,14 @@ static void probeConnected(nkConn *conn, void *data) {
     n->connected = 1;
     nkConnSetWriteHandler(conn, NULL);
     nkConnSetReadHandler(conn, probeReadable);
-    /* The master's probe reads its INFO: it authenticates as the link does.
-     * A replica's answers nothing but PING, for which -NOAUTH is as good an
+    /* The master's probe reads its INFO: it authenticates as the link does,
+     * if the master is a member (nickv_member.c: never a password, nor a
+     * lease with our key, to a node the operator did not name). A
+     * replica's answers nothing but PING, for which -NOAUTH is as good an
      * answer as +PONG: no password goes to an address a replica announced. */
-    if (n->is_master && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
-    probeSend(n, n->is_master && nkCoordLeader() ? PROBE_LEASE : PROBE_PING);
+    int trusted = n->is_master && probeTrusted(n);
+    if (trusted && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
+    probeSend(n, trusted && nkCoordLeader() ? PROBE_LEASE : PROBE_PING);
     /* Which process a replica is, while it is one the master lists: a
      * failover promotes only that process (nickv_failover.c). Asked
      * without a password (see above): a replica that requires one says
@@ -905,7 +941,7 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
         long long lease_ms = grant ? hooks.lease_time() : 0;
         snprintf(t, sizeof(t), "%lld", grant ? master_clock : 0);
         snprintf(ms, sizeof(ms), "%lld", grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0);
-        sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s %s", t, ms, nk.instance);
+        sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s %s %s", t, ms, nk.instance, nk.key);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
         n->q[slot].tag = grant;
@@ -1023,6 +1059,7 @@ static void nodeFree(probeNode *n) {
 
 static void nodeSeen(const char *ip, int port, int behind) {
     probeNode *n = nodeFind(ip, port, 0);
+    int created = !n;
     if (!n) {
         n = nodeAdd(ip, port, 0);
         nkLog(LL_VERBOSE, "Probe: replica %s:%d (%s)", ip, port, behind ? "behind Nic-KV" : "direct");
@@ -1035,6 +1072,7 @@ static void nodeSeen(const char *ip, int port, int behind) {
         snprintf(n->reach, sizeof(n->reach), "%s", ((probeNode *)listNodeValue(listFirst(nodes)))->reach);
     else
         snprintf(n->reach, sizeof(n->reach), "%s", ip);
+    if (created) probeTrusted(n);       /* said once, if it is not a member */
 }
 
 /* Who is a replica now: ours, and the master's direct ones. */
@@ -1129,8 +1167,10 @@ static void healthSend(void) {
             continue;
         }
         /* With a coordinator, once the record in etcd lists it: a leader
-         * after us hears it before promoting (nickv_coord.c, 5.). */
-        if (!nkCoordMayName(n->ip, n->port)) continue;
+         * after us hears it before promoting (nickv_coord.c, 5.). A node
+         * that is no member is never named: the master then counts it for
+         * neither min-slaves nor WAIT (nickv_member.c). */
+        if (!nkCoordMayName(n->ip, n->port) || !nkMember(n->reach, n->port)) continue;
         list = sdscatprintf(list, " %s %d", n->ip, n->port);
         n->named_ms = nowMs();
         nvalid++;
@@ -1179,7 +1219,7 @@ static void nodeTick(probeNode *n, long long now) {
          * failover began): its answer says which process it is. */
         /* With a coordinator only the leader speaks the lease: a standby
          * PINGs the master like any node (nickv_coord.c). */
-        probeSend(n, n->is_master && nkCoordLeader() ? PROBE_LEASE : PROBE_PING);
+        probeSend(n, n->is_master && nkCoordLeader() && probeTrusted(n) ? PROBE_LEASE : PROBE_PING);
         /* The master's INFO once a second; every time until it is read
          * (a master we just moved to: see probeReadView). */
         if (n->is_master && (now >= next_info_us || (!view_read && !view_err[0]))) {
@@ -1291,11 +1331,12 @@ sds nkProbeInfo(sds s) {
         "valid_replicas:%d\r\n"
         "invalid_replicas:%d\r\n"
         "health_messages:%lld\r\n"
+        "probe_errors:%lld\r\n"
         "probe_master_moves:%lld\r\n"
         "replication_loop:%s\r\n",
         nk.cfg.probe_interval, nk.cfg.waiting_time, nk.cfg.min_slaves,
         view_err[0] ? "error: " : (view_read ? "ok" : "pending"), view_err,
-        valid, invalid, health_messages, master_moves, loop.logged ? loop.desc : "");
+        valid, invalid, health_messages, probe_errors, master_moves, loop.logged ? loop.desc : "");
     if (listLength(nodes)) {
         probeNode *m = listNodeValue(listFirst(nodes));
         s = sdscatprintf(s, "master_verdict:%s\r\n", !m->valid ? "invalid" : (m->busy ? "busy" : "answers"));
@@ -1305,10 +1346,11 @@ sds nkProbeInfo(sds s) {
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
         s = sdscatprintf(s,
-            "node%d:addr=%s:%d,role=%s,via=%s,flags=%s,since_ms=%lld,rtt_us=%lld,max_rtt_us=%lld,"
+            "node%d:addr=%s:%d,role=%s,via=%s,flags=%s,member=%s,since_ms=%lld,rtt_us=%lld,max_rtt_us=%lld,"
             "probes=%lld,answers=%lld,run_id=%s%s%s\r\n",
             i++, n->ip, n->port, nodeRole(n), n->is_master ? "" : (n->behind ? "nickv" : "direct"),
-            !n->listed ? "unlisted" : (n->valid ? "ok" : "invalid"), now - n->state_ms,
+            !n->listed ? "unlisted" : (n->valid ? "ok" : "invalid"),
+            nkMember(n->reach, n->port) ? "yes" : "no", now - n->state_ms,
             n->rtt_us, n->max_rtt_us, n->probes, n->answers, n->is_master ? master_runid : n->runid,
             n->valid ? "" : ",why=", n->valid ? "" : n->why);
     }
@@ -1349,6 +1391,7 @@ void nkProbeResetStats(void) {
     listIter li;
     listNode *ln;
     health_messages = 0;
+    probe_errors = 0;
     master_moves = 0;
     nkWatchResetStats();
     if (!nodes) return;
@@ -1370,6 +1413,8 @@ int nkProbeCommand(const char *ip, int port, nkProbeReplyFn fn, long long tag, c
         if (m->port == port && !strcmp(m->ip, ip)) n = m;
     }
     if (!n || !n->conn || !n->connected || n->qlen + 2 > NK_PROBE_QUEUE) return -1;
+    /* Commands, and the password before them, go to members only. */
+    if (!probeTrusted(n)) return -1;
     /* A replica's probe sends no password (see the top): one we command
      * needs it, as the master's probe does. */
     if (!n->is_master && !n->authed && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);

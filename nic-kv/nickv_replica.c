@@ -379,6 +379,20 @@ nkReplica *nkReplicaIterNext(nkReplicaIter *it) {
     return ln ? listNodeValue(ln) : NULL;
 }
 
+/* The most a replica streaming from us at ip:port (its listening port)
+ * acknowledged; -1 when none streams from us there. Every ACK of it the
+ * master counted went through us (relayed at once), so this bounds what
+ * the master counted of it. */
+long long nkReplicaAcked(const char *ip, int port) {
+    nkReplicaIter it;
+    nkReplica *r;
+    long long most = -1;
+    nkReplicaIterInit(&it);
+    while ((r = nkReplicaIterNext(&it)))
+        if (r->port == port && !strcmp(r->ip, ip) && atomic_load(&r->ack_off) > most) most = atomic_load(&r->ack_off);
+    return most;
+}
+
 /* ----------------------------------------------------------------- INFO --- */
 
 /* INFO's "Replicas" section. */

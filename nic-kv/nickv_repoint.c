@@ -24,6 +24,11 @@
 /* ------------------------------------------------------------ Repoint --- */
 
 void repointAdd(const char *ip, int port, int old_master) {
+    if (!nkMember(ip, port)) {
+        nkLog(LL_NOTICE, "Failover: %s:%d is not a member (no node line names it): not repointed; it "
+              "replicates from the old master until an operator moves it", ip, port);
+        return;
+    }
     for (int i = 0; i < F.nrepoint; i++)
         if (F.repoint[i].node.port == port && !strcmp(F.repoint[i].node.reach, ip)) {
             F.repoint[i].old_master |= old_master;

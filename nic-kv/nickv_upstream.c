@@ -690,9 +690,9 @@ static void linkConnected(nkConn *conn, void *data) {
      * which waits for the stream). */
     if (!L.hello) L.hello = sdsempty();
     sdsclear(L.hello);
-    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d %s",
+    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d %s %s",
                            nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, R ? R->rdma_port() : 0,
-                           nk.instance);
+                           nk.instance, nk.key);
     L.hs.port = nk.cfg.port;
     L.hs.capa_eof = 1;
     L.hs.hello = L.hello;
@@ -708,6 +708,12 @@ static void linkConnect(void) {
     int port = rdma ? M.rdma_port : M.port;
     /* With a coordinator only the leader on the master's server links. */
     if (!nkCoordFanout(M.host, M.port)) return;
+    /* Our credentials and key go to members only (nickv_member.c). */
+    if (!nkMember(M.host, M.port)) {
+        nkLogRepeat(LL_WARNING, NULL, "Not linking to the master %s:%d: it is not a member (no node line "
+                    "names it), and the link authenticates with Nic-KV's credentials", M.host, M.port);
+        return;
+    }
     L.link = nkConnConnect(nk.loop, M.host, port, rdma, NULL,
                             (size_t)nk.cfg.rdma_rx_size, err, sizeof(err));
     if (!L.link && errno == EAGAIN) {

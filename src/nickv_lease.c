@@ -14,8 +14,12 @@
  * The protocol, on Nic-KV's probe connection (an ordinary client of the
  * nickv-user, not the daemon's replication link):
  *
- *   Nic-KV:  REPLCONF nickv "lease <t> <ms>"
- *   master:  +LEASE <now> <run-id> <offset>
+ *   Nic-KV:  REPLCONF nickv "lease <t> <ms> <instance> <key>"
+ *   master:  +LEASE <now> <run-id> <offset> [<watch-port> <token>]
+
+ * (<instance> <key>: which Nic-KV process grants, src/nickv_server.c,
+ * "One Nic-KV"; the watch's port and token go to that process alone,
+ * src/nickv_watch.c.)
  *
  * <now> is the master's CLOCK_BOOTTIME, in milliseconds, when it ran the
  * command; <run-id> its run id, which tells Nic-KV a restarted process
@@ -187,13 +191,14 @@ static void leaseConfirmed(long long t) {
     if (offset > LE.confirmed) LE.confirmed = offset;
 }
 
-/* REPLCONF nickv "lease <t> <ms>" (argv[0] is "lease"). */
-void nickvLeaseGrant(client *c, int argc, sds *argv) {
+/* REPLCONF nickv "lease <t> <ms> <instance> <key>" (argv[0] is "lease"),
+ * from the grantor (bound: it became the grantor with this message). */
+void nickvLeaseGrant(client *c, int argc, sds *argv, int bound) {
     long long t, ms, now = leaseNow();
     if (argc != NICKV_MSG_LEASE_ARGC || !string2ll(argv[1], sdslen(argv[1]), &t) || t < 0 ||
         !string2ll(argv[2], sdslen(argv[2]), &ms) || ms < 0 || ms > NICKV_LEASE_MAX_MS) {
         LE.bad++;
-        addReplyError(c, "malformed lease: expected lease <t> <ms>");
+        addReplyError(c, "malformed lease: expected lease <t> <ms> <instance> <key>");
         return;
     }
     if (t > now) {
@@ -205,12 +210,13 @@ void nickvLeaseGrant(client *c, int argc, sds *argv) {
         addReplyErrorFormat(c, "lease time %lld is ahead of this clock (%lld)", t, now);
         return;
     }
-    /* The watch thread learns the grantor first: a watch of another one
-     * prolongs nothing from here on (nickvWatchGrantor). */
+    /* The watch thread learns the grantor first: a watch of another one,
+     * or of an earlier bind, prolongs nothing from here on, and no watch
+     * grant goes past this one's ms (nickvWatchGrantor). */
     const char *token = "";
     if (nickvLease && !server.masterhost) {
         nickvWatchStart();
-        token = nickvWatchGrantor(argv[3]);
+        token = nickvWatchGrantor(argv[3], bound, t > 0 ? ms : 0);
     }
     /* A replica takes none (nickvLeaseHeld): it answers the clock. A
      * grant taken counts, whether or not it ends later than one the watch

@@ -24,14 +24,19 @@
 /* daemon -> master, as the one argument after REPLCONF nickv. Each verb's
  * words after it, and their count (the verb included). */
 #define NICKV_REPLCONF "nickv"
-/* hello <host|?> <port> <rdma-port> <instance>: <instance> is the
+/* hello <host|?> <port> <rdma-port> <instance> <key>: <instance> is the
  * daemon process's random id (NICKV_INSTANCE_LEN hex digits, new at every
- * start), the same in its lease messages: the master takes the daemon
- * role, leases and verdicts from one Nic-KV at a time (src/nickv_server.c,
- * "One Nic-KV"). */
+ * start), public (Nic-KV's INFO shows it as run_id); <key> a second random
+ * value of the same length, drawn with it, that the process never shows
+ * (no INFO, no log line) and sends only to the masters it serves. Both go
+ * in its lease messages too: the master takes the daemon role, leases and
+ * verdicts from one Nic-KV at a time, and "the same Nic-KV" means the same
+ * instance and the same key (src/nickv_server.c, "One Nic-KV"): knowing
+ * the public id proves nothing. */
 #define NICKV_MSG_HELLO "hello"
-#define NICKV_MSG_HELLO_ARGC 5
+#define NICKV_MSG_HELLO_ARGC 6
 #define NICKV_INSTANCE_LEN 40
+#define NICKV_KEY_LEN 40
 #define NICKV_MSG_ADD "add"           /* add <id> <ip> <listening-port> */
 #define NICKV_MSG_ADD_ARGC 4
 #define NICKV_MSG_DEL "del"           /* del <id> */
@@ -64,7 +69,7 @@
 #define NICKV_JOINING_MS 3000
 #define NICKV_HEALTH_MAX 256            /* replicas listed at most */
 
-/* lease <t> <ms> <instance>: Nic-KV's probe connection (a client of the
+/* lease <t> <ms> <instance> <key>: Nic-KV's probe connection (a client of the
  * nickv-user, not the daemon's link) grants the master a lease until t +
  * ms on the master's monotonic clock, where t is a clock value the master
  * sent in an earlier reply (0: none, a query). The master answers
@@ -73,7 +78,7 @@
  * src/nickv_lease.c. Only one connection at a time may send these (and
  * health, while the link is down): src/nickv_server.c, "One Nic-KV". */
 #define NICKV_MSG_LEASE "lease"
-#define NICKV_MSG_LEASE_ARGC 4
+#define NICKV_MSG_LEASE_ARGC 5
 #define NICKV_LEASE_MAX_MS 60000        /* a longer grant is malformed */
 
 /* ------------------------------------------------------------ Replies --- */

@@ -42,6 +42,7 @@
 #include "nickv_server.h"
 #include "nickv_proto.h"
 #include "rdma.h"
+#include "sha256.h"
 
 #include <ctype.h>
 
@@ -78,6 +79,15 @@ typedef enum {
     NICKV_PATH_VIA            /* the link goes through Nic-KV */
 } nickvPath;
 
+/* A Nic-KV process as its messages prove it (nickv_proto.h, hello): its
+ * instance id, which is public, and the SHA-256 of its key, which only
+ * that process holds. Two messages come from the same Nic-KV only when
+ * both match (nickvIdentSame); an instance id alone proves nothing. */
+typedef struct nickvIdent {
+    char instance[NICKV_INSTANCE_LEN + 1];    /* "": none */
+    unsigned char key[SHA256_BLOCK_SIZE];
+} nickvIdent;
+
 /* A replica as Nic-KV names it in its health messages. */
 typedef struct nickvNamed {
     char addr[NET_HOST_STR_LEN];
@@ -112,8 +122,8 @@ static struct {
     time_t refused_logged;     /* rate limit for refused hellos */
     /* One Nic-KV (see nickvGrantorCheck). */
     uint64_t grantor_id;       /* the connection whose lease messages we take, 0: none */
-    char grantor_instance[NICKV_INSTANCE_LEN + 1];  /* ... its Nic-KV process, "" if none yet */
-    char daemon_instance[NICKV_INSTANCE_LEN + 1];   /* the daemon's Nic-KV process */
+    nickvIdent grantor;        /* ... its Nic-KV process (instance "" if none yet) */
+    nickvIdent daemon;         /* the daemon's Nic-KV process */
     long long others_refused;  /* lease, health or hello of another Nic-KV or connection */
     time_t others_logged;
     /* The daemon's probes (NICKV_MSG_HEALTH), while it is alive and its
@@ -166,13 +176,14 @@ static struct {
 } NK;
 
 static void nickvHeld(long long offset);
+static int nickvIdentSame(const nickvIdent *a, const nickvIdent *b);
 
 /* The daemon is the Nic-KV that grants our lease (or none grants yet): what
  * it says it holds bounds what that Nic-KV's failover counts. With many
  * Nic-KVs (a coordinator) the one that fans out may not be the one that
  * leads: then only the leader's confirmed lease answers count. */
 static int nickvDaemonIsGrantor(void) {
-    return !NK.grantor_instance[0] || !strcmp(NK.daemon_instance, NK.grantor_instance);
+    return !NK.grantor.instance[0] || nickvIdentSame(&NK.daemon, &NK.grantor);
 }
 
 int cancelReplicationHandshake(int reconnect);   /* replication.c */
@@ -313,15 +324,19 @@ void nickvCheckConfig(void) {
  * by mistake, or a process that holds the user's password. Two sources of
  * leases would undo fencing (one stops granting so that a replica can be
  * promoted, the other goes on), so the master takes them from one Nic-KV
- * at a time, known by the random instance id its messages carry:
+ * at a time, known by what its messages carry: its random instance id,
+ * which is public (Nic-KV's INFO shows it), and its key, which only that
+ * process holds (nickvIdent). "The same Nic-KV" is the same pair; a
+ * client that knows the id but not the key is another Nic-KV.
  *
  *   - lease: from one connection, the grantor, bound by its first lease
  *     message while this node is a master. Any other connection is refused
- *     while the grantor's is open (the instance id is sent in clear: it is
- *     no secret). Once it is gone, a connection of the same instance takes
- *     its place (the probe reconnected, or moved); one of another instance
- *     only once no lease runs (a restarted Nic-KV waits out what its
- *     previous run granted, at most lease-time).
+ *     while the grantor's is open, whoever it claims to be. Once it is
+ *     gone, a connection of the same Nic-KV takes its place (the probe
+ *     reconnected, or moved); another Nic-KV only once no lease runs (a
+ *     restarted Nic-KV waits out what its previous run granted, at most
+ *     lease-time). Each bind draws a new watch token (src/nickv_watch.c):
+ *     a token seen by a connection that no longer grants opens nothing.
  *   - a replica binds nothing (it takes no lease; a claim made there would
  *     survive its promotion), and forgets the grantor it had as a master.
  *   - health, from any connection but the daemon's link: only the grantor.
@@ -330,11 +345,42 @@ void nickvCheckConfig(void) {
  * Each refusal is an error to the sender, a log line (at most one a
  * second) and nickv_others_refused in INFO. */
 
+/* An instance id or a key: NICKV_INSTANCE_LEN (= NICKV_KEY_LEN) hex digits. */
 static int nickvValidInstance(const char *s, size_t len) {
     if (len != NICKV_INSTANCE_LEN) return 0;
     for (size_t i = 0; i < len; i++)
         if (!isxdigit((unsigned char)s[i])) return 0;
     return 1;
+}
+
+/* A port a message gives: 0-65535, the whole word. */
+static int nickvPortArg(sds s, int *port) {
+    long long v;
+    if (!string2ll(s, sdslen(s), &v) || v < 0 || v > 65535) return 0;
+    *port = (int)v;
+    return 1;
+}
+
+/* The identity a message's <instance> <key> give: 0 if either is malformed.
+ * Only the key's hash is kept. */
+static int nickvIdentFrom(nickvIdent *id, sds instance, sds key) {
+    SHA256_CTX ctx;
+    if (!nickvValidInstance(instance, sdslen(instance)) || !nickvValidInstance(key, sdslen(key))) return 0;
+    memcpy(id->instance, instance, NICKV_INSTANCE_LEN + 1);
+    sha256_init(&ctx);
+    sha256_update(&ctx, (const BYTE *)key, sdslen(key));
+    sha256_final(&ctx, id->key);
+    return 1;
+}
+
+/* The same Nic-KV process: the same instance and the same key (compared in
+ * a time that does not depend on where they differ). An empty one is no
+ * process. */
+static int nickvIdentSame(const nickvIdent *a, const nickvIdent *b) {
+    unsigned char diff = 0;
+    if (!a->instance[0] || !b->instance[0] || strcmp(a->instance, b->instance)) return 0;
+    for (size_t i = 0; i < sizeof(a->key); i++) diff |= a->key[i] ^ b->key[i];
+    return diff == 0;
 }
 
 static void nickvRefuseOther(client *c, const char *what, const char *why) {
@@ -348,48 +394,49 @@ static void nickvRefuseOther(client *c, const char *what, const char *why) {
     addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", why);
 }
 
-/* May c send lease messages as the Nic-KV instance named? Binds it as the
- * grantor if so; else the reply is sent. */
-static int nickvGrantorCheck(client *c, sds instance) {
+/* May c send lease messages as the Nic-KV process id names? 0 if so, 1 if
+ * so and c was bound as the grantor now; -1 if not (the reply is sent). */
+static int nickvGrantorCheck(client *c, const nickvIdent *id) {
     client *g = NK.grantor_id ? lookupClientByID(NK.grantor_id) : NULL;
     char why[256];
-    if (server.masterhost) return 1;   /* it answers the clock, nothing more */
+    if (server.masterhost) return 0;   /* it answers the clock, nothing more */
     if (g && (g->flags & CLIENT_CLOSE_ASAP)) g = NULL;
-    if (g == c && !strcmp(instance, NK.grantor_instance)) return 1;
+    if (g == c && nickvIdentSame(id, &NK.grantor)) return 0;
     if (g) {
         /* (Nic-KV tells its own lingering connection, which it may wait
-         * out, from another Nic-KV, which it must never fail over.) */
-        if (!strcmp(instance, NK.grantor_instance))
+         * out, from another Nic-KV, which it must never fail over. Only
+         * the key makes it its own.) */
+        if (nickvIdentSame(id, &NK.grantor))
             snprintf(why, sizeof(why), "an earlier connection of this Nic-KV (client id %llu) grants "
                      "this master's lease", (unsigned long long)g->id);
         else
             snprintf(why, sizeof(why), "another Nic-KV (client id %llu) grants this master's lease",
                      (unsigned long long)g->id);
         nickvRefuseOther(c, "a lease", why);
-        return 0;
+        return -1;
     }
-    if (NK.grantor_instance[0] && strcmp(instance, NK.grantor_instance)) {
+    if (NK.grantor.instance[0] && !nickvIdentSame(id, &NK.grantor)) {
         if (nickvLeaseActive()) {
             snprintf(why, sizeof(why), "the lease another Nic-KV granted runs for %lld ms more",
                      nickvLeaseLeftMs());
             nickvRefuseOther(c, "a lease", why);
-            return 0;
+            return -1;
         }
         serverLog(LL_WARNING, "Nic-KV: another Nic-KV process now grants this master's lease "
                   "(the previous one's connection is gone and its lease has run out)");
     }
     NK.grantor_id = c->id;
-    memcpy(NK.grantor_instance, instance, NICKV_INSTANCE_LEN + 1);
     NK.held = 0;        /* what another Nic-KV said it holds: not this one's word */
+    NK.grantor = *id;
     return 1;
 }
 
 /* A replica forgets the grantor it had as a master: promoted again, it
  * takes the first Nic-KV that grants after the promotion. (nickvCron) */
 static void nickvGrantorForget(void) {
-    if (!server.masterhost || (!NK.grantor_id && !NK.grantor_instance[0])) return;
+    if (!server.masterhost || (!NK.grantor_id && !NK.grantor.instance[0])) return;
     NK.grantor_id = 0;
-    NK.grantor_instance[0] = '\0';
+    memset(&NK.grantor, 0, sizeof(NK.grantor));
 }
 
 int nickvIsDaemon(client *c) {
@@ -653,6 +700,8 @@ void nickvReplconf(client *c, sds message) {
     int argc = 0;
     sds *argv = sdssplitargs(message, &argc);
     long long a = 0, b = 0;
+    nickvIdent id;
+    int bound, port, rdma_port;
 
     if (!argv || argc == 0) {
         /* A reply on the daemon's link would get it dropped (a replica
@@ -661,7 +710,7 @@ void nickvReplconf(client *c, sds message) {
         else addReplyError(c, "empty REPLCONF nickv message");
         goto out;
     }
-    if (!strcasecmp(argv[0], NICKV_MSG_HELLO) && argc == NICKV_MSG_HELLO_ARGC) {
+    if (!strcasecmp(argv[0], NICKV_MSG_HELLO)) {
         if (!nickvOffload) {
             addReplyError(c, "nickv-offload is off on this master");
             goto out;
@@ -673,8 +722,9 @@ void nickvReplconf(client *c, sds message) {
                                 server.masterhost, server.masterport);
             goto out;
         }
-        if (!nickvValidInstance(argv[4], sdslen(argv[4]))) {
-            addReplyError(c, "malformed hello: expected hello <host> <port> <rdma-port> <instance>");
+        if (argc != NICKV_MSG_HELLO_ARGC || !nickvPortArg(argv[2], &port) || !nickvPortArg(argv[3], &rdma_port) ||
+            !nickvIdentFrom(&id, argv[4], argv[5])) {
+            addReplyError(c, "malformed hello: expected hello <host> <port> <rdma-port> <instance> <key>");
             goto out;
         }
         if (!nickvUserOk(c)) {
@@ -693,7 +743,7 @@ void nickvReplconf(client *c, sds message) {
             addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
             goto out;
         }
-        if (NK.grantor_instance[0] && strcmp(argv[4], NK.grantor_instance) && nickvLeaseActive()) {
+        if (NK.grantor.instance[0] && !nickvIdentSame(&id, &NK.grantor) && nickvLeaseActive()) {
             NK.daemons_refused++;
             nickvRefuseOther(c, "the daemon role", "another Nic-KV grants this master's lease");
             goto out;
@@ -721,9 +771,9 @@ void nickvReplconf(client *c, sds message) {
         } else {
             snprintf(NK.daemon_host, sizeof(NK.daemon_host), "%s", argv[1]);
         }
-        NK.daemon_port = atoi(argv[2]);
-        NK.daemon_rdma_port = atoi(argv[3]);
-        snprintf(NK.daemon_instance, sizeof(NK.daemon_instance), "%s", argv[4]);
+        NK.daemon_port = port;
+        NK.daemon_rdma_port = rdma_port;
+        NK.daemon = id;
         NK.backlog_first = NK.backlog_last = 0;
         NK.backlog_known = 0;
         NK.daemon_slots = -1;
@@ -748,10 +798,10 @@ void nickvReplconf(client *c, sds message) {
                                 "(%s) may grant a lease", nickvUser ? nickvUser : "none set");
         else if (nickvLease && nickvUserUnsafe())
             addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
-        else if (argc != NICKV_MSG_LEASE_ARGC || !nickvValidInstance(argv[3], sdslen(argv[3])))
-            addReplyError(c, "malformed lease: expected lease <t> <ms> <instance>");
-        else if (nickvGrantorCheck(c, argv[3]))
-            nickvLeaseGrant(c, argc, argv);
+        else if (argc != NICKV_MSG_LEASE_ARGC || !nickvIdentFrom(&id, argv[3], argv[4]))
+            addReplyError(c, "malformed lease: expected lease <t> <ms> <instance> <key>");
+        else if ((bound = nickvGrantorCheck(c, &id)) >= 0)
+            nickvLeaseGrant(c, argc, argv, bound);
         goto out;
     }
     if (!strcasecmp(argv[0], NICKV_MSG_HEALTH) && !nickvIsDaemon(c)) {
@@ -775,7 +825,8 @@ void nickvReplconf(client *c, sds message) {
         goto out;
     }
     /* From here on the daemon is an online replica: no replies. */
-    if (!strcasecmp(argv[0], NICKV_MSG_ADD) && argc == NICKV_MSG_ADD_ARGC && string2ll(argv[1], sdslen(argv[1]), &a)) {
+    if (!strcasecmp(argv[0], NICKV_MSG_ADD) && argc == NICKV_MSG_ADD_ARGC && string2ll(argv[1], sdslen(argv[1]), &a) &&
+        nickvPortArg(argv[3], &port)) {
         nickvReplica *r = nickvFindReplica(a, NULL);
         if (!r) {
             r = zcalloc(sizeof(*r));
@@ -783,7 +834,7 @@ void nickvReplconf(client *c, sds message) {
             listAddNodeTail(NK.replicas, r);
         }
         snprintf(r->ip, sizeof(r->ip), "%s", argv[2]);
-        r->port = atoi(argv[3]);
+        r->port = port;
         r->ack_time = server.unixtime;
         serverLog(LL_NOTICE, "Nic-KV: replica %s:%d is now served by Nic-KV", r->ip, r->port);
     } else if (!strcasecmp(argv[0], NICKV_MSG_DEL) && argc == NICKV_MSG_DEL_ARGC && string2ll(argv[1], sdslen(argv[1]), &a)) {
@@ -816,9 +867,17 @@ void nickvReplconf(client *c, sds message) {
     } else if (!strcasecmp(argv[0], NICKV_MSG_HEALTH) && argc >= NICKV_MSG_HEALTH_ARGC) {
         nickvHealth(argc, argv);
     } else {
-        serverLog(LL_WARNING, "Nic-KV: unknown message from the daemon: %s", message);
+        /* The verb only: a message may carry what is not for the log. */
+        serverLog(LL_WARNING, "Nic-KV: unknown or malformed message from the daemon: '%.32s' with %d words",
+                  argv[0], argc);
     }
 out:
+    /* A hello or lease carries the Nic-KV's key: SLOWLOG shows it redacted,
+     * as AUTH's password (MONITOR never shows REPLCONF, an admin command). */
+    if (argv && argc && (!strcasecmp(argv[0], NICKV_MSG_HELLO) || !strcasecmp(argv[0], NICKV_MSG_LEASE)))
+        for (int j = 0; j < c->argc; j++)
+            if (c->argv[j]->type == OBJ_STRING && sdsEncodedObject(c->argv[j]) && c->argv[j]->ptr == message)
+                redactClientCommandArgument(c, j);
     if (argv) sdsfreesplitres(argv, argc);
 }
 

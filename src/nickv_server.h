@@ -68,7 +68,7 @@ long long nickvLeaseLeftMs(void);
  * nickv-user) and its start-up check (exits on a bad combination). */
 int nickvLeaseConfigApply(const char **err);
 void nickvCheckConfig(void);
-void nickvLeaseGrant(struct client *c, int argc, sds *argv);
+void nickvLeaseGrant(struct client *c, int argc, sds *argv, int bound);
 sds nickvLeaseInfo(sds info);
 void nickvLeaseResetStats(void);
 /* From the watch thread (src/nickv_watch.c): prolong a lease that runs to
@@ -88,9 +88,10 @@ void nickvWatchSleeping(void);
 void nickvWatchCommand(struct client *c);
 /* Whether the thread may prolong the lease (nickvCron says). */
 void nickvWatchAllow(int allow);
-/* The lease's grantor is instance: the token its watch gives ("" when no
- * thread runs). */
-const char *nickvWatchGrantor(const char *instance);
+/* The lease's grantor is instance (bound: on a connection bound just now,
+ * which draws a new token), its last grant was of grant_ms (0: a query):
+ * the token its watch gives ("" when no thread runs). */
+const char *nickvWatchGrantor(const char *instance, int bound, long long grant_ms);
 int nickvWatchListeningPort(void);
 
 /* ----------------------------------------------------- Replica side --- */

@@ -33,8 +33,12 @@
  * Nic-KV can use (as the main thread checks at each grant), only from the Nic-KV
  * instance that grants this master's lease (the grantor, nickvGrantorCheck)
  * and only on a connection that gave the token, a secret the main thread
- * hands to that instance alone, in its lease answers, and draws anew when
- * the grantor changes. The main thread still checks the lease before
+ * hands to that instance alone, in its lease answers, and draws anew each
+ * time a connection becomes the grantor (a token seen by an earlier one,
+ * even of the same Nic-KV, opens nothing). A WATCH prolongs by no more
+ * than the grantor's last grant on the probe connection gave (its <ms>;
+ * none after a query): a watch asks for what the probe would grant, never
+ * more. The main thread still checks the lease before
  * every data command: a busy master that Nic-KV gave up on finds its lease
  * run out when it comes back, and refuses. The thread touches nothing
  * else of the server's: it reads the main thread's state from atomics and
@@ -84,6 +88,7 @@ static struct {
     char token[NICKV_INSTANCE_LEN + 1];
     char grantor[NICKV_INSTANCE_LEN + 1];
     unsigned long long gen;           /* bumped with every new token */
+    long long grant_cap;              /* the grantor's last probe grant's ms (0: none) */
 } W = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The main thread's state, written by it, read by the watch thread. */
@@ -153,19 +158,21 @@ void nickvWatchCommand(client *c) {
     atomic_store_explicit(&cmd_since, watchNow(), memory_order_relaxed);
 }
 
-/* The grantor, as nickvGrantorCheck bound it: a new one gets a new token,
- * so that an earlier Nic-KV's watch cannot go on prolonging a lease. The
+/* The grantor, as nickvGrantorCheck bound it: a new bind (or another
+ * instance) gets a new token, so that a watch of an earlier grantor, or of
+ * whoever saw an earlier answer, cannot go on prolonging a lease. The
  * token, for the grantor's lease answer ("" while there is no thread). */
-const char *nickvWatchGrantor(const char *instance) {
+const char *nickvWatchGrantor(const char *instance, int bound, long long grant_ms) {
     static char token[NICKV_INSTANCE_LEN + 1];
     if (!W.started) return "";
     pthread_mutex_lock(&W.lock);
-    if (strcmp(W.grantor, instance)) {
+    if (bound || strcmp(W.grantor, instance)) {
         snprintf(W.grantor, sizeof(W.grantor), "%s", instance);
         getRandomHexChars(W.token, NICKV_INSTANCE_LEN);
         W.token[NICKV_INSTANCE_LEN] = '\0';
         W.gen++;        /* connections that gave the old token lose their rights */
     }
+    W.grant_cap = grant_ms;
     memcpy(token, W.token, sizeof(token));
     pthread_mutex_unlock(&W.lock);
     return token;
@@ -232,6 +239,7 @@ static void watchRequest(watchConn *c, int argc, sds *argv) {
      * meanwhile waits for this prolonging to be done, or stops it. */
     pthread_mutex_lock(&W.lock);
     int grantor = !strcmp(argv[3], W.grantor) && c->gen == W.gen;
+    if (ms > W.grant_cap) ms = W.grant_cap;
     if (grantor && t > 0 && ms > 0 && atomic_load_explicit(&is_master, memory_order_relaxed) &&
         atomic_load_explicit(&may_prolong, memory_order_relaxed))
         nickvLeaseProlong(t, ms);

@@ -4,6 +4,7 @@
 #   tclsh tests/fake-peer.tcl nickv <master-port> <listen-port> bounce|hang|stall
 #   tclsh tests/fake-peer.tcl master <port> <nickv-port>
 #   tclsh tests/fake-peer.tcl replica <master-port> <listen-port> <claim> <priority> <rotate> [<password>]
+#   tclsh tests/fake-peer.tcl impostor <master-port> <user> <password> <instance> <key> <ms>
 #
 # nickv: a Nic-KV daemon. It joins the master as a daemon would (REPLCONF
 # nickv hello, PSYNC at the master's offset), reads and drops the stream,
@@ -33,6 +34,13 @@
 # promote it (REPLICAOF NO ONE). With <rotate> 1 its run id changes when
 # its master is gone: another process at the replica's address. <claim>
 # "master+N": N bytes past the master's offset when it synced (plausible).
+
+# impostor: a client that holds the nickv-user's password and Nic-KV's
+# public instance id (its INFO's run_id), but not its key. Every 100 ms it
+# closes the nickv-user's other connections (CLIENT KILL USER <user>
+# SKIPME yes: Nic-KV's probe and link) and sends REPLCONF nickv "lease
+# <t> <ms> <instance> <key>", t the master's clock from its last answer;
+# each answer is printed ("lease-reply: ..."). It runs until killed.
 
 set role [lindex $argv 0]
 
@@ -171,6 +179,30 @@ if {$role eq "replica"} {
     vwait forever
 }
 
+# ---------------------------------------------------------- impostor ---
+if {$role eq "impostor"} {
+    lassign $argv - mport user password instance key ms
+    set m [socket 127.0.0.1 $mport]
+    fconfigure $m -translation binary -buffering none
+    send_cmd $m AUTH $user $password
+    puts "impostor: auth [read_line $m]"
+    flush stdout
+    set t 0
+    proc round {} {
+        global m user instance key ms t
+        send_cmd $m CLIENT KILL USER $user SKIPME yes
+        read_line $m
+        send_cmd $m REPLCONF nickv "lease $t [expr {$t ? $ms : 0}] $instance $key"
+        set reply [read_line $m]
+        regexp {^\+LEASE ([0-9]+) } $reply -> t
+        puts "lease-reply: $reply"
+        flush stdout
+        after 100 round
+    }
+    round
+    vwait forever
+}
+
 # ------------------------------------------------------------- nickv ---
 lassign $argv - mport lport mode
 set m [socket 127.0.0.1 $mport]
@@ -179,7 +211,7 @@ send_cmd $m REPLCONF listening-port $lport
 read_line $m
 send_cmd $m REPLCONF capa eof capa psync2
 read_line $m
-send_cmd $m REPLCONF nickv "hello 127.0.0.1 $lport 0 [string repeat b 40]"
+send_cmd $m REPLCONF nickv "hello 127.0.0.1 $lport 0 [string repeat b 40] [string repeat f 40]"
 set hello [read_line $m]
 if {![regexp {^\+([0-9a-f]{40}) ([0-9]+)$} $hello -> replid offset]} {
     puts stderr "fake-nickv: the master refused the hello: $hello"

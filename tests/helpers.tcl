@@ -157,15 +157,60 @@ proc nickv_user_args {} {
     list --masteruser $::nickv_test_user --masterauth $::nickv_test_pass
 }
 
+# A client of the master on 127.0.0.1:$port, authenticated as Nic-KV's own
+# user: what a process holding that password can do.
+proc nickv_user_client {port} {
+    set c [redis 127.0.0.1 $port]
+    $c auth $::nickv_test_user $::nickv_test_pass
+    return $c
+}
+
+# Wait until master m (nickv-lease yes) holds a lease: it takes a write.
+proc nickv_wait_lease {m} {
+    wait_for_condition 100 100 {
+        [catch {$m set nickv-lease-probe 1}] == 0
+    } else {
+        fail "no lease: [$m info nickv]"
+    }
+}
+
+# --node for every server the harness runs now: the members, as an operator
+# names every SKV node (NIC-KV.md, "Members"). nickv_start adds them unless
+# the test gives --node itself (a test of what a member is).
+proc nickv_node_args {} {
+    set args {}
+    foreach srv $::servers {
+        lappend args --node [dict get $srv host]:[dict get $srv port]
+    }
+    return $args
+}
+
+# Make addr (ip:port) a member of a running Nic-KV too (CONFIG SET node).
+proc nickv_add_member {nk addr} {
+    set nodes [lindex [nickv_cmd $nk config get node] 1]
+    assert_equal OK [nickv_cmd $nk config set node "$nodes $addr"]
+}
+
+# ... and every server the harness runs now (those started after Nic-KV).
+proc nickv_add_members {nk} {
+    set nodes [lindex [nickv_cmd $nk config get node] 1]
+    foreach {- addr} [nickv_node_args] {
+        if {[lsearch -exact $nodes $addr] < 0} { lappend nodes $addr }
+    }
+    assert_equal OK [nickv_cmd $nk config set node [join $nodes " "]]
+}
+
 # A Nic-KV daemon for a master on 127.0.0.1:$master_port. Returns a dict
 # with its port, pid and log; extra arguments are nic-kv options
-# (--thread-num 2 ...).
+# (--thread-num 2 ...); --node lines for the harness's servers unless
+# --node is among them.
 proc nickv_start {master_port args} {
     nickv_start_under {} $master_port {*}$args
 }
 
 # The same, the command run under $prefix (a list: {prlimit --nofile=128:128}).
 proc nickv_start_under {prefix master_port args} {
+    if {[lsearch -exact $args --node] < 0} { set args [concat [nickv_node_args] $args] }
     # The port is free when picked, but the harness's servers take ports
     # from the same range (find_available_port's cursor is shared): one may
     # take it before nic-kv binds it. Then nic-kv exits ("Cannot listen"),
@@ -218,11 +263,18 @@ proc nickv_start_under {prefix master_port args} {
     return $nk
 }
 
-# Start it again on the same port, with the same options.
+# Start it again on the same port, with the same options (and, as members,
+# the servers the harness runs now, as nickv_add_members made them).
 proc nickv_restart {nk} {
     set log [dict get $nk log]
+    set args [dict get $nk args]
+    if {[lsearch -exact $args --node] >= 0} {
+        foreach {- addr} [nickv_node_args] {
+            if {[lsearch -exact $args $addr] < 0} { lappend args --node $addr }
+        }
+    }
     set pid [exec [nickv_binary] --port [dict get $nk port] --master-port [dict get $nk master] \
-                 --logfile $log {*}[dict get $nk args] >>& [file dirname $log]/nickv.out &]
+                 --logfile $log {*}$args >>& [file dirname $log]/nickv.out &]
     dict set nk pid $pid
     lappend ::nickv_pids $pid
     wait_for_condition 100 50 {

@@ -12,13 +12,19 @@
 # master also listens on RDMA port 6380, Nic-KV streams from it over RDMA
 # and listens on RDMA port 7381, and the replicas replicate over RDMA.
 #
-# Two generated passwords (NIC-KV.md, "Security model"): the clients' and
-# replicas' (requirepass of every node and of Nic-KV, the replicas'
-# masterauth; printed, and kept in build/run/password), and Nic-KV's own
-# ACL user's, "nickv", which every node defines (a replica promoted takes
-# leases from it) and only Nic-KV uses (kept in build/run/nickv-password).
-# nickv-lease yes needs such a user: with the default one, any client could
-# grant the master a lease.
+# Three generated passwords, one per role (NIC-KV.md, "Security model"):
+#   - the operator's: the default user's on every node (requirepass) and
+#     Nic-KV's adminpass; printed, and kept in build/run/password;
+#   - the replicas': the ACL user "replica" (+psync +replconf +ping,
+#     nothing else) that every node replicates as (masteruser/masterauth),
+#     and Nic-KV's requirepass; kept in build/run/replica-password;
+#   - Nic-KV's own: the ACL user "nickv", defined on every node (a replica
+#     promoted takes leases from it), used by Nic-KV alone; kept in
+#     build/run/nickv-password. nickv-lease yes needs such a user: with the
+#     default one, any client could grant the master a lease.
+# A replica's password lets it replicate and nothing more: it cannot turn
+# the lease off, promote itself or read the data. Nic-KV names every node
+# a member (node lines): it sends its password to them and nothing else.
 #
 # Nic-KV fails over (failover yes in nic-kv.conf; every node runs with
 # nickv-lease yes): kill -9 the master and a replica takes over. Each node
@@ -76,25 +82,34 @@ rdma_address() {
 }
 
 rdma_addr=$(rdma_address)
-rm -f "$run/nic-kv.state" "$run/password" "$run/nickv-password"
+rm -f "$run/nic-kv.state" "$run/password" "$run/nickv-password" "$run/replica-password"
 pass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 nkpass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-(umask 077; echo "$pass" > "$run/password"; echo "$nkpass" > "$run/nickv-password")
+replpass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+(umask 077; echo "$pass" > "$run/password"; echo "$nkpass" > "$run/nickv-password"
+ echo "$replpass" > "$run/replica-password")
 export REDISCLI_AUTH=$pass
-# What Nic-KV does on a node: replicate, probe, grant the lease, fail over.
-# (Each rule a word of its own: redis-server joins them into one line.)
-nickv_acl=(nickv on ">$nkpass" +psync +replconf +ping +auth +info +replicaof "+config|rewrite" "+client|kill")
-node_args=(--nickv-lease yes --requirepass "$pass" --user "${nickv_acl[@]}" --nickv-user nickv
-           --masterauth "$pass")
+# What Nic-KV does on a node: replicate, probe, grant the lease, fail over,
+# read a cluster's view. (Each rule a word of its own: redis-server joins
+# them into one line.)
+nickv_acl=(nickv on ">$nkpass" +psync +replconf +ping +auth +info +replicaof "+config|rewrite" "+client|kill"
+           "+cluster|nodes")
+# What a replica does on its master: replicate, nothing else.
+replica_acl=(replica on ">$replpass" +psync +replconf +ping)
+node_args=(--nickv-lease yes --requirepass "$pass" --user "${nickv_acl[@]}" --user "${replica_acl[@]}"
+           --nickv-user nickv --masteruser replica --masterauth "$replpass")
 master_args=("${node_args[@]}")
 nickv_args=(--state-file "$run/nic-kv.state" --masteruser nickv --masterauth "$nkpass"
-            --requirepass "$pass")
+            --requirepass "$replpass" --replica-user replica --adminpass "$pass")
+for p in $mport $replicas; do nickv_args+=(--node "127.0.0.1:$p"); done
 replica_args=("${node_args[@]}" --replicaof 127.0.0.1 "$mport")
 if [ -n "$rdma_addr" ]; then
     nkrport=$((nkport + 1))
     master_args+=(--bind "127.0.0.1 $rdma_addr" --rdma-port "$rport" --rdma-bind "$rdma_addr")
     nickv_args+=(--master-host "$rdma_addr" --master-rdma-port "$rport"
                  --rdma-port "$nkrport" --rdma-bind "$rdma_addr" --announce-ip "$rdma_addr")
+    # The master lists its replicas at their RDMA address: members there too.
+    for p in $mport $replicas; do nickv_args+=(--node "$rdma_addr:$p"); done
     replica_args=("${node_args[@]}" --replicaof "$rdma_addr" "$rport" --rdma-replication yes)
 fi
 
@@ -133,10 +148,11 @@ else
   Nic-KV    127.0.0.1:$nkport   streaming to $(field "$nkport" replicas connected_replicas) replicas"
 fi
 auth="
-Password (requirepass of every node and of Nic-KV, in $run/password):
+Your password (the default user's on every node, Nic-KV's adminpass; in $run/password):
   export REDISCLI_AUTH=$pass
-Nic-KV authenticates to the nodes as the ACL user nickv (its password in
-$run/nickv-password: nobody else needs it)."
+The replicas replicate as the ACL user replica (+psync +replconf +ping only; its
+password in $run/replica-password). Nic-KV authenticates to the nodes as the
+ACL user nickv (its password in $run/nickv-password: nobody else needs it)."
 
 cat <<EOT
 

@@ -249,7 +249,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     }
 
     test {Nic-KV busy: the grantor's lease answer names the watch port and a token; others get none} {
-        set a [$c replconf nickv "lease 0 0 $inst"]
+        set a [$c replconf nickv "lease 0 0 $inst [string repeat f 40]"]
         assert_equal 6 [llength $a]
         lassign $a word now runid offset wport token
         assert_equal LEASE $word
@@ -307,16 +307,18 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         assert_match {READONLY*no lease*} $e
         # A time it never sent (in its future) is refused.
         assert_match {-ERR malformed watch*} [watch_ask $s "WATCH 99999999999999 100 $inst"]
-        # A lease from the main thread (1 s), then the watch prolongs it.
-        set s2 [lindex [$c replconf nickv "lease 0 0 $inst"] 1]
-        $c replconf nickv "lease $s2 1000 $inst"
+        # A lease from the main thread (3 s); a second later the watch
+        # prolongs it by as much again (no more: see below).
+        set s2 [lindex [$c replconf nickv "lease 0 0 $inst [string repeat f 40]"] 1]
+        $c replconf nickv "lease $s2 3000 $inst [string repeat f 40]"
         assert_equal held [nickv_status $m nickv_lease]
+        after 1000
         set s [watch_open $::wport]
         assert_equal {+OK} [watch_ask $s "AUTH $::token"]
         set now [lindex [watch_ask $s "WATCH 0 0 $inst"] 1]
         set r [watch_ask $s "WATCH $now 3000 $inst"]
-        assert {[lindex $r 4] > 2000}
-        assert {[nickv_status $m nickv_lease_left_ms] > 2000}
+        assert {[lindex $r 4] > 2500}
+        assert {[nickv_status $m nickv_lease_left_ms] > 2500}
         assert_equal OK [$m set k v]
         close $s
     }
@@ -328,7 +330,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set c [busy_nickv_client $mport]
         busy_wait_lease_out $m
         set other [string repeat e 40]
-        set a [$c replconf nickv "lease 0 0 $other"]
+        set a [$c replconf nickv "lease 0 0 $other [string repeat f 40]"]
         assert_equal 6 [llength $a]
         set token2 [lindex $a 5]
         assert {$token2 ne $::token}
@@ -348,22 +350,23 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         # inst3 grants; an intruder keeps a watch open with inst3's token.
         busy_wait_lease_out $m
         set c3 [busy_nickv_client $mport]
-        set token3 [lindex [$c3 replconf nickv "lease 0 0 $inst3"] 5]
+        set token3 [lindex [$c3 replconf nickv "lease 0 0 $inst3 [string repeat f 40]"] 5]
         set old [watch_open $::wport]
         assert_equal {+OK} [watch_ask $old "AUTH $token3"]
         $c3 close
         busy_wait_lease_out $m
         # inst4 becomes the grantor and takes a lease.
         set c4 [busy_nickv_client $mport]
-        set now [lindex [$c4 replconf nickv "lease 0 0 $inst4"] 1]
-        $c4 replconf nickv "lease $now 1000 $inst4"
+        set now [lindex [$c4 replconf nickv "lease 0 0 $inst4 [string repeat f 40]"] 1]
+        $c4 replconf nickv "lease $now 5000 $inst4 [string repeat f 40]"
         assert_equal held [nickv_status $m nickv_lease]
         # The intruder's watch, naming the new grantor (its instance id is
         # no secret), prolongs nothing and is cut off.
         assert_match {-ERR not the Nic-KV that grants*} [watch_ask $old "WATCH 0 0 $inst4"]
         close $old
         # The new grantor's own watch: a t it was never sent is refused.
-        set token4 [lindex [$c4 replconf nickv "lease 0 0 $inst4"] 5]
+        set now [lindex [$c4 replconf nickv "lease 0 0 $inst4 [string repeat f 40]"] 1]
+        set token4 [lindex [$c4 replconf nickv "lease $now 5000 $inst4 [string repeat f 40]"] 5]
         set w [watch_open $::wport]
         assert_equal {+OK} [watch_ask $w "AUTH $token4"]
         set wnow [lindex [watch_ask $w "WATCH 0 0 $inst4"] 1]
@@ -377,6 +380,59 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         close $w
         $c4 close
     }
+
+    test {Nic-KV busy: a token is good for one bind: the same Nic-KV, bound again, gets a new one} {
+        # A token seen once (by a connection that took the grantor's place
+        # with Nic-KV's instance id) used to stay good for the life of that
+        # Nic-KV process: issue 30.
+        set inst5 [string repeat 2 40]
+        set key5 [string repeat 3 40]
+        busy_wait_lease_out $m
+        set c5 [busy_nickv_client $mport]
+        set token5 [lindex [$c5 replconf nickv "lease 0 0 $inst5 $key5"] 5]
+        assert_equal 40 [string length $token5]
+        $c5 close
+        # The same Nic-KV's next connection takes the place once the
+        # master has seen the first one go.
+        for {set i 0} {$i < 50} {incr i} {
+            set c6 [busy_nickv_client $mport]
+            if {![catch {$c6 replconf nickv "lease 0 0 $inst5 $key5"} a]} break
+            $c6 close
+            after 100
+        }
+        assert_equal LEASE [lindex $a 0]
+        set token6 [lindex $a 5]
+        assert_equal 40 [string length $token6]
+        assert {$token6 ne $token5}
+        set s [watch_open $::wport]
+        assert_match {-ERR invalid token} [watch_ask $s "AUTH $token5"]
+        close $s
+        $c6 close
+    }
+
+    test {Nic-KV busy: a WATCH prolongs no further than the grantor's last grant} {
+        busy_wait_lease_out $m
+        set inst7 [string repeat 4 40]
+        set key7 [string repeat 5 40]
+        set c7 [busy_nickv_client $mport]
+        set now [lindex [$c7 replconf nickv "lease 0 0 $inst7 $key7"] 1]
+        set token7 [lindex [$c7 replconf nickv "lease $now 1000 $inst7 $key7"] 5]
+        set w [watch_open $::wport]
+        assert_equal {+OK} [watch_ask $w "AUTH $token7"]
+        set wnow [lindex [watch_ask $w "WATCH 0 0 $inst7"] 1]
+        # A thief with the token (issue 30) asked 60 s and got them.
+        assert_match {+WATCH *} [watch_ask $w "WATCH $wnow 60000 $inst7"]
+        assert {[nickv_status $m nickv_lease_left_ms] <= 1000}
+        # After a query (a failover began), nothing.
+        $c7 replconf nickv "lease 0 0 $inst7 $key7"
+        set wnow [lindex [watch_ask $w "WATCH 0 0 $inst7"] 1]
+        after 20
+        set before [nickv_status $m nickv_lease_left_ms]
+        assert_match {+WATCH *} [watch_ask $w "WATCH $wnow 1000 $inst7"]
+        assert {[nickv_status $m nickv_lease_left_ms] <= $before}
+        close $w
+        $c7 close
+    }
 }
 
 # nickv-watch-port -1: no thread; the lease answers name none, and Nic-KV
@@ -386,7 +442,7 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fo_conf 
     set mport [srv 0 port]
     test {Nic-KV busy: nickv-watch-port -1: no watch thread, the lease answer as before} {
         set c [busy_nickv_client $mport]
-        assert_equal 4 [llength [$c replconf nickv "lease 0 0 [string repeat c 40]"]]
+        assert_equal 4 [llength [$c replconf nickv "lease 0 0 [string repeat c 40] [string repeat f 40]"]]
         assert_equal 0 [nickv_status $m nickv_watch_port]
         $c close
     }

@@ -19,7 +19,14 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
     for {set i 0} {[llength $keys] < 100} {incr i} {
         if {[$a cluster keyslot k$i] <= 5460} { lappend keys k$i }
     }
-    set nk [nickv_start $aport --failover yes]
+    # Nic-KV's own user on every node, as NIC-KV.md's recipe gives it: in a
+    # cluster it reads CLUSTER NODES too.
+    for {set i 0} {$i < 6} {incr i} {
+        [Rn $i] acl setuser nickv on >cl-secret +psync +replconf +ping +auth +info +replicaof \
+            +config|rewrite +client|kill +cluster|nodes
+        [Rn $i] config set nickv-user nickv
+    }
+    set nk [nickv_start $aport --failover yes --masteruser nickv --masterauth cl-secret]
     nickv_wait_replicas $nk 1
 
     test {Nic-KV in cluster mode: the shard's replica streams from it; Nic-KV never fails a master over} {
@@ -91,6 +98,21 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
         nickv_assert_digests $a [list $b]
         assert_equal 3 [$a get [lindex $keys 0]]
         nickv_assert_no_bug $nk
+    }
+
+    test {Nic-KV in cluster mode: a user without +cluster|nodes is counted and said, not waited on in silence} {
+        # (Before, the refusals were dropped: INFO cluster said pending, with
+        # cluster_view_errors:0, and nothing was logged.)
+        assert_equal 0 [nickv_info $nk cluster_view_errors]
+        for {set i 0} {$i < 6} {incr i} { [Rn $i] acl setuser nickv -cluster|nodes }
+        wait_for_condition 100 100 {
+            [nickv_info $nk cluster_view_errors] > 0
+        } else {
+            fail "no view error counted: [nickv_cmd $nk info cluster]"
+        }
+        assert_match "*answers CLUSTER NODES with an error: NOPERM*needs +cluster|nodes*" \
+            [exec cat [dict get $nk log]]
+        for {set i 0} {$i < 6} {incr i} { [Rn $i] acl setuser nickv +cluster|nodes }
     }
     nickv_stop $nk
 }

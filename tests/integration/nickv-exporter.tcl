@@ -107,6 +107,7 @@ start_server {overrides {save ""}} {
     start_server {overrides {save ""}} {
         set p1 [srv -1 port]
         set p2 [srv 0 port]
+        nickv_add_members $nk
         foreach r [list [srv -1 client] [srv 0 client]] { $r replicaof 127.0.0.1 $mport }
         foreach r [list [srv -1 client] [srv 0 client]] { wait_for_sync $r }
         nickv_wait_replicas $nk 2

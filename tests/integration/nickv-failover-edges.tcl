@@ -176,6 +176,61 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     }
 }
 
+# A replica that acknowledged writes, then went silent with its port open
+# (a hung process; a fake that stops answering): once a candidate that
+# answered holds all it may have acknowledged (what of it the master
+# counted went through Nic-KV), it blocks the failover no longer. It used
+# to be waited for as long as its port stayed open (issue 30: 40 s, while
+# the live replicas held more than it had acknowledged).
+start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
+    set mport [srv 0 port]
+    set mpid [srv 0 pid]
+    start_server [list overrides $fe_conf] {
+    start_server [list overrides $fe_conf] {
+        set r1 [srv -1 client]
+        set p1 [srv -1 port]
+        set pid1 [srv -1 pid]
+        set r2 [srv 0 client]
+        set p2 [srv 0 port]
+        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
+        foreach r [list $r1 $r2] { wait_for_sync $r }
+        nickv_wait_replicas $nk 2
+        nickv_wait_failover_view $nk 2
+
+        test {Nic-KV failover: a silent replica whose acknowledged writes a candidate holds does not block it} {
+            set m [srv -2 client]
+            $m select 9
+            for {set i 0} {$i < 100} {incr i} { $m set k$i $i }
+            assert_equal 2 [$m wait 2 2000]
+            exec kill -STOP $pid1
+            $m set after-stop yes
+            assert_equal 1 [$m wait 1 2000]
+            exec kill -9 $mpid
+            set status [catch {
+                wait_for_condition 50 100 {
+                    [nickv_info $nk failovers] == 1
+                } else {
+                    fail "not failed over: [nickv_cmd $nk info failover]"
+                }
+            } e]
+            exec kill -CONT $pid1
+            if {$status} { error $e $::errorInfo }
+            assert_equal "127.0.0.1 $p2" [nickv_master_addr $nk]
+            assert_match "*not waiting for 127.0.0.1:$p1, which does not answer: 127.0.0.1:$p2 holds*" \
+                [exec cat [dict get $nk log]]
+            nickv_wait_served $r2
+            $r2 select 9
+            assert_equal yes [$r2 get after-stop]
+            # The silent one, back, follows the new master: the same data.
+            fo_wait_replica_of $p1 $p2
+            nickv_assert_digests $r2 [list $r1]
+        }
+        nickv_stop $nk
+    }
+    }
+}
+
 start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     set mport [srv 0 port]
     set mpid [srv 0 pid]
@@ -271,7 +326,7 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
             file mkdir $dir/nickv.state.tmp
             set port [find_available_port [expr {$::baseport + 250}] 200]
             catch {exec [nickv_binary] --port $port --master-port $mport --failover yes \
-                       --state-file $dir/nickv.state 2>@1} out
+                       --node 127.0.0.1:$mport --state-file $dir/nickv.state 2>@1} out
             assert_match {*cannot write the state file*Is a directory*does not start without it*} $out
         }
     }
@@ -650,6 +705,9 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         set ports [list [srv -1 port] [srv 0 port]]
         foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
         set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --confirm-claims yes]
+        # The other addresses the replicas take below are members too.
+        nickv_add_member $nk 127.0.0.2:[srv 0 port]
+        nickv_add_member $nk 127.0.0.3:[srv -1 port]
         foreach r [list $r1 $r2] { wait_for_sync $r }
         nickv_wait_failover_view $nk 2
         $m select 9

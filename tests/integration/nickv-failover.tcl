@@ -88,9 +88,9 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set c [redis 127.0.0.1 $mport]
         $c auth $::nickv_test_user $::nickv_test_pass
         set inst [string repeat a 40]
-        catch {$c replconf nickv "lease 999999999999999 500 $inst"} e
+        catch {$c replconf nickv "lease 999999999999999 500 $inst [string repeat f 40]"} e
         assert_match {*ahead of this clock*} $e
-        assert_match {LEASE *} [$c replconf nickv "lease 0 500 $inst"]
+        assert_match {LEASE *} [$c replconf nickv "lease 0 500 $inst [string repeat f 40]"]
         $c close
         assert_equal expired [nickv_status $m nickv_lease]
     }

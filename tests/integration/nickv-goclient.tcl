@@ -39,6 +39,9 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         set r1 [srv -1 client]
         set d [srv 0 client]
         set dport [srv 0 port]
+        # Started after Nic-KV: named members now, as an operator would.
+        nickv_add_member $nk 127.0.0.1:[srv -1 port]
+        nickv_add_member $nk 127.0.0.1:$dport
         $r1 replicaof 127.0.0.1 $mport
         $d replicaof 127.0.0.1 $mport
         wait_for_sync $r1

@@ -75,6 +75,10 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             assert_equal 2 [$m wait 2 5000]
             if {$claim eq {}} { set claim [expr {[status $m master_repl_offset] + 1000000000}] }
             lassign [hf_fake_replica $mport $claim $priority $rotate] fpid lport fout
+            # A member: what is checked here is a member that lies (a node
+            # taken over, or restarted with other data). A node that is no
+            # member is never asked anything (nickv-hostile-identity.tcl).
+            nickv_add_member $nk 127.0.0.1:$lport
             # The master lists it as a replica, Nic-KV's probes find it alive.
             wait_for_condition 100 100 {
                 [string match "*flags=ok*" [nickv_probe_node $nk 127.0.0.1:$lport]]
@@ -153,21 +157,21 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             set c [hf_nickv_client $mport]
             set refused [nickv_status $m nickv_others_refused]
             # A query for the master's clock, then a 60 s grant from it.
-            catch {$c replconf nickv "lease 0 0 $rogue_inst"} e
+            catch {$c replconf nickv "lease 0 0 $rogue_inst [string repeat f 40]"} e
             assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
-            catch {$c replconf nickv "lease 1 60000 $rogue_inst"} e
+            catch {$c replconf nickv "lease 1 60000 $rogue_inst [string repeat f 40]"} e
             assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
             # Verdicts that would stop every write, or count nobody.
             catch {$c replconf nickv "health 9 0"} e
             assert_equal {NICKV refused: only the connection that grants this master's lease (or the daemon's link) may report replicas' health} $e
-            catch {$c replconf nickv "hello 127.0.0.1 1 0 $rogue_inst"} e
+            catch {$c replconf nickv "hello 127.0.0.1 1 0 $rogue_inst [string repeat f 40]"} e
             assert_equal {NICKV refused: another Nic-KV grants this master's lease} $e
-            # Nic-KV's own instance id (no secret: sent in clear, and in its
-            # INFO) on another connection takes nothing from it.
+            # Nic-KV's own instance id (no secret: it is in its INFO) without
+            # its key is another Nic-KV, not an earlier connection of this one.
             set nk_inst [nickv_info $nk run_id]
             assert_equal 40 [string length $nk_inst]
-            catch {$c replconf nickv "lease 1 60000 $nk_inst"} e
-            assert_match {NICKV refused: an earlier connection of this Nic-KV (client id *) grants this master's lease} $e
+            catch {$c replconf nickv "lease 1 60000 $nk_inst [string repeat f 40]"} e
+            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
             assert_equal [expr {$refused + 5}] [nickv_status $m nickv_others_refused]
             assert_equal 1 [nickv_status $m nickv_min_slaves]
             assert_equal OK [$m set after-rogue 1]
@@ -178,7 +182,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
 
         test {Nic-KV lease: a master stopped with a write queued answers it -READONLY after the failover (no rogue lease)} {
             set c [hf_nickv_client $mport]
-            catch {$c replconf nickv "lease 1 60000 $rogue_inst"}
+            catch {$c replconf nickv "lease 1 60000 $rogue_inst [string repeat f 40]"}
             $c close
             set w [redis 127.0.0.1 $mport 1]
             $w select 9
@@ -280,7 +284,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             fail "the lease goes on: [$m info nickv]"
         }
         set c [hf_nickv_client $mport]
-        catch {$c replconf nickv "lease 0 0 [string repeat 6 40]"} e
+        catch {$c replconf nickv "lease 0 0 [string repeat 6 40] [string repeat f 40]"} e
         assert_equal {NICKV refused: the nickv-user has nopass, so any client can use it: give it a password} $e
         $c close
         catch {$m set k v} e
@@ -307,16 +311,16 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat {save ""}
             $r replicaof 127.0.0.1 $mport
             wait_for_sync $r
             set rogue [hf_nickv_client $rport]
-            assert_match {LEASE *} [$rogue replconf nickv "lease 0 0 [string repeat 7 40]"]
+            assert_match {LEASE *} [$rogue replconf nickv "lease 0 0 [string repeat 7 40] [string repeat f 40]"]
             # The replica forgets what it had as a master (its cron), too.
             after 200
             $r replicaof no one
             set nk [hf_nickv_client $rport]
             set inst [string repeat 8 40]
-            set t [lindex [$nk replconf nickv "lease 0 0 $inst"] 1]
-            assert_match {LEASE *} [$nk replconf nickv "lease $t 1000 $inst"]
+            set t [lindex [$nk replconf nickv "lease 0 0 $inst [string repeat f 40]"] 1]
+            assert_match {LEASE *} [$nk replconf nickv "lease $t 1000 $inst [string repeat f 40]"]
             assert_equal held [nickv_status $r nickv_lease]
-            catch {$rogue replconf nickv "lease $t 60000 [string repeat 7 40]"} e
+            catch {$rogue replconf nickv "lease $t 60000 [string repeat 7 40] [string repeat f 40]"} e
             assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
             assert {[nickv_status $r nickv_lease_left_ms] <= 1000}
             $rogue close
@@ -379,7 +383,7 @@ start_server {tags {"nickv external:skip"} overrides {save ""}} {
         $m config set nickv-lease yes
         set c [redis 127.0.0.1 $mport]
         $c auth nk-empty ""
-        catch {$c replconf nickv "lease 0 0 [string repeat 9 40]"} e
+        catch {$c replconf nickv "lease 0 0 [string repeat 9 40] [string repeat f 40]"} e
         assert_equal {NICKV refused: the nickv-user's password is empty, so any client can use it: give it a real one} $e
         $c close
         $m config set nickv-lease no

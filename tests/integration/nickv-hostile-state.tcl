@@ -13,7 +13,7 @@ set hs_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 proc hs_run {mport path} {
     set port [find_available_port [expr {$::baseport + 250}] 200]
     catch {exec timeout 5 [nickv_binary] --port $port --master-port $mport --failover yes \
-               --state-file $path 2>@1} out
+               --node 127.0.0.1:$mport --state-file $path 2>@1} out
     return $out
 }
 

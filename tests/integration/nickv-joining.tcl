@@ -18,8 +18,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
 
     # A lease of ms from now, from this connection (the grantor).
     proc grant {c inst ms} {
-        set now [lindex [$c replconf nickv "lease 0 $ms $inst"] 1]
-        $c replconf nickv "lease $now $ms $inst"
+        set now [lindex [$c replconf nickv "lease 0 $ms $inst [string repeat f 40]"] 1]
+        $c replconf nickv "lease $now $ms $inst [string repeat f 40]"
     }
 
     test {Nic-KV joining: a replica named joining counts for min-slaves until the window ends} {

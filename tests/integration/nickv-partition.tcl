@@ -173,7 +173,8 @@ start_server [list overrides $conf] {
     set etcd [etcd_cluster_start 3 [dict create host $pt(host)]]
     set urls [etcd_cluster_urls]
     set common [list {*}[nickv_user_args] --failover yes --min-slaves 0 --coordinator $urls \
-                    --coordinator-insecure yes --master-host $pt(far)]
+                    --coordinator-insecure yes --master-host $pt(far) --node $pt(far):$pt(port,0) \
+                    --node $pt(host):$pt(port,1) --node $pt(host):$pt(port,2)]
     set pt(nk,0) [nickv_start_under [list ip netns exec $pt(ns)] $pt(port,0) {*}$common \
                       --bind $pt(far) --protected-mode no --local-node $pt(far):$pt(port,0)]
     lappend pt(ns_pids) [dict get $pt(nk,0) pid]

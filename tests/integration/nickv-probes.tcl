@@ -27,6 +27,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         set pid1 [srv -2 pid]
         set pid3 [srv 0 pid]
         set replicas [list $r1 $r2 $r3]
+        nickv_add_members $nk
         foreach r $replicas { $r replicaof $mhost $mport }
         foreach r $replicas { wait_for_sync $r }
         nickv_wait_replicas $nk 2
@@ -300,6 +301,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         set r1 [srv -1 client]
         set d [srv 0 client]
         set dport [srv 0 port]
+        nickv_add_members $nk
         $r1 replicaof 127.0.0.1 $mport
         $d replicaof 127.0.0.1 $mport
         wait_for_sync $r1
@@ -391,7 +393,7 @@ for m in p.listen():
             assert_match "*node0:addr=127.0.0.1:$dport,role=master,*flags=ok*" [nickv_cmd $nk info failover]
             # The demoted master refuses the daemon role: it is a replica.
             set c [redis 127.0.0.1 $mport]
-            catch {$c replconf nickv "hello ? 1 0 [string repeat d 40]"} e
+            catch {$c replconf nickv "hello ? 1 0 [string repeat d 40] [string repeat f 40]"} e
             $c close
             assert_match "NICKV refused: this node is a replica of 127.0.0.1:$dport" $e
             $d set after 1

@@ -41,9 +41,14 @@ start_server [list tags {"rdma nickv repl"} overrides [concat [rdma_overrides $m
         foreach r $replicas { $r replicaof $::rdma_host $mrport }
         foreach r $replicas { wait_for_sync $r }
         $m config set nickv-lease yes
-        set nk [nickv_start $mport {*}[nickv_user_args] --master-host $::rdma_host --master-rdma-port $mrport \
-                    --rdma-port $nkrport --rdma-bind $::rdma_host2 --announce-ip $::rdma_host2 \
-                    --protected-mode no --failover yes --min-slaves 1]
+        # The members: every node at each address Nic-KV reaches it by.
+        set members {}
+        foreach p [concat $mport $ports] {
+            lappend members --node $::rdma_host:$p --node $::rdma_host2:$p --node 127.0.0.1:$p
+        }
+        set nk [nickv_start $mport {*}[nickv_user_args] {*}$members --master-host $::rdma_host \
+                    --master-rdma-port $mrport --rdma-port $nkrport --rdma-bind $::rdma_host2 \
+                    --announce-ip $::rdma_host2 --protected-mode no --failover yes --min-slaves 1]
         nickv_wait_replicas $nk 3
         nickv_wait_failover_view $nk 3
         # Nic-KV's view holds a replica's address behind it once it streams
