@@ -69,13 +69,14 @@ nic-kv-debug: all
 # nic-kv for aarch64, from a patched tree of its own (build/redis-arm64: the
 # x86 objects stay), with Debian's cross compiler and the arm64 rdma-core
 # packages (utils/setup-deps.sh arm64). libc's malloc (jemalloc is not
-# cross-built; nic-kv allocates little), no libsystemd, no TLS: nic-kv uses
-# none of them. uname_M tells upstream's Makefile the target's machine.
+# cross-built; nic-kv allocates little), no libsystemd (nic-kv uses
+# neither); TLS with the arm64 libssl (NIC-KV.md, "TLS": the DPU's links,
+# and etcd's). uname_M tells upstream's Makefile the target's machine.
 ARM64_TREE := $(BUILD)/redis-arm64
 nic-kv-arm64: deps $(ARM64_TREE)/.skv-patched
 	@utils/setup-deps.sh arm64
 	+$(HARDENING_ARM64) $(MAKE) -C $(ARM64_TREE)/src -j$(JOBS) CC=aarch64-linux-gnu-gcc LD=aarch64-linux-gnu-gcc \
-	    uname_M=aarch64 MALLOC=libc USE_SYSTEMD=no BUILD_TLS=no BUILD_RDMA=$(BUILD_RDMA) \
+	    uname_M=aarch64 MALLOC=libc USE_SYSTEMD=no BUILD_TLS=yes BUILD_RDMA=$(BUILD_RDMA) \
 	    SKV_SRC=$(TOP)/src nic-kv
 	@mkdir -p $(BUILD)/bin
 	@ln -sfn ../redis-arm64/src/nic-kv $(BUILD)/bin/nic-kv-arm64

@@ -391,6 +391,7 @@ static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask);
  * while (nkAcceptResumeCron resumes) rather than spin. */
 static void nkAcceptPause(void) {
     for (int i = 0; i < nk.ipcount; i++) aeDeleteFileEvent(nk.el, nk.ipfd[i], AE_READABLE);
+    for (int i = 0; i < nk.tlscount; i++) aeDeleteFileEvent(nk.el, nk.tlsfd[i], AE_READABLE);
     nk.accept_paused_until = nkMstime() + 100;
 }
 
@@ -399,10 +400,13 @@ static void nkAcceptResumeCron(void) {
     nk.accept_paused_until = 0;
     for (int i = 0; i < nk.ipcount; i++)
         aeCreateFileEvent(nk.el, nk.ipfd[i], AE_READABLE, nkAcceptHandler, NULL);
+    for (int i = 0; i < nk.tlscount; i++)
+        aeCreateFileEvent(nk.el, nk.tlsfd[i], AE_READABLE, nkAcceptHandler, (void *)1);
 }
 
+/* data: non-NULL for tls-port's listeners. */
 static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
-    (void)el; (void)data; (void)mask;
+    (void)el; (void)mask;
     char ip[64], err[ANET_ERR_LEN];
     int port, fd, max = 100;
     while (max--) {
@@ -420,8 +424,41 @@ static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
         anetNonBlock(NULL, fd);
         anetEnableTcpNoDelay(NULL, fd);
         anetKeepAlive(NULL, fd, 300);
-        nkClientCreate(nkConnFromFd(nk.loop, fd), ip, port);
+        if (data) {
+            nkConn *conn = nkConnFromFdTls(nk.loop, fd);
+            if (!conn) {
+                nkLog(LL_WARNING, "TLS: cannot make a session for %s:%d: %s", ip, port, nkTlsError("failed"));
+                close(fd);
+                continue;
+            }
+            nkClientCreate(conn, ip, port);
+        } else {
+            nkClientCreate(nkConnFromFd(nk.loop, fd), ip, port);
+        }
     }
+}
+
+int nkListeningPort(void) {
+    return nk.cfg.port ? nk.cfg.port : nk.cfg.tls_port;
+}
+
+/* port's listeners (tls: tls-port's) on every bind address: -1 if one
+ * cannot listen. */
+static int nkListen(int port, int tls) {
+    for (int i = 0; port && i < nk.cfg.bindcount; i++) {
+        char err[ANET_ERR_LEN];
+        int fd = strchr(nk.cfg.bind[i], ':') ? anetTcp6Server(err, port, nk.cfg.bind[i], 511) :
+                                               anetTcpServer(err, port, nk.cfg.bind[i], 511);
+        if (fd == ANET_ERR) {
+            nkLog(LL_WARNING, "Cannot listen on %s:%d%s: %s", nk.cfg.bind[i], port, tls ? " (TLS)" : "", err);
+            return -1;
+        }
+        anetNonBlock(NULL, fd);
+        if (tls) nk.tlsfd[nk.tlscount++] = fd;
+        else nk.ipfd[nk.ipcount++] = fd;
+        aeCreateFileEvent(nk.el, fd, AE_READABLE, nkAcceptHandler, tls ? (void *)1 : NULL);
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------ RDMA --- */
@@ -639,8 +676,17 @@ int main(int argc, char **argv) {
     sdsfree(options);
     {
         const char *err;
+        char tlserr[512];
         if (!applyPasswords(&err) || !nkMembersCheck(&err)) {
             fprintf(stderr, "nic-kv: %s\n", err);
+            return 1;
+        }
+        if (!nk.cfg.port && !nk.cfg.tls_port) {
+            fprintf(stderr, "nic-kv: port 0 and no tls-port: replicas could not reach Nic-KV\n");
+            return 1;
+        }
+        if (nkTlsInit(tlserr, sizeof(tlserr)) == -1) {
+            fprintf(stderr, "nic-kv: %s\n", tlserr);
             return 1;
         }
     }
@@ -699,27 +745,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (nkFanoutStart(nk.el, nk.cfg.thread_num) == -1) return 1;
-    for (int i = 0; i < nk.cfg.bindcount; i++) {
-        char err[ANET_ERR_LEN];
-        int fd = strchr(nk.cfg.bind[i], ':') ?
-            anetTcp6Server(err, nk.cfg.port, nk.cfg.bind[i], 511) :
-            anetTcpServer(err, nk.cfg.port, nk.cfg.bind[i], 511);
-        if (fd == ANET_ERR) {
-            nkLog(LL_WARNING, "Cannot listen on %s:%d: %s", nk.cfg.bind[i], nk.cfg.port, err);
-            return 1;
-        }
-        anetNonBlock(NULL, fd);
-        nk.ipfd[nk.ipcount++] = fd;
-        aeCreateFileEvent(nk.el, fd, AE_READABLE, nkAcceptHandler, NULL);
-    }
+    if (nkListen(nk.cfg.port, 0) == -1 || nkListen(nk.cfg.tls_port, 1) == -1) return 1;
     nkRdmaStart();
     if (nkFailoverInit() == -1) return 1;
     if (nkFailoverStart() == -1) return 1;
     aeCreateTimeEvent(nk.el, 1, nkCron, NULL, NULL);
     aeSetBeforeSleepProc(nk.el, beforeSleep);
-    nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, master %s:%d, backlog %lld bytes, "
-          "thread-num %d", NICKV_VERSION, SKV_VERSION, nk.cfg.port, nk.cfg.master_host,
-          nk.cfg.master_port, nk.cfg.backlog_size, nk.cfg.thread_num);
+    nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, tls-port %d, master %s:%d%s, backlog %lld "
+          "bytes, thread-num %d", NICKV_VERSION, SKV_VERSION, nk.cfg.port, nk.cfg.tls_port,
+          nk.cfg.master_host, nk.cfg.master_port, nk.cfg.tls_replication ? " (TLS)" : "",
+          nk.cfg.backlog_size, nk.cfg.thread_num);
 #ifdef NK_DEBUG
     nkLog(LL_NOTICE, "Debug build: invariants are checked, and a broken one aborts (nkBug)");
 #endif

@@ -86,6 +86,7 @@ typedef struct nkLoop {
     aeEventLoop *el;
     struct rdmaAe *rdma;        /* drives its RDMA connections (rdma_ae.h) */
     list *garbage;              /* closed connections, freed by nkLoopCollect */
+    list *tls_pending;          /* TLS connections whose session holds read bytes */
     void (*wake)(void *data);   /* wakes its thread (from any thread) */
     void *wake_data;
 } nkLoop;
@@ -98,6 +99,10 @@ void nkLoopBeforeSleep(nkLoop *l);
 void nkLoopCron(nkLoop *l);
 void nkLoopCollect(nkLoop *l);
 nkConn *nkConnFromFd(nkLoop *l, int fd);
+/* An accepted socket that speaks TLS (tls-port): the handshake runs
+ * first; the handlers see only what follows it. NULL without a context. */
+nkConn *nkConnFromFdTls(nkLoop *l, int fd);
+int nkConnIsTls(nkConn *c);
 nkConn *nkConnFromChan(nkLoop *l, rdmaChan *ch);
 /* Start connecting; the write handler is called once it is done, and
  * nkConnError() then says whether it failed. A host name is resolved off
@@ -183,7 +188,16 @@ typedef struct nkConfig {
     char *coordinator_tls_ca, *coordinator_tls_cert, *coordinator_tls_key;
     nkNodeAddr nodes[NK_MAX_NODES];   /* node lines: the members (nickv_member.c) */
     int nodecount;
+    int tls_port;             /* TLS listener (nickv_tls.c); 0: none */
+    char *tls_cert_file, *tls_key_file, *tls_client_cert_file, *tls_client_key_file;
+    char *tls_ca_cert_file, *tls_ca_cert_dir;
+    int tls_auth_clients;     /* NK_TLS_AUTH_* */
+    int tls_replication;      /* connections to nodes are TLS */
 } nkConfig;
+
+#define NK_TLS_AUTH_NO 0
+#define NK_TLS_AUTH_YES 1
+#define NK_TLS_AUTH_OPTIONAL 2
 
 /* File descriptors kept for what is not a client (listeners, the master
  * link, a proxied sync's link, the log), as upstream's
@@ -246,6 +260,7 @@ typedef struct nkReplica {
     int port;                           /* [main] its listening port */
     nkConn *conn;                       /* [thread] */
     int rdma;                           /* [main] sent to with zero copy */
+    int tls;                            /* [main] over TLS */
     int registered;                     /* [thread] region registered: the
                                          * thread does it (replicaRegister) */
     /* RDMA: the ring its channel registers, and the oldest offset of it
@@ -280,6 +295,8 @@ typedef struct nkServer {
     char rdma_status[300];              /* "off", "on", or "error: why" */
     int ipfd[NK_MAX_BIND];
     int ipcount;
+    int tlsfd[NK_MAX_BIND];             /* tls-port's listeners */
+    int tlscount;
     list *clients;
     long long next_client_id;
     time_t start_time;
@@ -694,6 +711,9 @@ int nkCoordLocal(const char *ip, int port);
 int nkCoordFanout(const char *ip, int port);
 int nkCoordMayName(const char *ip, int port);
 int nkCoordNamed(const char *ip, int port);
+/* A node a Nic-KV of the deployment registered in etcd (with etcd's
+ * authentication): a member (nickv_member.c). */
+int nkCoordMember(const char *ip, int port);
 int nkCoordRecordNamed(char ip[][NK_COORD_ADDR], int *ports, int max);
 void nkCoordPublish(long long epoch, const char *ip, int port);
 int nkCoordPublished(long long epoch);
@@ -708,6 +728,18 @@ void nkLinkFanoutCheck(void);
 int nkLinkStreamedLately(void);
 /* nickv_coord.c: may lease-time ms be granted under leader-ttl? err says why not. */
 int nkCoordCheckLeaseTime(long long ms, char *err, size_t errlen);
+
+/* nickv_tls.c: TLS contexts from the tls-* options (see its top). */
+int nkTlsInit(char *err, size_t errlen);
+/* Connections to nodes are TLS (tls-replication yes). */
+int nkTlsOutgoing(void);
+/* A new session (an SSL *) for an accepted (server 1) or a made
+ * connection; NULL when that side has no context. */
+void *nkTlsSession(int server);
+/* OpenSSL's reason for the last failure on this thread, or fallback. */
+const char *nkTlsError(const char *fallback);
+/* The port replicas reach us on: port, or tls-port when port is 0. */
+int nkListeningPort(void);
 
 /* nickv_member.c: the members, the nodes Nic-KV trusts with its
  * credentials, names valid, promotes and repoints (see its top). */

@@ -129,13 +129,16 @@ static sds genInfo(int nsec, sds *secs) {
             "process_id:%d\r\n"
             "run_id:%s\r\n"
             "tcp_port:%d\r\n"
+            "tls_port:%d\r\n"
+            "tls_replication:%s\r\n"
             "rdma_port:%d\r\n"
             "uptime_in_seconds:%lld\r\n"
             "thread_num:%d\r\n"
             "fanout_threads:%d\r\n"
             "config_file:%s\r\n\r\n",
             REDIS_VERSION, NICKV_VERSION, SKV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
-            (int)getpid(), nk.instance, nk.cfg.port, nkRdmaPort(),
+            (int)getpid(), nk.instance, nk.cfg.port, nk.cfg.tls_port, nk.cfg.tls_replication ? "yes" : "no",
+            nkRdmaPort(),
             nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
             nk.cfg.config_file ? nk.cfg.config_file : "");
     }

@@ -315,6 +315,10 @@ int applyPasswords(const char **err) {
     return 1;
 }
 
+static const nkConfigEnum tlsAuthEnum[] = {
+    {"no", NK_TLS_AUTH_NO}, {"yes", NK_TLS_AUTH_YES}, {"optional", NK_TLS_AUTH_OPTIONAL}, {NULL, 0}
+};
+
 static const nkConfigEnum loglevelEnum[] = {
     {"debug", LL_DEBUG}, {"verbose", LL_VERBOSE}, {"notice", LL_NOTICE},
     {"warning", LL_WARNING}, {NULL, 0}
@@ -325,8 +329,30 @@ static const nkConfigEnum loglevelEnum[] = {
 #define PROT NK_CFG_PROTECTED
 #define NONEMPTY NK_CFG_NONEMPTY
 static nkConfigOption nkConfigs[] = {
-    {"port", NK_CFG_INT, IMM, &nk.cfg.port, 1, 65535, 7380, NULL, NULL, NULL, NULL, NULL,
-     "<n>", "TCP port for replicas and admin clients"},
+    {"port", NK_CFG_INT, IMM, &nk.cfg.port, 0, 65535, 7380, NULL, NULL, NULL, NULL, NULL,
+     "<n>", "TCP port for replicas and admin clients (0: none, TLS only)"},
+    {"tls-port", NK_CFG_INT, IMM, &nk.cfg.tls_port, 0, 65535, 0, NULL, NULL, NULL, NULL, NULL,
+     "<n>", "TLS port for replicas and admin clients (0: none)"},
+    {"tls-replication", NK_CFG_BOOL, IMM, &nk.cfg.tls_replication, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
+     "yes|no", "connect to the nodes (the link, probes, failover, the\n"
+     "                        master's watch) over TLS, their certificates\n"
+     "                        verified against the CA before anything is sent"},
+    {"tls-cert-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.tls_cert_file, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<path>", "Nic-KV's certificate (PEM), for tls-port and, unless\n"
+     "                        tls-client-cert-file, for what it connects to"},
+    {"tls-key-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.tls_key_file, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+     "<path>", "... its private key"},
+    {"tls-client-cert-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.tls_client_cert_file, 0, 0, 0, NULL, NULL,
+     NULL, NULL, NULL, "<path>", "the certificate Nic-KV shows the nodes it connects to"},
+    {"tls-client-key-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.tls_client_key_file, 0, 0, 0, NULL, NULL,
+     NULL, NULL, NULL, "<path>", "... its private key"},
+    {"tls-ca-cert-file", NK_CFG_STRING, IMM|PROT, &nk.cfg.tls_ca_cert_file, 0, 0, 0, NULL, NULL, NULL,
+     NULL, NULL, "<path>", "the CA that signs the nodes' and clients' certificates"},
+    {"tls-ca-cert-dir", NK_CFG_STRING, IMM|PROT, &nk.cfg.tls_ca_cert_dir, 0, 0, 0, NULL, NULL, NULL,
+     NULL, NULL, "<path>", "... or a directory of CAs (c_rehash)"},
+    {"tls-auth-clients", NK_CFG_ENUM, IMM, &nk.cfg.tls_auth_clients, 0, 0, NK_TLS_AUTH_YES, NULL,
+     tlsAuthEnum, NULL, NULL, NULL, "yes|no|optional", "a client of tls-port must show a certificate\n"
+     "                        the CA signed (optional: checked if shown)"},
     {"bind", NK_CFG_SPECIAL, IMM|MULTI, NULL, 0, 0, 0, "127.0.0.1", NULL, cfgSetBind, cfgGetBind, NULL,
      "<addr...>", "addresses to listen on"},
     {"protected-mode", NK_CFG_BOOL, 0, &nk.cfg.protected_mode, 0, 1, 1, NULL, NULL, NULL, NULL, NULL,

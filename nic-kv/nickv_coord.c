@@ -111,6 +111,8 @@
                                           * once for a record to write) */
 #define NK_COORD_AUTH_TIMEOUT_MS 5000    /* an etcd authentication (a bcrypt) */
 #define NK_COORD_NAMED 32                /* replicas the record can name */
+#define NK_COORD_MEMBERS 64              /* member keys read, at most */
+#define NK_COORD_MEMBERS_US 1000000LL    /* ... once a second */
 
 #define NK_COORD_MOVE_STABLE_MS 5000     /* master valid this long before leadership moves */
 #define NK_COORD_SUCCESSOR_MS 3000       /* a named successor has this long to campaign */
@@ -158,6 +160,9 @@ static struct {
                                           * since it was set) */
     long long member_gen;                /* bumped whenever member_check is set anew */
     char member_instance[NICKV_INSTANCE_LEN + 1];
+    coordAddr members[NK_COORD_MEMBERS]; /* the member keys' nodes (nkCoordMember) */
+    int nmembers;
+    int members_read;                    /* read at least once */
     int resigned;                        /* the key was deleted on resign */
     int key_lease_alive;                 /* absent, but its holder's lease lives */
     int etcd_ok;
@@ -334,6 +339,45 @@ static void coordNotified(aeEventLoop *el, int fd, void *data, int mask) {
     hooks.changed();
 }
 
+/* The nodes the deployment's Nic-KVs registered (member/<ip:port>, each
+ * attached to its Nic-KV's etcd lease), into S.members: members, with etcd's
+ * authentication only (nickv_member.c). A list that cannot be read leaves
+ * the last one. */
+static void coordReadMembers(nkEtcd *e) {
+    sds keys[NK_COORD_MEMBERS];
+    coordAddr got[NK_COORD_MEMBERS];
+    int n = 0, kept = 0;
+    char err[256];
+    if (nkEtcdList(e, C.key_member_prefix, keys, NK_COORD_MEMBERS, &n, err, sizeof(err)) == -1) return;
+    for (int i = 0; i < n; i++) {
+        nkNodeAddr a;
+        const char *why;
+        size_t plen = sdslen(C.key_member_prefix);
+        if (sdslen(keys[i]) > plen && nkMemberParse(keys[i] + plen, &a, &why) && strlen(a.ip) < NK_COORD_ADDR) {
+            memcpy(got[kept].ip, a.ip, strlen(a.ip) + 1);
+            got[kept++].port = a.port;
+        }
+        sdsfree(keys[i]);
+    }
+    pthread_mutex_lock(&S.lock);
+    memcpy(S.members, got, sizeof(got[0]) * (size_t)kept);
+    S.nmembers = kept;
+    S.members_read = 1;
+    pthread_mutex_unlock(&S.lock);
+}
+
+/* Is ip:port a node a Nic-KV of the deployment registered (with etcd's
+ * authentication; never with coordinator-insecure)? Main thread. */
+int nkCoordMember(const char *ip, int port) {
+    int found = 0;
+    if (C.role == CO_OFF || !nk.cfg.coordinator_user) return 0;
+    pthread_mutex_lock(&S.lock);
+    for (int i = 0; i < S.nmembers && !found; i++)
+        found = S.members[i].port == port && nkSameAddr(ip, S.members[i].ip);
+    pthread_mutex_unlock(&S.lock);
+    return found;
+}
+
 static void *coordThread(void *arg) {
     char err[256];
     nkEtcd *e = arg;
@@ -342,6 +386,7 @@ static void *coordThread(void *arg) {
     char succ[NICKV_INSTANCE_LEN + 1] = "";
     long long succ_seen_us = 0;
     long long key_lease = 0;             /* the leader key's lease, when another's */
+    long long members_us = 0;            /* the member keys were last read then */
     sds member_key = sdscatfmt(sdsempty(), "%S%s:%i", C.key_member_prefix, C.local.ip, C.local.port);
     while (1) {
         long long t0 = coordNowUs(), s, left;
@@ -464,6 +509,10 @@ static void *coordThread(void *arg) {
             } else refused = 1;
         } else if (pub && !leader && ok) {
             refused = 1;
+        }
+        if (ok && nk.cfg.coordinator_user && coordNowUs() - members_us >= NK_COORD_MEMBERS_US) {
+            coordReadMembers(e);
+            members_us = coordNowUs();
         }
         if (ok && check[0]) {
             sds mk = sdscatfmt(sdsempty(), "%S%s", C.key_member_prefix, check), v = NULL;
@@ -1063,6 +1112,9 @@ sds nkCoordInfo(sds s) {
     memcpy(endpoint, S.endpoint, sizeof(endpoint));
     lv = sdsdup(S.leader_val);
     long long ttl = S.lease_ttl, failures = S.keepalive_failures, rounds = S.rounds;
+    sds members = sdsempty();
+    for (int i = 0; nk.cfg.coordinator_user && i < S.nmembers; i++)
+        members = sdscatprintf(members, "%s%s:%d", i ? "," : "", S.members[i].ip, S.members[i].port);
     pthread_mutex_unlock(&S.lock);
     s = sdscatprintf(s,
         "# Coordinator\r\n"
@@ -1085,11 +1137,13 @@ sds nkCoordInfo(sds s) {
         "leaderships_handed_over:%lld\r\n"
         "records_not_ours:%lld\r\n"
         "grants_held_back:%lld\r\n"
-        "campaign_held:%s\r\n",
+        "campaign_held:%s\r\n"
+        "registered_members:%s\r\n",
         nk.cfg.coordinator, roleNames[C.role], C.local.ip, C.local.port, lv,
         held > now ? (held - now) / 1000 : 0, ttl, etcd_ok, endpoint, err, rounds, failures, C.rec.epoch,
         C.rec.epoch ? C.rec.master.ip : "", C.rec.epoch ? C.rec.master.port : 0, C.rec.nnamed, C.won,
-        C.lost, C.resigns, C.tampered, C.held_back, C.campaign_held ? C.campaign_held : "");
+        C.lost, C.resigns, C.tampered, C.held_back, C.campaign_held ? C.campaign_held : "", members);
     sdsfree(lv);
+    sdsfree(members);
     return s;
 }

@@ -1493,6 +1493,50 @@ int nkEtcdGetLease(nkEtcd *e, const char *key, sds *val, long long *mod_rev, lon
     return rv;
 }
 
+int nkEtcdList(nkEtcd *e, const char *prefix, sds *keys, int max, int *n, char *err, size_t errlen) {
+    etcdAnswer a;
+    size_t plen = strlen(prefix);
+    sds end = sdsnewlen(prefix, plen), body;
+    int rv = C_OK;
+
+    /* range_end: the prefix with its last byte one higher (etcd's own
+     * "prefix" range); keys_only: the values are not needed. */
+    if (!plen || (unsigned char)end[plen - 1] == 0xff) {
+        sdsfree(end);
+        snprintf(err, errlen, "etcd: a list needs a prefix that does not end in 0xff");
+        return C_ERR;
+    }
+    end[plen - 1]++;
+    body = jsonBytesField(sdsnew("{"), "key", prefix);
+    body = sdscat(body, ",");
+    body = jsonBytesField(body, "range_end", end);
+    body = sdscatprintf(body, ",\"limit\":\"%d\",\"keys_only\":true}", max);
+    sdsfree(end);
+    rv = etcdCall(e, "/v3/kv/range", body, &a, err, errlen);
+    sdsfree(body);
+    if (rv == C_ERR) return C_ERR;
+    *n = 0;
+    for (int i = 0; i < max && rv == C_OK; i++) {
+        char field[48];
+        snprintf(field, sizeof(field), "kvs.%d", i);
+        int has = etcdHas(&a, field);
+        if (has == 0) break;
+        if (has < 0) {
+            etcdBad(&a, field, "is not a key", err, errlen);
+            rv = C_ERR;
+            break;
+        }
+        snprintf(field, sizeof(field), "kvs.%d.key", i);
+        if ((rv = etcdBytes(&a, field, &keys[*n], err, errlen)) == C_OK) (*n)++;
+    }
+    if (rv == C_ERR) {
+        for (int i = 0; i < *n; i++) sdsfree(keys[i]);
+        *n = 0;
+    }
+    sdsfree(a.doc);
+    return rv;
+}
+
 int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t errlen) {
     char body[64];
     etcdAnswer a;

@@ -83,6 +83,9 @@ int nkEtcdGet(nkEtcd *e, const char *key, sds *val, long long *mod_rev, char *er
 /* ... and the lease the key is attached to (0: none). */
 int nkEtcdGetLease(nkEtcd *e, const char *key, sds *val, long long *mod_rev, long long *lease, char *err,
                    size_t errlen);
+/* The keys under prefix, at most max, into keys (sds each, the caller
+ * frees them), *n of them. */
+int nkEtcdList(nkEtcd *e, const char *prefix, sds *keys, int max, int *n, char *err, size_t errlen);
 /* *exists: etcd still has the lease (not yet expired and revoked). */
 int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t errlen);
 /* key = val (no lease), only if guard's value is guard_val: *ok = 1; else

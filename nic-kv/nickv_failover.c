@@ -230,15 +230,7 @@ static int collectCandidates(void) {
         int recent = n && v[0].is_master && !v[i].listed && v[i].unlisted_ms_ago >= 0 &&
                      v[0].answered_ms_ago >= 0 && v[i].unlisted_ms_ago <= v[0].answered_ms_ago + 1000;
         if (v[i].is_master || (!v[i].listed && !named && !recent)) continue;
-        /* Never a candidate, nor asked anything (nickv_member.c): a node
-         * the operator did not name is never named valid either, so it
-         * holds no write the master counted. */
-        if (!nkMember(v[i].reach, v[i].port)) {
-            size_t len = strlen(F.excluded);
-            snprintf(F.excluded + len, sizeof(F.excluded) - len, "%s%s:%d not a member", len ? ", " : "",
-                     v[i].addr, v[i].port);
-            continue;
-        }
+
         /* The master itself, as the replica it was before a promotion. */
         if (n && v[0].is_master && v[i].port == v[0].port &&
             (!strcmp(v[i].addr, v[0].addr) || !strcmp(v[i].reach, v[0].reach)))
@@ -248,6 +240,13 @@ static int collectCandidates(void) {
             snprintf(buf, sizeof(buf), "last answer %lld ms ago", v[i].answered_ms_ago);
             why = buf;
         }
+        /* Never a candidate, nor asked anything (nickv_member.c). One
+         * never named valid holds no write the master counted; one named
+         * while it was a member (its node line removed since, its Nic-KV's
+         * registration in etcd gone) may: a witness, which is never asked
+         * (no credentials go to it) and so blocks until another holds all
+         * it may have acknowledged (tickQuerying). */
+        if (!nkMember(v[i].reach, v[i].port)) why = "not a member";
         if (why) {
             size_t len = strlen(F.excluded);
             snprintf(F.excluded + len, sizeof(F.excluded) - len, "%s%s:%d %s", len ? ", " : "",
@@ -1212,7 +1211,8 @@ static void tickQuerying(foSight *s) {
         foCandidate *c = &F.cand[i];
         if (c->answered) continue;
         int known = nkProbeFind(c->node.ip, c->node.port, &v);
-        if (known && v.valid) {
+        /* (One that is no member is never asked: as good as silent.) */
+        if (known && v.valid && nkMember(c->node.reach, c->node.port)) {
             waiting++;
             /* Asked again (its connection was down, or it answered an
              * error): every 100 ms at most. */

@@ -13,7 +13,11 @@
  *   - the master Nic-KV was configured with (master-host:master-port),
  *   - the nodes the operator names, one `node <ip>:<port>` line each (or
  *     several on one line; `--node` on the command line; CONFIG SET node
- *     replaces the list).
+ *     replaces the list);
+ *   - with a coordinator and etcd's authentication (coordinator-user), the
+ *     nodes the deployment's Nic-KVs registered there (member/<local-node>,
+ *     each attached to its Nic-KV's etcd lease: nickv_coord.c). Not with
+ *     coordinator-insecure: whoever reaches such an etcd could add one.
  *
  * A node is a member when the address Nic-KV connects to (what it
  * probes, commands and sends its password to) is a member's: the same
@@ -112,16 +116,17 @@ int nkMember(const char *ip, int port) {
     if (port == nk.cfg.master_port && nkSameAddr(ip, nk.cfg.master_host)) return 1;
     for (int i = 0; i < nk.cfg.nodecount; i++)
         if (nk.cfg.nodes[i].port == port && nkSameAddr(ip, nk.cfg.nodes[i].ip)) return 1;
-    return 0;
+    return nkCoordMember(ip, port);
 }
 
 /* Start-up and CONFIG SET of failover, min-slaves and node: a failover or
  * min-slaves with no node named would promote, or count, nobody. */
 int nkMembersCheck(const char **err) {
-    if (nk.cfg.nodecount) return 1;
+    if (nk.cfg.nodecount || (nk.cfg.coordinator && nk.cfg.coordinator_user))
+        return 1;
     if (nk.cfg.failover) {
         *err = "failover yes needs the nodes it may promote and repoint: a 'node <ip>:<port>' line for "
-               "each SKV node (NIC-KV.md, \"Members\")";
+               "each SKV node, or a coordinator with etcd authentication (NIC-KV.md, \"Members\")";
         return 0;
     }
     if (nk.cfg.min_slaves > 0) {

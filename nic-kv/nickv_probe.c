@@ -576,7 +576,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
          * another Nic-KV fans out (a coordinator): then the master's list
          * is how we know them. */
         if ((via && !nkCoordOn()) || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
-        if (port == nk.cfg.port && addrOurs(ip))
+        if ((port == nk.cfg.port || port == nk.cfg.tls_port) && port && addrOurs(ip))
             continue;   /* our own link, to a master that does not offload to us */
         if (ndirect == NICKV_HEALTH_MAX) break;
         snprintf(direct[ndirect].ip, sizeof(direct[ndirect].ip), "%s", ip);
@@ -865,6 +865,14 @@ static void probeConnected(nkConn *conn, void *data) {
     probeNode *n = data;
     if (nkConnError(conn)) {
         snprintf(n->conn_err, sizeof(n->conn_err), "%s", nkConnError(conn));
+        if (!strncmp(n->conn_err, "TLS", 3)) {
+            /* Nothing was sent to it: said, and shown as its verdict. */
+            char key[NK_IP_LEN + 32];
+            snprintf(key, sizeof(key), "Probe: TLS %s:%d", n->reach, n->port);
+            nkLogRepeat(LL_WARNING, key, "Probe: %s %s:%d: %s: nothing is sent to it", nodeRole(n), n->ip,
+                        n->port, n->conn_err);
+            if (!n->valid) snprintf(n->why, sizeof(n->why), "cannot connect: %s", n->conn_err);
+        }
         probeLost(n, nkConnError(conn));
         return;
     }

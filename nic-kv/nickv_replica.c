@@ -293,6 +293,7 @@ nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos)
     r->port = port;
     r->conn = conn;
     r->rdma = nkConnIsRdma(conn);
+    r->tls = nkConnIsTls(conn);
     r->pin.off = NK_NO_PIN;
     r->pin.owner = r;
     if (r->rdma) {
@@ -310,7 +311,7 @@ nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos)
     nkFanoutAdd(r);
     nkLinkMessage(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
     nkLog(LL_NOTICE, "Replica %s:%d streams from offset %lld over %s (fan-out thread %d)", ip,
-          port, pos, r->rdma ? "RDMA, zero copy" : "TCP", r->thread);
+          port, pos, r->rdma ? "RDMA, zero copy" : (r->tls ? "TLS" : "TCP"), r->thread);
     return r;
 }
 
@@ -406,7 +407,7 @@ sds nkReplicasInfo(sds s) {
         s = sdscatprintf(s,
             "replica%d:id=%lld,ip=%s,port=%d,transport=%s,state=%s,offset=%lld,sent=%lld,lag=%lld,"
             "bytes_sent=%llu,sends=%llu,thread=%d\r\n",
-            i++, r->id, r->ip, r->port, r->rdma ? "rdma" : "tcp",
+            i++, r->id, r->ip, r->port, r->rdma ? "rdma" : (r->tls ? "tls" : "tcp"),
             r->state == NK_REPLICA_ONLINE ? "online" : "gone",
             (long long)r->ack_off, (long long)r->sent_off, nkUnixTime() - (long long)r->ack_time,
             (unsigned long long)r->bytes_sent, (unsigned long long)r->sends, r->thread);

@@ -24,11 +24,6 @@
 /* ------------------------------------------------------------ Repoint --- */
 
 void repointAdd(const char *ip, int port, int old_master) {
-    if (!nkMember(ip, port)) {
-        nkLog(LL_NOTICE, "Failover: %s:%d is not a member (no node line names it): not repointed; it "
-              "replicates from the old master until an operator moves it", ip, port);
-        return;
-    }
     for (int i = 0; i < F.nrepoint; i++)
         if (F.repoint[i].node.port == port && !strcmp(F.repoint[i].node.reach, ip)) {
             F.repoint[i].old_master |= old_master;
@@ -181,6 +176,13 @@ void repointTick(void) {
             continue;
         }
         if (r->pending || !v.valid || !v.connected) continue;
+        /* Commands go to members only (nickv_member.c): one that is not
+         * (yet: its Nic-KV registers it again, an operator adds its node
+         * line) waits on the list, said once. */
+        if (!nkMember(r->node.reach, r->node.port)) {
+            repointError(r, "not a member (no node line names it, no Nic-KV registered it): it waits");
+            continue;
+        }
         if ((r->node.port == F.master.port && !strcmp(r->node.reach, F.master.reach)) || r->is_master) {
             /* It is the master again (promoted since), or the master's
              * process at another address: nothing to do. */

@@ -233,7 +233,7 @@ sds nkLinkInfo(sds s, long long last) {
             M.host, M.rdma_port ? M.rdma_port : M.port, up ? "up" : "down",
             L.link_lastio ? nkUnixTime() - (long long)L.link_lastio : -1,
             L.link_state == NK_LINK_RDB, last,
-            M.rdma_port ? "rdma" : "tcp", L.link_paused, nkLinkStateName(), L.master_is_skv,
+            M.rdma_port ? "rdma" : (nkTlsOutgoing() ? "tls" : "tcp"), L.link_paused, nkLinkStateName(), L.master_is_skv,
             up ? 0 : (L.link_down_since ? nkUnixTime() - (long long)L.link_down_since : -1),
             L.master_replid, last, L.link_connects, L.link_bytes_in, L.link_reads, L.getack_acks, M.moves);
     return s;
@@ -690,10 +690,10 @@ static void linkConnected(nkConn *conn, void *data) {
      * which waits for the stream). */
     if (!L.hello) L.hello = sdsempty();
     sdsclear(L.hello);
-    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d %s %s",
+    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d %s %s %d",
                            nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, R ? R->rdma_port() : 0,
-                           nk.instance, nk.key);
-    L.hs.port = nk.cfg.port;
+                           nk.instance, nk.key, nk.cfg.tls_port);
+    L.hs.port = nkListeningPort();
     L.hs.capa_eof = 1;
     L.hs.hello = L.hello;
     setState(NK_LINK_HANDSHAKE);

@@ -24,7 +24,9 @@
 /* daemon -> master, as the one argument after REPLCONF nickv. Each verb's
  * words after it, and their count (the verb included). */
 #define NICKV_REPLCONF "nickv"
-/* hello <host|?> <port> <rdma-port> <instance> <key>: <instance> is the
+/* hello <host|?> <port> <rdma-port> <instance> <key> <tls-port>: the ports
+ * replicas reach the daemon on (0: none; a replica goes to the one of its
+ * own transport: RDMA, TLS or TCP). <instance> is the
  * daemon process's random id (NICKV_INSTANCE_LEN hex digits, new at every
  * start), public (Nic-KV's INFO shows it as run_id); <key> a second random
  * value of the same length, drawn with it, that the process never shows
@@ -34,7 +36,7 @@
  * instance and the same key (src/nickv_server.c, "One Nic-KV"): knowing
  * the public id proves nothing. */
 #define NICKV_MSG_HELLO "hello"
-#define NICKV_MSG_HELLO_ARGC 6
+#define NICKV_MSG_HELLO_ARGC 7
 #define NICKV_INSTANCE_LEN 40
 #define NICKV_KEY_LEN 40
 #define NICKV_MSG_ADD "add"           /* add <id> <ip> <listening-port> */

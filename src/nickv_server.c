@@ -99,7 +99,7 @@ static struct {
     /* Master side. */
     uint64_t daemon_id;       /* client id of the daemon's link, 0 = none */
     char daemon_host[NET_HOST_STR_LEN];
-    int daemon_port, daemon_rdma_port;
+    int daemon_port, daemon_rdma_port, daemon_tls_port;
     long long backlog_first, backlog_last;
     int backlog_known;         /* the daemon reported its backlog since it joined */
     long long daemon_slots;    /* clients it can still take; -1: not reported */
@@ -701,7 +701,7 @@ void nickvReplconf(client *c, sds message) {
     sds *argv = sdssplitargs(message, &argc);
     long long a = 0, b = 0;
     nickvIdent id;
-    int bound, port, rdma_port;
+    int bound, port, rdma_port, tls_port;
 
     if (!argv || argc == 0) {
         /* A reply on the daemon's link would get it dropped (a replica
@@ -723,8 +723,9 @@ void nickvReplconf(client *c, sds message) {
             goto out;
         }
         if (argc != NICKV_MSG_HELLO_ARGC || !nickvPortArg(argv[2], &port) || !nickvPortArg(argv[3], &rdma_port) ||
-            !nickvIdentFrom(&id, argv[4], argv[5])) {
-            addReplyError(c, "malformed hello: expected hello <host> <port> <rdma-port> <instance> <key>");
+            !nickvIdentFrom(&id, argv[4], argv[5]) || !nickvPortArg(argv[6], &tls_port)) {
+            addReplyError(c, "malformed hello: expected hello <host> <port> <rdma-port> <instance> <key> "
+                          "<tls-port>");
             goto out;
         }
         if (!nickvUserOk(c)) {
@@ -773,6 +774,7 @@ void nickvReplconf(client *c, sds message) {
         }
         NK.daemon_port = port;
         NK.daemon_rdma_port = rdma_port;
+        NK.daemon_tls_port = tls_port;
         NK.daemon = id;
         NK.backlog_first = NK.backlog_last = 0;
         NK.backlog_known = 0;
@@ -783,8 +785,9 @@ void nickvReplconf(client *c, sds message) {
         /* The daemon PSYNCs from where we are now: make sure a backlog
          * exists, so that this is a partial resync, not a full one. */
         if (!server.repl_backlog) createReplicationBacklog();
-        serverLog(LL_NOTICE, "Nic-KV: daemon joined (link from %s; replicas go to %s:%d, rdma %d)",
-                  replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
+        serverLog(LL_NOTICE, "Nic-KV: daemon joined (link from %s; replicas go to %s:%d, rdma %d, tls %d)",
+                  replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port,
+                  NK.daemon_tls_port);
         if (nickvUserUnsafe())
             serverLog(LL_WARNING, "Nic-KV: the daemon role is open to more clients than Nic-KV: %s "
                       "(NIC-KV.md, \"Security model\")", nickvUserUnsafe());
@@ -886,9 +889,17 @@ void nickvCapa(client *c, const char *value) {
     else if (!strcasecmp(value, NICKV_CAPA_HOLD)) c->slave_capa |= SLAVE_CAPA_NICKV | SLAVE_CAPA_NICKV_HOLD;
 }
 
-/* A replica on RDMA can only go to a Nic-KV that listens on RDMA. */
+/* Where a replica goes at Nic-KV: the port of its own transport (RDMA,
+ * TLS or TCP), 0 when Nic-KV does not listen there. */
+static int nickvDaemonPortFor(client *c) {
+    int type = connGetType(c->conn);
+    if (type == CONN_TYPE_RDMA) return NK.daemon_rdma_port;
+    if (type == CONN_TYPE_TLS) return NK.daemon_tls_port;
+    return NK.daemon_port;
+}
+
 static int nickvTransportOk(client *c) {
-    return connGetType(c->conn) != CONN_TYPE_RDMA || NK.daemon_rdma_port != 0;
+    return nickvDaemonPortFor(c) != 0;
 }
 
 static int nickvHolds(client *c) {
@@ -919,7 +930,11 @@ int nickvMaybeRedirect(client *c, long long psync_offset) {
     if (strcasecmp(c->argv[1]->ptr, server.replid) || !nickvCanServe(psync_offset)) return 0;
     serverLog(LL_NOTICE, "Nic-KV: redirecting replica %s to Nic-KV at %s:%d (offset %lld)",
               replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, psync_offset);
-    addReplyStatusFormat(c, "%s%s %d %d", NICKV_REPLY_REDIRECT + 1, NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port);
+    /* A TLS replica connects with TLS wherever it goes: the port in the
+     * place of the TCP one is Nic-KV's tls-port. */
+    addReplyStatusFormat(c, "%s%s %d %d", NICKV_REPLY_REDIRECT + 1, NK.daemon_host,
+                         connGetType(c->conn) == CONN_TYPE_TLS ? NK.daemon_tls_port : NK.daemon_port,
+                         NK.daemon_rdma_port);
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
     NK.redirects++;
     if (NK.daemon_slots > 0) NK.daemon_slots--;   /* until its next report */
@@ -1427,9 +1442,12 @@ int nickvReplicaPsyncReply(const char *reply) {
         int argc = 0;
         long tcp, rdma;
         sds *argv = sdssplitargs(reply + strlen(NICKV_REPLY_REDIRECT), &argc);
+        /* (A TLS link is sent Nic-KV's tls-port in tcp's place; an RDMA one
+         * may get tcp 0, from a Nic-KV that listens on no TCP port.) */
         if (!argv || argc != 3 || NK.path != NICKV_PATH_MASTER ||
-            !string2l(argv[1], sdslen(argv[1]), &tcp) || tcp < 1 || tcp > 65535 ||
+            !string2l(argv[1], sdslen(argv[1]), &tcp) || tcp < 0 || tcp > 65535 ||
             !string2l(argv[2], sdslen(argv[2]), &rdma) || rdma < 0 || rdma > 65535 ||
+            ((server.masterhost && rdmaConf.replication && rdma) ? rdma : tcp) == 0 ||
             sdslen(argv[0]) == 0 || sdslen(argv[0]) >= sizeof(NK.target_host)) {
             if (argv) sdsfreesplitres(argv, argc);
             serverLog(LL_WARNING, "Nic-KV: ignoring a malformed or unexpected redirect: %s", reply);

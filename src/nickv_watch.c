@@ -45,7 +45,11 @@
  * the token and grantor under a mutex.
  *
  * The port: nickv-watch-port (0: one the kernel picks, -1: no thread), on
- * the addresses of bind; Nic-KV learns it from the lease answers.
+ * the addresses of bind; Nic-KV learns it from the lease answers. With
+ * tls-replication yes (the nodes speak TLS to each other, and Nic-KV to
+ * them: its own tls-replication yes), the watch is TLS too: this node's
+ * certificate (tls-cert-file), Nic-KV's verified against tls-ca-cert-file
+ * as tls-auth-clients says, the handshake before the token.
  */
 
 #include "server.h"
@@ -58,6 +62,11 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#ifdef USE_OPENSSL
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#endif
+
 int nickvWatchPort = 0;
 
 #define WATCH_CONNS 8                 /* connections at once, at most */
@@ -69,6 +78,8 @@ int nickvWatchPort = 0;
 
 typedef struct watchConn {
     int fd;
+    void *ssl;                        /* TLS: its session (SSL *), or NULL */
+    int handshake;                    /* ... under way: 1 wants to read, 2 to write */
     int authed;
     unsigned long long gen;           /* the token's generation it gave */
     long long sent[WATCH_SENT];       /* the <now>s it was sent (a grant's t) */
@@ -84,6 +95,7 @@ static struct {
     int nfds;
     int port;                         /* where it listens (0: nowhere) */
     watchConn conns[WATCH_CONNS];
+    void *ssl_ctx;                    /* tls-replication yes: an SSL_CTX * */
     pthread_mutex_t lock;             /* token and grantor: */
     char token[NICKV_INSTANCE_LEN + 1];
     char grantor[NICKV_INSTANCE_LEN + 1];
@@ -185,10 +197,47 @@ int nickvWatchListeningPort(void) {
 /* ------------------------------------------------------- The thread --- */
 
 static void watchClose(watchConn *c) {
+#ifdef USE_OPENSSL
+    if (c->ssl) SSL_free(c->ssl);
+#endif
+    c->ssl = NULL;
+    c->handshake = 0;
     if (c->fd != -1) close(c->fd);
     c->fd = -1;
     c->authed = 0;
     c->len = 0;
+}
+
+/* Bytes to, and from, the peer: as send(2) and recv(2), through the TLS
+ * session when there is one. */
+static ssize_t watchSend(watchConn *c, const char *p, size_t n) {
+#ifdef USE_OPENSSL
+    if (c->ssl) {
+        ERR_clear_error();
+        int r = SSL_write(c->ssl, p, (int)n);
+        return r > 0 ? r : -1;
+    }
+#endif
+    return send(c->fd, p, n, MSG_NOSIGNAL);
+}
+
+static ssize_t watchRecv(watchConn *c, char *p, size_t n) {
+#ifdef USE_OPENSSL
+    if (c->ssl) {
+        ERR_clear_error();
+        int r = SSL_read(c->ssl, p, (int)n);
+        if (r > 0) return r;
+        int e = SSL_get_error(c->ssl, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (e == SSL_ERROR_ZERO_RETURN) return 0;
+        errno = EIO;
+        return -1;
+    }
+#endif
+    return recv(c->fd, p, n, 0);
 }
 
 /* One reply, whole, or the connection goes: a peer that does not read a
@@ -199,7 +248,7 @@ static void watchReply(watchConn *c, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(out, sizeof(out), fmt, ap);
     va_end(ap);
-    if (n < 0 || n >= (int)sizeof(out) || send(c->fd, out, (size_t)n, MSG_NOSIGNAL) != n) watchClose(c);
+    if (n < 0 || n >= (int)sizeof(out) || watchSend(c, out, (size_t)n) != n) watchClose(c);
 }
 
 /* The main thread's command, if it still runs the one named (0 if not). */
@@ -299,8 +348,28 @@ static void watchLine(watchConn *c, char *line) {
     if (argv) sdsfreesplitres(argv, argc);
 }
 
+/* The TLS handshake's next step: 1 done, 0 under way, -1 failed (closed). */
+static int watchHandshake(watchConn *c) {
+#ifdef USE_OPENSSL
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1) {
+        c->handshake = 0;
+        return 1;
+    }
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        c->handshake = e == SSL_ERROR_WANT_READ ? 1 : 2;
+        return 0;
+    }
+#endif
+    watchClose(c);
+    return -1;
+}
+
 static void watchRead(watchConn *c) {
-    ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len, 0);
+    if (c->handshake && watchHandshake(c) != 1) return;
+    ssize_t n = watchRecv(c, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
     if (n <= 0) {
         if (n == 0 || (errno != EAGAIN && errno != EINTR)) watchClose(c);
         return;
@@ -351,6 +420,19 @@ static void watchAccept(int lfd) {
     memset(&W.conns[slot], 0, sizeof(W.conns[slot]));
     W.conns[slot].fd = fd;
     W.conns[slot].accepted_ms = watchNow();
+#ifdef USE_OPENSSL
+    if (W.ssl_ctx) {
+        SSL *ssl = SSL_new(W.ssl_ctx);
+        if (!ssl || SSL_set_fd(ssl, fd) != 1) {
+            if (ssl) SSL_free(ssl);
+            watchClose(&W.conns[slot]);
+            return;
+        }
+        SSL_set_accept_state(ssl);
+        W.conns[slot].ssl = ssl;
+        W.conns[slot].handshake = 1;
+    }
+#endif
 }
 
 static void *watchMain(void *arg) {
@@ -374,14 +456,20 @@ static void *watchMain(void *arg) {
                 continue;
             }
             pfd[n].fd = c->fd;
-            pfd[n].events = POLLIN;
+            pfd[n].events = c->handshake == 2 ? POLLOUT : POLLIN;
             who[n++] = i;
         }
         if (poll(pfd, (nfds_t)n, 1000) <= 0) continue;
         for (int i = 0; i < n; i++) {
             if (!pfd[i].revents) continue;
             if (who[i] < 0) watchAccept(pfd[i].fd);
-            else if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) watchRead(&W.conns[who[i]]);
+            else if (pfd[i].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR)) watchRead(&W.conns[who[i]]);
+#ifdef USE_OPENSSL
+            /* Bytes the session decrypted and the socket will not signal. */
+            watchConn *c = who[i] >= 0 ? &W.conns[who[i]] : NULL;
+            for (int k = 0; k < 4 && c && c->fd != -1 && c->ssl && !c->handshake && SSL_pending(c->ssl) > 0; k++)
+                watchRead(c);
+#endif
         }
     }
     return NULL;
@@ -416,6 +504,46 @@ static int watchListen(void) {
     return W.nfds ? 0 : -1;
 }
 
+/* tls-replication yes: the watch's TLS context, from this node's TLS
+ * settings (tls-cert-file, tls-key-file, tls-ca-cert-file or -dir,
+ * tls-auth-clients). -1 (logged) when it cannot be made: no watch then. */
+static int watchTlsContext(void) {
+#ifdef USE_OPENSSL
+    redisTLSContextConfig *t = &server.tls_ctx_config;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    const char *why = NULL;
+    ERR_clear_error();
+    if (!ctx) why = "SSL_CTX_new";
+    else {
+        SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+        SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+        if (t->key_file_pass) SSL_CTX_set_default_passwd_cb_userdata(ctx, t->key_file_pass);
+        if (!t->cert_file || SSL_CTX_use_certificate_chain_file(ctx, t->cert_file) != 1) why = "tls-cert-file";
+        else if (!t->key_file || SSL_CTX_use_PrivateKey_file(ctx, t->key_file, SSL_FILETYPE_PEM) != 1)
+            why = "tls-key-file";
+        else if ((t->ca_cert_file || t->ca_cert_dir) &&
+                 SSL_CTX_load_verify_locations(ctx, t->ca_cert_file, t->ca_cert_dir) != 1)
+            why = "tls-ca-cert-file";
+    }
+    if (why) {
+        unsigned long code = ERR_peek_last_error();
+        serverLog(LL_WARNING, "Nic-KV watch: no TLS (%s: %s): no watch thread; Nic-KV judges this master "
+                  "by its main thread alone", why, code ? ERR_reason_error_string(code) : "not set");
+        if (ctx) SSL_CTX_free(ctx);
+        return -1;
+    }
+    if (server.tls_auth_clients == TLS_CLIENT_AUTH_YES)
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    else if (server.tls_auth_clients == TLS_CLIENT_AUTH_OPTIONAL)
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    W.ssl_ctx = ctx;
+    return 0;
+#else
+    serverLog(LL_WARNING, "Nic-KV watch: tls-replication yes, but TLS was not built: no watch thread");
+    return -1;
+#endif
+}
+
 /* From the lease's first grant: the thread starts once, and runs until the
  * process exits. Nothing is lost without it: Nic-KV then judges by the
  * main thread alone, as before. */
@@ -427,6 +555,7 @@ void nickvWatchStart(void) {
         return;
     tried = server.unixtime;
     for (int i = 0; i < WATCH_CONNS; i++) W.conns[i].fd = -1;
+    if (server.tls_replication && !W.ssl_ctx && watchTlsContext() == -1) return;
     if (watchListen() == -1) {
         serverLog(LL_WARNING, "Nic-KV watch: no port: Nic-KV cannot tell this master busy from dead");
         return;

@@ -211,7 +211,7 @@ send_cmd $m REPLCONF listening-port $lport
 read_line $m
 send_cmd $m REPLCONF capa eof capa psync2
 read_line $m
-send_cmd $m REPLCONF nickv "hello 127.0.0.1 $lport 0 [string repeat b 40] [string repeat f 40]"
+send_cmd $m REPLCONF nickv "hello 127.0.0.1 $lport 0 [string repeat b 40] [string repeat f 40] 0"
 set hello [read_line $m]
 if {![regexp {^\+([0-9a-f]{40}) ([0-9]+)$} $hello -> replid offset]} {
     puts stderr "fake-nickv: the master refused the hello: $hello"

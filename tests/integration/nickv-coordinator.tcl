@@ -57,11 +57,13 @@ proc co_index {port} {
 
 proc co_level {i} { expr {$i - 2} }
 
-# Start node i's Nic-KV (etcd through urls, as etcd user nickv).
+# Start node i's Nic-KV (etcd through urls, as etcd user nickv). It names
+# its own node alone: the others are members because their Nic-KVs
+# registered them in etcd (NIC-KV.md, "Members").
 proc co_nickv_start {i urls} {
     set a [list {*}[nickv_user_args] --failover yes --min-slaves 1 --coordinator $urls \
                --coordinator-user nickv --coordinator-password $::co_etcd_pw \
-               --local-node 127.0.0.1:$::co(port,$i) --master-host 127.0.0.1]
+               --local-node 127.0.0.1:$::co(port,$i) --master-host 127.0.0.1 --node 127.0.0.1:$::co(port,$i)]
     set ::co(nk,$i) [nickv_start $::co(port,0) {*}$a]
 }
 
@@ -217,6 +219,16 @@ start_server [list overrides $co_conf] {
         }
         assert_equal standby [co_role 1]
         assert_equal standby [co_role 2]
+        # Each names its own node: the others are members because their
+        # Nic-KVs registered them (etcd with authentication).
+        set all [lsort [list 127.0.0.1:$co(port,0) 127.0.0.1:$co(port,1) 127.0.0.1:$co(port,2)]]
+        foreach i {0 1 2} {
+            wait_for_condition 50 100 {
+                [lsort [split [nickv_info [co_nk $i] registered_members] ,]] eq $all
+            } else {
+                fail "node $i's Nic-KV does not see every member: [nickv_info [co_nk $i] registered_members]"
+            }
+        }
         # The link, and so the fan-out, is the leader's alone.
         wait_for_condition 100 100 {
             [nickv_info [co_nk 0] master_link_status] eq {up}

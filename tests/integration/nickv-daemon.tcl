@@ -57,7 +57,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
 
     test {Nic-KV: a hello with no stream after it is forgotten, and counts as no replica} {
         set c [redis $mhost $mport]
-        set reply [$c replconf nickv "hello 10.0.0.66 6666 0 [string repeat c 40] [string repeat f 40]"]
+        set reply [$c replconf nickv "hello 10.0.0.66 6666 0 [string repeat c 40] [string repeat f 40] 0"]
         assert_match {[0-9a-f]* [0-9]*} $reply
         # Not in server.slaves (no PSYNC): connected_slaves stays 0.
         assert_equal 0 [status $master connected_slaves]

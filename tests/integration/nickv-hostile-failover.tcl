@@ -164,7 +164,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             # Verdicts that would stop every write, or count nobody.
             catch {$c replconf nickv "health 9 0"} e
             assert_equal {NICKV refused: only the connection that grants this master's lease (or the daemon's link) may report replicas' health} $e
-            catch {$c replconf nickv "hello 127.0.0.1 1 0 $rogue_inst [string repeat f 40]"} e
+            catch {$c replconf nickv "hello 127.0.0.1 1 0 $rogue_inst [string repeat f 40] 0"} e
             assert_equal {NICKV refused: another Nic-KV grants this master's lease} $e
             # Nic-KV's own instance id (no secret: it is in its INFO) without
             # its key is another Nic-KV, not an earlier connection of this one.

@@ -30,7 +30,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $id_conf] {
             # Nic-KV's connections closed, then its hello with its run id:
             # the master used to take it for Nic-KV on the first try.
             $c client kill user $::nickv_test_user skipme yes
-            catch {$c replconf nickv "hello 127.0.0.1 [dict get $nk port] 0 $inst $::id_wrong_key"} e
+            catch {$c replconf nickv "hello 127.0.0.1 [dict get $nk port] 0 $inst $::id_wrong_key 0"} e
             assert_match {NICKV refused: another Nic-KV grants this master's lease} $e
             # ... so what a daemon says (a replica it serves, its ACK) is not taken.
             catch {$c replconf nickv "add 1 127.0.0.1 $rport"} e

@@ -105,7 +105,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save "" nickv-user nk
         set joins [nickv_status $master nickv_daemon_joins]
         # A client of the default user claims to be Nic-KV.
         set c [redis [srv 0 host] $mport]
-        catch {$c replconf nickv "hello 10.0.0.66 6666 0 [string repeat e 40] [string repeat f 40]"} e
+        catch {$c replconf nickv "hello 10.0.0.66 6666 0 [string repeat e 40] [string repeat f 40] 0"} e
         assert_match {NICKV refused: only the user named by nickv-user (nk-daemon) may act as Nic-KV} $e
         $c close
         assert_equal healthy [nickv_status $master nickv_daemon]

@@ -393,7 +393,7 @@ for m in p.listen():
             assert_match "*node0:addr=127.0.0.1:$dport,role=master,*flags=ok*" [nickv_cmd $nk info failover]
             # The demoted master refuses the daemon role: it is a replica.
             set c [redis 127.0.0.1 $mport]
-            catch {$c replconf nickv "hello ? 1 0 [string repeat d 40] [string repeat f 40]"} e
+            catch {$c replconf nickv "hello ? 1 0 [string repeat d 40] [string repeat f 40] 0"} e
             $c close
             assert_match "NICKV refused: this node is a replica of 127.0.0.1:$dport" $e
             $d set after 1
