@@ -18,7 +18,10 @@
  * nickv_resp.c     RESP: argv commands, requests, the RDB reader
  * nickv_fanout.c   the fan-out threads (sending, ACKs, RDMA registration)
  * nickv_backlog.c  the backlog: the ring, its lock, the RDMA pins
- * nickv_conn.c     connections: TCP sockets and RDMA channels alike
+ * nickv_conn.c     connections: TCP sockets (TLS among them) and RDMA
+ *                  channels alike
+ * nickv_tls.c      TLS: the OpenSSL contexts from the tls-* options
+ * nickv_member.c   members: the nodes Nic-KV trusts with its credentials
  *
  * Layers, each calling only those below it by name (what a lower one must
  * tell a higher one goes through a callback main() sets):
