@@ -139,6 +139,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -689,6 +690,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "nic-kv: %s\n", tlserr);
             return 1;
         }
+        if (nk.cfg.tls_replication && nk.cfg.master_rdma_port)
+            nkLog(LL_WARNING, "tls-replication yes, but master-rdma-port: the link to the master (its AUTH, "
+                  "Nic-KV's key, the stream) goes over RDMA, which is not encrypted (NIC-KV.md, \"TLS\")");
     }
     if (nk.cfg.logfile) {
         /* As redis-server: a log that cannot be written stops us here. */
@@ -719,8 +723,17 @@ int main(int argc, char **argv) {
     nk.start_time = time(NULL);
     getRandomHexChars(nk.instance, NICKV_INSTANCE_LEN);
     nk.instance[NICKV_INSTANCE_LEN] = '\0';
-    getRandomHexChars(nk.key, NICKV_KEY_LEN);
-    nk.key[NICKV_KEY_LEN] = '\0';
+    /* The key from the kernel's generator alone (getRandomHexChars falls
+     * back to a time and pid seed, shared with the public instance id). */
+    {
+        unsigned char raw[NICKV_KEY_LEN / 2];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+            fprintf(stderr, "nic-kv: getrandom: %s: no key can be drawn\n", strerror(errno));
+            return 1;
+        }
+        for (size_t i = 0; i < sizeof(raw); i++) snprintf(nk.key + 2 * i, 3, "%02x", raw[i]);
+        memset(raw, 0, sizeof(raw));
+    }
     nk.clients = listCreate();
     nkReplicaInit();
     nkLinkInit();

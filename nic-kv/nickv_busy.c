@@ -200,7 +200,13 @@ int nkWatchTick(long long now_us, int may_grant, long long lease_ms) {
         nkConnSetWriteHandler(WT.conn, watchConnected);
         return 0;
     }
-    if (!WT.connected || !WT.authed || now_us - WT.sent_us < nk.cfg.probe_interval * 1000LL) return 0;
+    if (!WT.connected || !WT.authed) {
+        /* A peer that accepts and then says nothing (no handshake, no
+         * answer to AUTH) does not hold the watch for ever. */
+        if (now_us - WT.sent_us > 4LL * nk.cfg.waiting_time * 1000) watchClose("no answer to the connect or AUTH");
+        return 0;
+    }
+    if (now_us - WT.sent_us < nk.cfg.probe_interval * 1000LL) return 0;
     if (WT.pending >= 4) {
         /* The thread answers at once: one that does not is stopped with
          * its process, or the link is gone. A new connection, later. */

@@ -168,6 +168,10 @@ void repointTick(void) {
      * whatever happens (nickv-lease no, a grant refused). */
     if (F.promoted_us && !nkProbeMasterServes() && foNowUs() - F.promoted_us < NK_REPOINT_HOLD_MS * 1000LL)
         return;
+    /* Nodes are sent to a member only (a master named by the record in
+     * etcd, or the state file, that no node line names, nor etcd): they
+     * would replicate from it. */
+    if (!nkMember(F.master.reach, F.master.port)) return;
     for (int i = 0; i < F.nrepoint; i++) {
         foRepoint *r = &F.repoint[i];
         nkProbeView v;

@@ -216,7 +216,9 @@ void nickvLeaseGrant(client *c, int argc, sds *argv, int bound) {
     const char *token = "";
     if (nickvLease && !server.masterhost) {
         nickvWatchStart();
-        token = nickvWatchGrantor(argv[3], bound, t > 0 ? ms : 0);
+        char ip[NET_IP_STR_LEN] = "";
+        if (connPeerToString(c->conn, ip, sizeof(ip), NULL) == -1) ip[0] = '\0';
+        token = nickvWatchGrantor(argv[3], ip, bound, t > 0 ? ms : 0);
     }
     /* A replica takes none (nickvLeaseHeld): it answers the clock. A
      * grant taken counts, whether or not it ends later than one the watch

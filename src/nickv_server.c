@@ -428,6 +428,11 @@ static int nickvGrantorCheck(client *c, const nickvIdent *id) {
     NK.grantor_id = c->id;
     NK.held = 0;        /* what another Nic-KV said it holds: not this one's word */
     NK.grantor = *id;
+    /* A daemon of another Nic-KV (one that said hello while none granted)
+     * goes: its replicas' ACKs would count for WAIT under our grantor's
+     * lease. */
+    if (nickvLease && NK.daemon_id && !nickvIdentSame(&NK.daemon, &NK.grantor))
+        nickvForgetDaemon("is not the Nic-KV that grants this master's lease");
     return 1;
 }
 
@@ -583,10 +588,15 @@ static int nickvNamedValid(const char *addr, int port) {
 /* A direct replica's address as INFO replication shows it, which is what
  * the daemon read: its announced address, else its peer's (from the
  * client's cached "ip:port" or "[ip]:port": no system call). */
+static const char *nickvPeerIp(client *slave, char *buf, size_t len);
 static const char *nickvSlaveAddr(client *slave, char *buf, size_t len) {
+    return slave->slave_addr ? slave->slave_addr : nickvPeerIp(slave, buf, len);
+}
+
+/* The address its connection comes from. */
+static const char *nickvPeerIp(client *slave, char *buf, size_t len) {
     const char *id, *colon;
     size_t n;
-    if (slave->slave_addr) return slave->slave_addr;
     id = getClientPeerId(slave);
     colon = strrchr(id, ':');
     if (!colon) return id;
@@ -602,9 +612,58 @@ static const char *nickvSlaveAddr(client *slave, char *buf, size_t len) {
     return buf;
 }
 
+/* One replica named valid counts once, however many connections announce
+ * its address: a process with the replicas' password can announce a
+ * member's (REPLCONF ip-address and listening-port), and its ACKs would
+ * count twice. The connection with the lowest ACK stands for the address
+ * (the real replica's ACK is never above what it holds), ties to one
+ * behind Nic-KV (kind 0), then to the earliest (id). Does (ack, kind, id)
+ * stand for addr:port? */
+static int nickvStandsFor(const char *addr, int port, long long ack, int kind, uint64_t id) {
+    listIter li;
+    listNode *ln;
+    char buf[NET_HOST_STR_LEN];
+#define NICKV_BEFORE(a2, k2, i2) ((a2) < ack || ((a2) == ack && ((k2) < kind || ((k2) == kind && (i2) < id))))
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li))) {
+        client *s = listNodeValue(ln);
+        if (s->replstate != SLAVE_STATE_ONLINE || nickvIsDaemon(s) || s->slave_listening_port != port ||
+            strcmp(nickvSlaveAddr(s, buf, sizeof(buf)), addr))
+            continue;
+        if (NICKV_BEFORE(s->repl_ack_off, 1, s->id)) return 0;
+    }
+    if (nickvDaemon() && NK.replicas) {
+        listRewind(NK.replicas, &li);
+        while ((ln = listNext(&li))) {
+            nickvReplica *r = listNodeValue(ln);
+            if (r->port == port && !strcmp(r->ip, addr) && NICKV_BEFORE(r->ack_off, 0, (uint64_t)r->id))
+                return 0;
+        }
+    }
+#undef NICKV_BEFORE
+    return 1;
+}
+
+/* A direct replica the verdicts name valid: its address named, and it
+ * stands for it (nickvStandsFor). One that announced an address (REPLCONF
+ * ip-address: replica-announce-ip) other than the one its connection
+ * comes from never is: anything with the replicas' password can announce a
+ * member's address, and Nic-KV's probe of that address answers for the
+ * member, not for this connection. */
 static int nickvSlaveNamedValid(client *slave) {
     char buf[NET_HOST_STR_LEN];
-    return nickvNamedValid(nickvSlaveAddr(slave, buf, sizeof(buf)), slave->slave_listening_port);
+    const char *addr = nickvSlaveAddr(slave, buf, sizeof(buf));
+    if (slave->slave_addr) {
+        char peer[NET_HOST_STR_LEN];
+        if (strcmp(nickvPeerIp(slave, peer, sizeof(peer)), slave->slave_addr)) return 0;
+    }
+    return nickvNamedValid(addr, slave->slave_listening_port) &&
+           nickvStandsFor(addr, slave->slave_listening_port, slave->repl_ack_off, 1, slave->id);
+}
+
+/* ... a replica behind Nic-KV. */
+static int nickvReplicaNamedValid(nickvReplica *r) {
+    return nickvNamedValid(r->ip, r->port) && nickvStandsFor(r->ip, r->port, r->ack_off, 0, (uint64_t)r->id);
 }
 
 /* nickv-lease yes and no lease: this master may have been replaced, by a
@@ -675,7 +734,7 @@ static int nickvCountValidReplicas(void) {
         listRewind(NK.replicas, &li);
         while ((ln = listNext(&li))) {
             nickvReplica *r = listNodeValue(ln);
-            if (nickvNamedValid(r->ip, r->port)) n++;
+            if (nickvReplicaNamedValid(r)) n++;
         }
     }
     n += nickvJoiningCount(now, nkreplicas);
@@ -744,12 +803,19 @@ void nickvReplconf(client *c, sds message) {
             addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
             goto out;
         }
-        if (NK.grantor.instance[0] && !nickvIdentSame(&id, &NK.grantor) && nickvLeaseActive()) {
+        /* With nickv-lease yes the daemon is the Nic-KV that grants (its
+         * replicas' ACKs count for WAIT): another is refused while one is
+         * bound, lease running or not; and the grantor's own hello takes
+         * the place of any other daemon, healthy or not. (Without the
+         * lease, only while that lease runs, as before.) */
+        int grantor_hello = nickvLease && NK.grantor.instance[0] && nickvIdentSame(&id, &NK.grantor);
+        if (NK.grantor.instance[0] && !nickvIdentSame(&id, &NK.grantor) && (nickvLease || nickvLeaseActive())) {
             NK.daemons_refused++;
             nickvRefuseOther(c, "the daemon role", "another Nic-KV grants this master's lease");
             goto out;
         }
-        if (NK.daemon_id && NK.daemon_id != c->id && nickvDaemonHealthy()) {
+        if (NK.daemon_id && NK.daemon_id != c->id && nickvDaemonHealthy() &&
+            !(grantor_hello && !nickvIdentSame(&NK.daemon, &NK.grantor))) {
             NK.daemons_refused++;
             if (server.unixtime != NK.refused_logged)
                 serverLog(LL_WARNING, "Nic-KV: refused a second daemon (link from %s): the one "
@@ -852,6 +918,8 @@ void nickvReplconf(client *c, sds message) {
                string2ll(argv[2], sdslen(argv[2]), &b)) {
         nickvReplica *r = nickvFindReplica(a, NULL);
         if (r) {
+            /* No replica holds more than we wrote. */
+            if (b > server.master_repl_offset) b = server.master_repl_offset;
             if (b > r->ack_off) r->ack_off = b;
             r->ack_time = server.unixtime;
         }
@@ -868,7 +936,8 @@ void nickvReplconf(client *c, sds message) {
         NK.daemon_slots = slots;
         NK.daemon_heard = mstime();
     } else if (!strcasecmp(argv[0], NICKV_MSG_HEALTH) && argc >= NICKV_MSG_HEALTH_ARGC) {
-        nickvHealth(argc, argv);
+        /* With nickv-lease yes, verdicts from the grantor's Nic-KV only. */
+        if (!nickvLease || nickvDaemonIsGrantor()) nickvHealth(argc, argv);
     } else {
         /* The verb only: a message may carry what is not for the log. */
         serverLog(LL_WARNING, "Nic-KV: unknown or malformed message from the daemon: '%.32s' with %d words",
@@ -985,11 +1054,13 @@ int nickvCountAcksByOffset(long long offset) {
     listNode *ln;
     int count = 0, active;
     if (!nickvDaemon() || !NK.replicas || nickvLeaseLapsed()) return 0;
+    /* With nickv-lease yes, only the replicas of the Nic-KV that grants. */
+    if (nickvLease && !nickvDaemonIsGrantor()) return 0;
     active = nickvHealthActive();
     listRewind(NK.replicas, &li);
     while ((ln = listNext(&li))) {
         nickvReplica *r = listNodeValue(ln);
-        if (r->ack_off >= offset && (!active || nickvNamedValid(r->ip, r->port))) count++;
+        if (r->ack_off >= offset && (!active || nickvReplicaNamedValid(r))) count++;
     }
     return count;
 }
@@ -999,12 +1070,13 @@ int nickvCountGoodReplicas(void) {
     listNode *ln;
     int good = 0, active;
     if (!nickvDaemonAlive() || !NK.replicas) return 0;
+    if (nickvLease && !nickvDaemonIsGrantor()) return 0;
     active = nickvHealthActive();
     listRewind(NK.replicas, &li);
     while ((ln = listNext(&li))) {
         nickvReplica *r = listNodeValue(ln);
         if (server.unixtime - r->ack_time <= server.repl_min_slaves_max_lag &&
-            (!active || nickvNamedValid(r->ip, r->port))) good++;
+            (!active || nickvReplicaNamedValid(r))) good++;
     }
     return good;
 }

@@ -88,10 +88,11 @@ void nickvWatchSleeping(void);
 void nickvWatchCommand(struct client *c);
 /* Whether the thread may prolong the lease (nickvCron says). */
 void nickvWatchAllow(int allow);
-/* The lease's grantor is instance (bound: on a connection bound just now,
- * which draws a new token), its last grant was of grant_ms (0: a query):
- * the token its watch gives ("" when no thread runs). */
-const char *nickvWatchGrantor(const char *instance, int bound, long long grant_ms);
+/* The lease's grantor is instance, its connection from peer_ip, which
+ * alone may reach the watch (bound: a connection bound just now, which
+ * draws a new token), its last grant was of grant_ms (0: a query): the
+ * token its watch gives ("" when no thread runs). */
+const char *nickvWatchGrantor(const char *instance, const char *peer_ip, int bound, long long grant_ms);
 int nickvWatchListeningPort(void);
 
 /* ----------------------------------------------------- Replica side --- */

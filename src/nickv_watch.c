@@ -99,6 +99,7 @@ static struct {
     pthread_mutex_t lock;             /* token and grantor: */
     char token[NICKV_INSTANCE_LEN + 1];
     char grantor[NICKV_INSTANCE_LEN + 1];
+    char grantor_ip[NET_IP_STR_LEN];  /* ... its connection's peer address */
     unsigned long long gen;           /* bumped with every new token */
     long long grant_cap;              /* the grantor's last probe grant's ms (0: none) */
 } W = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -174,12 +175,13 @@ void nickvWatchCommand(client *c) {
  * instance) gets a new token, so that a watch of an earlier grantor, or of
  * whoever saw an earlier answer, cannot go on prolonging a lease. The
  * token, for the grantor's lease answer ("" while there is no thread). */
-const char *nickvWatchGrantor(const char *instance, int bound, long long grant_ms) {
+const char *nickvWatchGrantor(const char *instance, const char *peer_ip, int bound, long long grant_ms) {
     static char token[NICKV_INSTANCE_LEN + 1];
     if (!W.started) return "";
     pthread_mutex_lock(&W.lock);
     if (bound || strcmp(W.grantor, instance)) {
         snprintf(W.grantor, sizeof(W.grantor), "%s", instance);
+        snprintf(W.grantor_ip, sizeof(W.grantor_ip), "%s", peer_ip);
         getRandomHexChars(W.token, NICKV_INSTANCE_LEN);
         W.token[NICKV_INSTANCE_LEN] = '\0';
         W.gen++;        /* connections that gave the old token lose their rights */
@@ -401,14 +403,32 @@ static void watchAccept(int lfd) {
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) usleep(100000);
         return;
     }
+    /* Only the grantor's address may speak to the watch (its lease answer
+     * gave the port to that connection alone): others are closed at once,
+     * and a flood from elsewhere takes no slot. */
+    char ip[NET_IP_STR_LEN];
+    int port;
+    pthread_mutex_lock(&W.lock);
+    int ours = W.grantor_ip[0] && anetFdToString(fd, ip, sizeof(ip), &port, FD_TO_PEER_NAME) == 0 &&
+               !strcmp(ip, W.grantor_ip);
+    pthread_mutex_unlock(&W.lock);
+    if (!ours) {
+        close(fd);
+        return;
+    }
     /* A free slot; when full, one that has not given the token yet goes
      * (a peer holding every slot unauthenticated must not lock Nic-KV
-     * out); full of authenticated ones, the newcomer goes. */
+     * out), picked at random (no order an intruder could keep ahead of);
+     * full of authenticated ones, the newcomer goes. */
     int slot = -1;
     for (int i = 0; i < WATCH_CONNS && slot == -1; i++)
         if (W.conns[i].fd == -1) slot = i;
-    for (int i = 0; i < WATCH_CONNS && slot == -1; i++)
-        if (!W.conns[i].authed) slot = i;
+    if (slot == -1) {
+        int unauthed[WATCH_CONNS], n = 0;
+        for (int i = 0; i < WATCH_CONNS; i++)
+            if (!W.conns[i].authed) unauthed[n++] = i;
+        if (n) slot = unauthed[random() % n];
+    }
     if (slot == -1) {
         close(fd);
         return;

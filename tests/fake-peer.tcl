@@ -1,10 +1,11 @@
 # fake-peer.tcl -- stand-in peers for tests that need one that misbehaves
 # in a precise way. Each runs as its own process:
 #
-#   tclsh tests/fake-peer.tcl nickv <master-port> <listen-port> bounce|hang|stall
+#   tclsh tests/fake-peer.tcl nickv <master-port> <listen-port> bounce|hang|stall [<user> <password>]
 #   tclsh tests/fake-peer.tcl master <port> <nickv-port>
 #   tclsh tests/fake-peer.tcl replica <master-port> <listen-port> <claim> <priority> <rotate> [<password>]
 #   tclsh tests/fake-peer.tcl impostor <master-port> <user> <password> <instance> <key> <ms>
+#   tclsh tests/fake-peer.tcl acker <master-port> <password> <announce-ip> <announce-port>
 #
 # nickv: a Nic-KV daemon. It joins the master as a daemon would (REPLCONF
 # nickv hello, PSYNC at the master's offset), reads and drops the stream,
@@ -35,6 +36,12 @@
 # its master is gone: another process at the replica's address. <claim>
 # "master+N": N bytes past the master's offset when it synced (plausible).
 
+# acker: a replica that lies about where it is and what it holds. It
+# PSYNCs from the master (AUTH <password>), announcing <announce-ip> and
+# <announce-port> (REPLCONF ip-address, listening-port: a member's), reads
+# and drops the stream, and every 100 ms acknowledges an offset far past
+# anything written. It prints "acker: replicating" once in.
+#
 # impostor: a client that holds the nickv-user's password and Nic-KV's
 # public instance id (its INFO's run_id), but not its key. Every 100 ms it
 # closes the nickv-user's other connections (CLIENT KILL USER <user>
@@ -179,6 +186,40 @@ if {$role eq "replica"} {
     vwait forever
 }
 
+# ------------------------------------------------------------- acker ---
+if {$role eq "acker"} {
+    lassign $argv - mport password aip aport
+    set m [socket 127.0.0.1 $mport]
+    fconfigure $m -translation binary -buffering none
+    send_cmd $m AUTH $password
+    read_line $m
+    send_cmd $m REPLCONF listening-port $aport
+    read_line $m
+    send_cmd $m REPLCONF ip-address $aip
+    read_line $m
+    send_cmd $m REPLCONF capa eof capa psync2
+    read_line $m
+    send_cmd $m PSYNC ? -1
+    set full [read_line $m]
+    if {![string match "+FULLRESYNC*" $full]} {
+        puts stderr "acker: the master refused PSYNC: $full"
+        exit 1
+    }
+    proc drain_acker {fd} {
+        if {[catch {read $fd} data] || [eof $fd]} { exit 0 }
+    }
+    fileevent $m readable [list drain_acker $m]
+    proc ack {} {
+        global m
+        catch {send_cmd $m REPLCONF ACK 999999999999}
+        after 100 ack
+    }
+    ack
+    puts "acker: replicating"
+    flush stdout
+    vwait forever
+}
+
 # ---------------------------------------------------------- impostor ---
 if {$role eq "impostor"} {
     lassign $argv - mport user password instance key ms
@@ -204,9 +245,13 @@ if {$role eq "impostor"} {
 }
 
 # ------------------------------------------------------------- nickv ---
-lassign $argv - mport lport mode
+lassign $argv - mport lport mode user password
 set m [socket 127.0.0.1 $mport]
 fconfigure $m -translation binary -buffering none
+if {$user ne ""} {
+    send_cmd $m AUTH $user $password
+    read_line $m
+}
 send_cmd $m REPLCONF listening-port $lport
 read_line $m
 send_cmd $m REPLCONF capa eof capa psync2

@@ -218,3 +218,115 @@ start_server [list tags {"nickv external:skip"} overrides [concat $id_conf {enab
         $r close
     }
 }
+
+# The daemon is the Nic-KV that grants. A process with the nickv-user's
+# password that says hello while no Nic-KV grants (a master just promoted
+# or restarted, before its first grant) used to keep the daemon role after
+# Nic-KV took the grantor's place: Nic-KV's own hello was refused ("another
+# Nic-KV serves this master") for as long as the stand-in sent heartbeats,
+# and the ACKs it relayed for any replica it "added" counted for WAIT.
+start_server [list tags {"nickv repl external:skip"} overrides $id_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    start_server [list overrides $id_conf] {
+        set r [srv 0 client]
+        $r replicaof 127.0.0.1 $mport
+        test {Identity: a stand-in daemon that joined while no Nic-KV granted goes when Nic-KV grants} {
+            # The stand-in grants itself a lease first (no Nic-KV grants
+            # yet): the master serves its PSYNC. (Its id and key are
+            # fake-peer.tcl's.)
+            set c [nickv_user_client $mport]
+            set sid "[string repeat b 40] [string repeat f 40]"
+            set now [lindex [$c replconf nickv "lease 0 0 $sid"] 1]
+            $c replconf nickv "lease $now 3000 $sid"
+            set fport [find_available_port [expr {$::baseport + 480}] 20]
+            set out [file normalize [tmpdir fake-nickv]]/out
+            set fpid [exec tclsh tests/skv/fake-peer.tcl nickv $mport $fport bounce $::nickv_test_user \
+                          $::nickv_test_pass > $out 2>@1 &]
+            set nk {}
+            set status [catch {
+                wait_for_condition 100 100 {
+                    [nickv_status $m nickv_daemon_addr] eq "127.0.0.1:$fport"
+                } else {
+                    fail "the stand-in did not join: [exec cat $out]"
+                }
+                $c close
+                set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
+                wait_for_condition 100 100 {
+                    [nickv_status $m nickv_daemon_addr] eq "127.0.0.1:[dict get $nk port]"
+                } else {
+                    fail "Nic-KV did not take the daemon role: [$m info nickv]\n[exec tail -n 5 [dict get $nk log]]"
+                }
+                # The stand-in's link was closed.
+                wait_for_condition 50 100 {
+                    [catch {exec kill -0 $fpid}]
+                } else {
+                    fail "the stand-in still streams"
+                }
+                verify_log_message -1 "*is not the Nic-KV that grants this master's lease*" 0
+            } e]
+            catch {exec kill $fpid}
+            if {$nk ne {}} { nickv_stop $nk }
+            if {$status} { error $e $::errorInfo }
+        }
+    }
+}
+
+# With min-slaves, the master counts for WAIT only the replicas Nic-KV names
+# valid, at the address Nic-KV probed. A replica that announces another
+# address than the one it connects from (REPLCONF ip-address) used to
+# count as the member it named: anything with the replicas' password could
+# acknowledge writes in a member's name, with the member not replicating.
+# (protected-mode no: the member connects from 127.0.0.2.)
+start_server [list tags {"nickv repl external:skip"} overrides [concat $id_conf {protected-mode no}]] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+    start_server [list overrides [concat $id_conf {nickv-offload no}]] {
+        set r [srv 0 client]
+        set rport [srv 0 port]
+        $r config set bind "127.0.0.1 127.0.0.2"
+        $r config set bind-source-addr 127.0.0.2
+        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1 --node 127.0.0.2:$rport \
+                    --node 127.0.0.1:$rport]
+        test {Identity: a replica announcing a member's address from elsewhere is not counted for WAIT} {
+            # The member (it connects from 127.0.0.2, as the master lists it)
+            # answers Nic-KV's probes, named valid; then it stops replicating.
+            $r replicaof 127.0.0.1 $mport
+            wait_for_sync $r
+            wait_for_condition 100 100 {
+                [nickv_status $m nickv_valid_replicas] == 1
+            } else {
+                fail "the member is not counted: [$m info nickv]\n[nickv_cmd $nk info failover]"
+            }
+            $m select 9
+            assert_equal OK [$m set before 1]
+            assert_equal 1 [$m wait 1 2000]
+            $r replicaof 127.0.0.1 1
+            set out [file normalize [tmpdir acker]]/out
+            set apid [exec tclsh tests/skv/fake-peer.tcl acker $mport "" 127.0.0.2 $rport > $out 2>@1 &]
+            set status [catch {
+                wait_for_condition 100 50 {
+                    ![catch {exec grep -q "acker: replicating" $out}]
+                } else {
+                    fail "the acker did not start: [exec cat $out]"
+                }
+                wait_for_condition 100 100 {
+                    [string match "*ip=127.0.0.2,port=$rport,state=online*" [$m info replication]]
+                } else {
+                    fail "the acker is not online: [$m info replication]"
+                }
+                # Nic-KV still names 127.0.0.2:<port> valid (the member answers).
+                assert_match "*addr=127.0.0.2:$rport,*flags=*member=yes*" [nickv_cmd $nk info failover]
+                after 1000
+                catch {$m set unacked 1} e
+                # Either refused (min-slaves counts nobody) or not acknowledged:
+                # never acknowledged in the member's name.
+                if {$e eq {OK}} { assert_equal 0 [$m wait 1 500] }
+                assert_equal 0 [nickv_status $m nickv_valid_replicas]
+            } e]
+            catch {exec kill $apid}
+            if {$status} { error $e $::errorInfo }
+        }
+        nickv_stop $nk
+    }
+}
