@@ -86,13 +86,15 @@ deb: all nic-kv-arm64
 	@utils/setup-deps.sh deb
 	utils/make-deb.sh
 
-$(ARM64_TREE)/.skv-patched: $(PATCHES)
+$(ARM64_TREE)/.skv-patched: $(PATCHES) | deps
 	deps/redis/fetch.sh $(ARM64_TREE)
 	@touch $@
 
 # The patched tree is rebuilt from scratch whenever the pin or the series
-# changes; fetch.sh replaces it atomically.
-$(REDIS)/.skv-patched: $(PATCHES)
+# changes; fetch.sh replaces it atomically. After deps (order only): with
+# make -j the fetch and setup-deps's apt-get update raced on a fresh
+# machine ("You must put some 'deb-src' URIs in your sources.list").
+$(REDIS)/.skv-patched: $(PATCHES) | deps
 	deps/redis/fetch.sh $(REDIS)
 	@touch $@
 
