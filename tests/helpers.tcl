@@ -165,10 +165,11 @@ proc nickv_user_client {port} {
     return $c
 }
 
-# Wait until master m (nickv-lease yes) holds a lease: it takes a write.
+# Wait until master m (nickv-lease yes) holds a lease: it takes a write
+# (the key k).
 proc nickv_wait_lease {m} {
     wait_for_condition 100 100 {
-        [catch {$m set nickv-lease-probe 1}] == 0
+        [catch {$m set k v}] == 0
     } else {
         fail "no lease: [$m info nickv]"
     }

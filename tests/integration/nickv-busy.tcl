@@ -17,13 +17,6 @@ proc busy_wait_verdict {nk verdict} {
     }
 }
 
-# A client of the master's as the nickv-user: one that may speak as Nic-KV.
-proc busy_nickv_client {port} {
-    set c [redis 127.0.0.1 $port]
-    $c auth $::nickv_test_user $::nickv_test_pass
-    return $c
-}
-
 # No lease runs on master m any more (another instance may then grant).
 proc busy_wait_lease_out {m} {
     wait_for_condition 100 100 {
@@ -232,7 +225,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set m [srv 0 client]
     set mport [srv 0 port]
-    set c [busy_nickv_client $mport]
+    set c [nickv_user_client $mport]
     set inst [string repeat c 40]
 
     # One request line to the watch, its answer line ("" when it closed).
@@ -327,7 +320,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         # The first grantor's connection goes; its lease runs out; another
         # Nic-KV instance grants: a new token.
         $c close
-        set c [busy_nickv_client $mport]
+        set c [nickv_user_client $mport]
         busy_wait_lease_out $m
         set other [string repeat e 40]
         set a [$c replconf nickv "lease 0 0 $other [string repeat f 40]"]
@@ -349,14 +342,14 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set inst4 [string repeat 1 40]
         # inst3 grants; an intruder keeps a watch open with inst3's token.
         busy_wait_lease_out $m
-        set c3 [busy_nickv_client $mport]
+        set c3 [nickv_user_client $mport]
         set token3 [lindex [$c3 replconf nickv "lease 0 0 $inst3 [string repeat f 40]"] 5]
         set old [watch_open $::wport]
         assert_equal {+OK} [watch_ask $old "AUTH $token3"]
         $c3 close
         busy_wait_lease_out $m
         # inst4 becomes the grantor and takes a lease.
-        set c4 [busy_nickv_client $mport]
+        set c4 [nickv_user_client $mport]
         set now [lindex [$c4 replconf nickv "lease 0 0 $inst4 [string repeat f 40]"] 1]
         $c4 replconf nickv "lease $now 5000 $inst4 [string repeat f 40]"
         assert_equal held [nickv_status $m nickv_lease]
@@ -388,14 +381,14 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set inst5 [string repeat 2 40]
         set key5 [string repeat 3 40]
         busy_wait_lease_out $m
-        set c5 [busy_nickv_client $mport]
+        set c5 [nickv_user_client $mport]
         set token5 [lindex [$c5 replconf nickv "lease 0 0 $inst5 $key5"] 5]
         assert_equal 40 [string length $token5]
         $c5 close
         # The same Nic-KV's next connection takes the place once the
         # master has seen the first one go.
         for {set i 0} {$i < 50} {incr i} {
-            set c6 [busy_nickv_client $mport]
+            set c6 [nickv_user_client $mport]
             if {![catch {$c6 replconf nickv "lease 0 0 $inst5 $key5"} a]} break
             $c6 close
             after 100
@@ -414,7 +407,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         busy_wait_lease_out $m
         set inst7 [string repeat 4 40]
         set key7 [string repeat 5 40]
-        set c7 [busy_nickv_client $mport]
+        set c7 [nickv_user_client $mport]
         set now [lindex [$c7 replconf nickv "lease 0 0 $inst7 $key7"] 1]
         set token7 [lindex [$c7 replconf nickv "lease $now 1000 $inst7 $key7"] 5]
         set w [watch_open $::wport]
@@ -441,7 +434,7 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fo_conf 
     set m [srv 0 client]
     set mport [srv 0 port]
     test {Nic-KV busy: nickv-watch-port -1: no watch thread, the lease answer as before} {
-        set c [busy_nickv_client $mport]
+        set c [nickv_user_client $mport]
         assert_equal 4 [llength [$c replconf nickv "lease 0 0 [string repeat c 40] [string repeat f 40]"]]
         assert_equal 0 [nickv_status $m nickv_watch_port]
         $c close

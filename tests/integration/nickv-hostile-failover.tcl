@@ -7,15 +7,6 @@ source tests/skv/helpers.tcl
 
 set hf_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
 
-# Wait until the master m holds Nic-KV's lease: it takes a write (key k).
-proc hf_wait_lease {m} {
-    wait_for_condition 100 100 {
-        [catch {$m set k v}] == 0
-    } else {
-        fail "no lease: [$m info nickv]"
-    }
-}
-
 # tests/fake-peer.tcl replica: PSYNCs from the master on mport, announces a
 # port of its own, claims slave_repl_offset:$claim with replica-priority
 # $priority; with rotate 1, its run id changes once the master is gone.
@@ -67,7 +58,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         foreach r $replicas { $r replicaof 127.0.0.1 $mport }
 
         test "Nic-KV failover: a hostile replica ($case) is not promoted, and wipes nothing" {
-            hf_wait_lease $m
+            nickv_wait_lease $m
             foreach r $replicas { wait_for_sync $r }
             nickv_wait_replicas $nk 2
             $m select 9
@@ -131,13 +122,6 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
 # Leases, verdicts and the daemon role come from one Nic-KV: another
 # client, even one of the nickv-user, is refused while it holds them.
 
-# A client of the master authenticated as the tests' nickv-user.
-proc hf_nickv_client {port} {
-    set c [redis 127.0.0.1 $port]
-    $c auth $::nickv_test_user $::nickv_test_pass
-    return $c
-}
-
 start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
     set m [srv 0 client]
     set mport [srv 0 port]
@@ -150,11 +134,11 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         set rogue_inst [string repeat 5 40]
 
         test {Nic-KV lease: another client of the nickv-user cannot grant a lease, report health or take the daemon role} {
-            hf_wait_lease $m
+            nickv_wait_lease $m
             wait_for_sync $r
             nickv_wait_replicas $nk 1
             nickv_wait_failover_view $nk 1
-            set c [hf_nickv_client $mport]
+            set c [nickv_user_client $mport]
             set refused [nickv_status $m nickv_others_refused]
             # A query for the master's clock, then a 60 s grant from it.
             catch {$c replconf nickv "lease 0 0 $rogue_inst [string repeat f 40]"} e
@@ -181,7 +165,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         }
 
         test {Nic-KV lease: a master stopped with a write queued answers it -READONLY after the failover (no rogue lease)} {
-            set c [hf_nickv_client $mport]
+            set c [nickv_user_client $mport]
             catch {$c replconf nickv "lease 1 60000 $rogue_inst [string repeat f 40]"}
             $c close
             set w [redis 127.0.0.1 $mport 1]
@@ -210,7 +194,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
         set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
         $r replicaof 127.0.0.1 $mport
         test {Nic-KV lease: a second Nic-KV for the same master is refused loudly} {
-            hf_wait_lease $m
+            nickv_wait_lease $m
             wait_for_sync $r
             wait_for_condition 100 100 {
                 [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
@@ -276,14 +260,14 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
     set mport [srv 0 port]
     set nk [nickv_start $mport {*}[nickv_user_args]]
     test {Nic-KV lease: a nickv-user with nopass grants nothing} {
-        hf_wait_lease $m
+        nickv_wait_lease $m
         $m acl setuser $::nickv_test_user nopass
         wait_for_condition 100 100 {
             [nickv_status $m nickv_lease] eq {expired}
         } else {
             fail "the lease goes on: [$m info nickv]"
         }
-        set c [hf_nickv_client $mport]
+        set c [nickv_user_client $mport]
         catch {$c replconf nickv "lease 0 0 [string repeat 6 40] [string repeat f 40]"} e
         assert_equal {NICKV refused: the nickv-user has nopass, so any client can use it: give it a password} $e
         $c close
@@ -310,12 +294,12 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat {save ""}
         test {Nic-KV lease: a claim made on a replica does not survive its promotion} {
             $r replicaof 127.0.0.1 $mport
             wait_for_sync $r
-            set rogue [hf_nickv_client $rport]
+            set rogue [nickv_user_client $rport]
             assert_match {LEASE *} [$rogue replconf nickv "lease 0 0 [string repeat 7 40] [string repeat f 40]"]
             # The replica forgets what it had as a master (its cron), too.
             after 200
             $r replicaof no one
-            set nk [hf_nickv_client $rport]
+            set nk [nickv_user_client $rport]
             set inst [string repeat 8 40]
             set t [lindex [$nk replconf nickv "lease 0 0 $inst [string repeat f 40]"] 1]
             assert_match {LEASE *} [$nk replconf nickv "lease $t 1000 $inst [string repeat f 40]"]
