@@ -353,8 +353,9 @@ $hardening
 WantedBy=multi-user.target
 EOF
     docs "$r" skv-nic-kv
-    install -m 0644 "$top/NIC-KV.md" "$top/DEPLOY.md" "$r/usr/share/doc/skv-nic-kv/"
-    gzip -9n "$r/usr/share/doc/skv-nic-kv/NIC-KV.md" "$r/usr/share/doc/skv-nic-kv/DEPLOY.md"
+    install -m 0644 "$top/NIC-KV.md" "$top/DEPLOY.md" "$top/DESIGN.md" "$r/usr/share/doc/skv-nic-kv/"
+    gzip -9n "$r/usr/share/doc/skv-nic-kv/NIC-KV.md" "$r/usr/share/doc/skv-nic-kv/DEPLOY.md" \
+        "$r/usr/share/doc/skv-nic-kv/DESIGN.md"
     manpage "$r" nic-kv 1 "SKV's replication fan-out and failover daemon" \
         "nic-kv streams from an SKV master and sends the stream to its replicas; it probes them all and fails the master over."
     echo /etc/skv/nic-kv.conf > "$r/DEBIAN/conffiles"
