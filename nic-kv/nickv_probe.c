@@ -57,6 +57,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_msg.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -944,12 +945,11 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
     else if (kind == PROBE_LEASE) {
         /* A grant from the master's last clock (a query while we have
          * none), for lease-time: nickv_failover.c counts it. */
-        char t[32], ms[32];
         int grant = master_clock && !master_restarted && hooks.granting();
         long long lease_ms = grant ? hooks.lease_time() : 0;
-        snprintf(t, sizeof(t), "%lld", grant ? master_clock : 0);
-        snprintf(ms, sizeof(ms), "%lld", grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0);
-        sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s %s %s", t, ms, nk.instance, nk.key);
+        sds msg = nickvMsgLease(grant ? master_clock : 0,
+                                grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0,
+                                nk.instance, nk.key);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
         n->q[slot].tag = grant;
@@ -1189,8 +1189,7 @@ static void healthSend(void) {
             njoining++;
         }
     }
-    msg = sdscatprintf(sdsempty(), NICKV_MSG_HEALTH " %d %d%s", nk.cfg.min_slaves, nvalid, list);
-    if (njoining) msg = sdscatprintf(msg, " %d%s", njoining, joining);
+    msg = nickvMsgHealth(nk.cfg.min_slaves, nvalid, list, njoining, joining);
     sdsfree(list);
     sdsfree(joining);
     if (!health_dirty && last_health && !strcmp(msg, last_health) &&

@@ -31,6 +31,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_msg.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -296,6 +297,12 @@ void nkLinkMessage(const char *fmt, ...) {
     sdsfree(msg);
 }
 
+/* A message built by nickv_msg.c, sent as nkLinkMessage does, and freed. */
+static void linkMessageSds(sds msg) {
+    nkLinkMessage("%s", msg);
+    sdsfree(msg);
+}
+
 /* ------------------------------------------------------------ The link --- */
 
 static void linkClose(const char *why) {
@@ -371,7 +378,7 @@ static void startStreaming(void) {
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
           M.host, M.port, L.master_replid, last,
           L.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
-    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
+    linkMessageSds(nickvMsgBacklog(first, last, slotsFree()));
     if (last > L.reported) L.reported = last;
     if (R) R->announce();
 }
@@ -690,9 +697,10 @@ static void linkConnected(nkConn *conn, void *data) {
      * which waits for the stream). */
     if (!L.hello) L.hello = sdsempty();
     sdsclear(L.hello);
-    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d %s %s %d",
-                           nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, R ? R->rdma_port() : 0,
-                           nk.instance, nk.key, nk.cfg.tls_port);
+    sds hello = nickvMsgHello(nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port,
+                              R ? R->rdma_port() : 0, nk.instance, nk.key, nk.cfg.tls_port);
+    L.hello = sdscatsds(L.hello, hello);
+    sdsfree(hello);
     L.hs.port = nkListeningPort();
     L.hs.capa_eof = 1;
     L.hs.hello = L.hello;
@@ -746,7 +754,7 @@ void nkLinkHeartbeat(void) {
     long long first, last;
     if (L.link_state != NK_LINK_STREAMING) return;
     linkSendAck(&first, &last);
-    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
+    linkMessageSds(nickvMsgBacklog(first, last, slotsFree()));
 }
 
 /* The most of the stream our ACKs and backlog reports said we hold, and
