@@ -664,10 +664,20 @@ static void pingCommand(nkClient *c, int argc, sds *argv) {
     }
 }
 
+/* REPLCONF from a replica: what it told us, pair by pair, as upstream's
+ * master takes it; a listening-port that is not a port (the whole word,
+ * 0-65535; 0 is "not said": the replica's own source port stands in) is
+ * refused, as upstream refuses one that is not a number. */
 static void replconfCommand(nkClient *c, int argc, sds *argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcasecmp(argv[i], "listening-port")) c->listening_port = atoi(argv[i + 1]);
-        else if (!strcasecmp(argv[i], "capa")) {
+        if (!strcasecmp(argv[i], "listening-port")) {
+            long long port;
+            if (!string2ll(argv[i + 1], sdslen(argv[i + 1]), &port) || port < 0 || port > 65535) {
+                nkClientReply(c, "-ERR REPLCONF listening-port must be a port number (0-65535)\r\n");
+                return;
+            }
+            c->listening_port = (int)port;
+        } else if (!strcasecmp(argv[i], "capa")) {
             if (!strcasecmp(argv[i + 1], "eof")) c->capa_eof = 1;
             else if (!strcasecmp(argv[i + 1], "psync2")) c->capa_psync2 = 1;
             else if (!strcasecmp(argv[i + 1], NICKV_CAPA_VIA)) c->capa_nickv = 1;

@@ -388,7 +388,7 @@ static void startStreaming(void) {
 static int handleHello(const char *line) {
     char id[NK_RUNID_SIZE + 1];
     long long off;
-    if (line[0] == '+' && sscanf(line + 1, "%40s %lld", id, &off) == 2 && strlen(id) == NK_RUNID_SIZE) {
+    if (line[0] == '+' && nkReplyIdOffset(line + 1, id, &off)) {
         L.master_is_skv = 1;
         L.link_refused = 0;
         snprintf(L.hello_replid, sizeof(L.hello_replid), "%s", id);
@@ -418,8 +418,7 @@ static void handlePsyncReply(const char *line) {
         long long first, last;
         nkBacklogRange(&first, &last);
         if (try_continue && L.master_replid[0]) {
-            if (sscanf(line + 9, " %40s", id) == 1 && strlen(id) == NK_RUNID_SIZE &&
-                strcmp(id, L.master_replid)) {
+            if (line[9] == ' ' && nkReplyId(line + 10, id) && strcmp(id, L.master_replid)) {
                 /* The master changed its id (failover): the old one stays
                  * valid up to here, as in Redis. */
                 memcpy(L.master_replid2, L.master_replid, sizeof(L.master_replid2));
@@ -440,7 +439,7 @@ static void handlePsyncReply(const char *line) {
     } else if (!strncmp(line, "+FULLRESYNC", 11)) {
         char id[NK_RUNID_SIZE + 1];
         long long off;
-        if (sscanf(line + 11, " %40s %lld", id, &off) != 2) {
+        if (line[11] != ' ' || !nkReplyIdOffset(line + 12, id, &off)) {
             linkClose("bad +FULLRESYNC reply");
             return;
         }

@@ -400,17 +400,17 @@ static int nickvGrantorCheck(client *c, const nickvIdent *id) {
          * out, from another Nic-KV, which it must never fail over. Only
          * the key makes it its own.) */
         if (nickvIdentSame(id, &NK.grantor))
-            snprintf(why, sizeof(why), "an earlier connection of this Nic-KV (client id %llu) grants "
-                     "this master's lease", (unsigned long long)g->id);
+            snprintf(why, sizeof(why), NICKV_REFUSED_EARLIER "%llu) grants this master's lease",
+                     (unsigned long long)g->id);
         else
-            snprintf(why, sizeof(why), "another Nic-KV (client id %llu) grants this master's lease",
+            snprintf(why, sizeof(why), NICKV_REFUSED_OTHER "%llu) grants this master's lease",
                      (unsigned long long)g->id);
         nickvRefuseOther(c, "a lease", why);
         return -1;
     }
     if (NK.grantor.instance[0] && !nickvIdentSame(id, &NK.grantor)) {
         if (nickvLeaseActive()) {
-            snprintf(why, sizeof(why), "the lease another Nic-KV granted runs for %lld ms more",
+            snprintf(why, sizeof(why), NICKV_REFUSED_RUNS "%lld" NICKV_REFUSED_RUNS_END,
                      nickvLeaseLeftMs());
             nickvRefuseOther(c, "a lease", why);
             return -1;
