@@ -202,12 +202,12 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     nickv_stop $nk
 }
 
-# A master that answers Nic-KV's link as given (tests/fake-peer.tcl
-# psyncer): {pid port out}.
-proc peers_psyncer {hello psync} {
+# A master that answers Nic-KV's link (and its lease) as given
+# (tests/fake-peer.tcl psyncer): {pid port out}.
+proc peers_psyncer {hello psync {lease {}} {info {}}} {
     set port [find_available_port [expr {$::baseport + 480}] 20]
     set out [file normalize [tmpdir psyncer]]/out
-    set pid [exec tclsh tests/skv/fake-peer.tcl psyncer $port $hello $psync > $out 2>@1 &]
+    set pid [exec tclsh tests/skv/fake-peer.tcl psyncer $port $hello $psync $lease $info > $out 2>@1 &]
     wait_for_condition 50 100 {
         [file exists $out] && ![catch {exec grep -q "psyncer: listening" $out}]
     } else {
@@ -258,6 +258,38 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             nickv_assert_no_bug $nk
             nickv_stop $nk
             exec kill $pid
+        }
+    }
+
+    # Whether a refused lease is another Nic-KV's (then the master is never
+    # failed over: nkProbeLeaseForeign) is read from the master's exact
+    # words, "-NICKV refused: <reason>", not from words found anywhere in
+    # an error.
+    test {Nic-KV: a lease refusal counts as its own Nic-KV's only in the master's exact words} {
+        set runid [string repeat b 40]
+        foreach {reply blocked} [list \
+            "-ERR x an earlier connection of this Nic-KV (client id 1) grants this master's lease" {*not ours to fail over} \
+            "-ERR granted runs for 100 ms more" {*not ours to fail over} \
+            "-NICKV refused: the lease another Nic-KV granted runs for 100x ms more" {*not ours to fail over} \
+            "-NICKV refused: an earlier connection of this Nic-KV (client id 1) grants this master's lease" {no replica to promote*} \
+            "-NICKV refused: the lease another Nic-KV granted runs for 100 ms more" {no replica to promote*}] {
+            lassign [peers_psyncer "+$id 0" "+FULLRESYNC $id 0" $reply "nickv_lease:on|run_id:$runid"] pid port out
+            set nk [nickv_start $port --failover yes --node 127.0.0.1:$port]
+            wait_for_condition 100 50 {
+                ![catch {exec grep -q "the master refuses the lease we grant" [dict get $nk log]}]
+            } else {
+                fail "no lease refused for '$reply'"
+            }
+            # The master gone: is it Nic-KV's to replace?
+            exec kill $pid
+            wait_for_condition 100 100 {
+                [string match $blocked [nickv_info $nk failover_blocked]]
+            } else {
+                fail "after '$reply': failover_blocked is '[nickv_info $nk failover_blocked]', not '$blocked'"
+            }
+            assert_equal PONG [nickv_cmd $nk ping]
+            nickv_assert_no_bug $nk
+            nickv_stop $nk
         }
     }
 }
