@@ -47,8 +47,8 @@
 # REPLCONF nickv hello, <psync-reply> to PSYNC, <lease-reply> (if given)
 # to REPLCONF nickv lease; +PONG to PING, to INFO a master's replication
 # section (and <info-extra>, lines joined by "|"), +OK to anything else.
-# It prints "psync: <n>" for each PSYNC it answered and "closed: <n>" when
-# Nic-KV closes a connection that got one.
+# It prints "psync: <n>" for each PSYNC it answered, "closed: <n>" when
+# Nic-KV closes a connection that got one, and "info: <n>" for each INFO.
 #
 # impostor: a client that holds the nickv-user's password and Nic-KV's
 # public instance id (its INFO's run_id), but not its key. Every 100 ms it
@@ -256,6 +256,7 @@ if {$role eq "impostor"} {
 if {$role eq "psyncer"} {
     lassign $argv - port hello_reply psync_reply lease_reply info_extra
     set psyncs 0
+    set infos 0
     # Whole commands off the connection's buffer, each answered.
     proc psyncer_commands {fd} {
         upvar #0 buf($fd) buf
@@ -295,6 +296,9 @@ if {$role eq "psyncer"} {
             append info "master_replid:[string repeat a 40]\r\nmaster_repl_offset:0\r\n"
             foreach l [split $info_extra |] { if {$l ne ""} { append info "$l\r\n" } }
             puts -nonewline $fd "\$[string length $info]\r\n$info\r\n"
+            incr ::infos
+            puts "info: $::infos"
+            flush stdout
         } else {
             puts -nonewline $fd "+OK\r\n"
         }

@@ -280,6 +280,13 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             } else {
                 fail "no lease refused for '$reply'"
             }
+            # ... and its INFO read since (nickv_lease:on: a master it
+            # could fail over).
+            wait_for_condition 100 50 {
+                ![catch {exec grep -q "info: 3" $out}]
+            } else {
+                fail "Nic-KV did not read the master's INFO: [exec cat $out]"
+            }
             # The master gone: is it Nic-KV's to replace?
             exec kill $pid
             wait_for_condition 100 100 {
