@@ -633,11 +633,9 @@ static void beforeSleep(aeEventLoop *el) {
     if (nk.shutdown_asap) aeSetDontWait(nk.el, 1);
 }
 
-int main(int argc, char **argv) {
-    sds options = sdsempty();
-    int j = 1;
-
-    configDefaults();
+/* --help, --version, --selftest-getack: what they print or return, or -1
+ * when argv asks for none of them (the daemon runs). */
+static int mainEarlyFlags(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
         return 0;
@@ -647,6 +645,15 @@ int main(int argc, char **argv) {
         printf("Nic-KV v=%s skv=%s\n", NICKV_VERSION, SKV_VERSION);
         return 0;
     }
+    return -1;
+}
+
+/* The config file (argv[1], when it is not an option), then --name value
+ * ... as lines of a config file after it. -1 when the file cannot be read
+ * (configLoad itself exits on a bad line). */
+static int mainLoadConfig(int argc, char **argv) {
+    sds options = sdsempty();
+    int j = 1;
     if (argc >= 2 && argv[1][0] != '-') {
         FILE *fp = fopen(argv[1], "r");
         char buf[4096];
@@ -654,7 +661,9 @@ int main(int argc, char **argv) {
         size_t n;
         if (!fp) {
             fprintf(stderr, "nic-kv: cannot open the config file %s: %s\n", argv[1], strerror(errno));
-            return 1;
+            sdsfree(text);
+            sdsfree(options);
+            return -1;
         }
         while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) text = sdscatlen(text, buf, n);
         fclose(fp);
@@ -663,7 +672,6 @@ int main(int argc, char **argv) {
         sdsfree(text);
         j = 2;
     }
-    /* --name value ... as lines of a config file, after the file. */
     for (; j < argc; j++) {
         if (!strncmp(argv[j], "--", 2)) {
             if (sdslen(options)) options = sdscat(options, "\n");
@@ -675,41 +683,53 @@ int main(int argc, char **argv) {
     }
     configLoad(options, "the command line");
     sdsfree(options);
-    {
-        const char *err;
-        char tlserr[512];
-        if (!applyPasswords(&err) || !nkMembersCheck(&err)) {
-            fprintf(stderr, "nic-kv: %s\n", err);
-            return 1;
-        }
-        if (!nk.cfg.port && !nk.cfg.tls_port) {
-            fprintf(stderr, "nic-kv: port 0 and no tls-port: replicas could not reach Nic-KV\n");
-            return 1;
-        }
-        if (nkTlsInit(tlserr, sizeof(tlserr)) == -1) {
-            fprintf(stderr, "nic-kv: %s\n", tlserr);
-            return 1;
-        }
-        if (nk.cfg.tls_replication && nk.cfg.master_rdma_port)
-            nkLog(LL_WARNING, "tls-replication yes, but master-rdma-port: the link to the master (its AUTH, "
-                  "Nic-KV's key, the stream) goes over RDMA, which is not encrypted (NIC-KV.md, \"TLS\")");
+    return 0;
+}
+
+/* What the options make possible, checked before anything starts:
+ * passwords, members, a port, TLS, the log file, open files. -1 (said on
+ * stderr or in the log) stops the daemon. */
+static int mainCheckConfig(void) {
+    const char *err;
+    char tlserr[512];
+    if (!applyPasswords(&err) || !nkMembersCheck(&err)) {
+        fprintf(stderr, "nic-kv: %s\n", err);
+        return -1;
     }
+    if (!nk.cfg.port && !nk.cfg.tls_port) {
+        fprintf(stderr, "nic-kv: port 0 and no tls-port: replicas could not reach Nic-KV\n");
+        return -1;
+    }
+    if (nkTlsInit(tlserr, sizeof(tlserr)) == -1) {
+        fprintf(stderr, "nic-kv: %s\n", tlserr);
+        return -1;
+    }
+    if (nk.cfg.tls_replication && nk.cfg.master_rdma_port)
+        nkLog(LL_WARNING, "tls-replication yes, but master-rdma-port: the link to the master (its AUTH, "
+              "Nic-KV's key, the stream) goes over RDMA, which is not encrypted (NIC-KV.md, \"TLS\")");
     if (nk.cfg.logfile) {
         /* As redis-server: a log that cannot be written stops us here. */
         FILE *fp = fopen(nk.cfg.logfile, "a");
         if (!fp) {
             fprintf(stderr, "nic-kv: Can't open the log file %s: %s\n", nk.cfg.logfile,
                     strerror(errno));
-            return 1;
+            return -1;
         }
         fclose(fp);
     }
-    if (nkAdjustOpenFilesLimit() == -1) return 1;
+    if (nkAdjustOpenFilesLimit() == -1) return -1;
+    return 0;
+}
 
+/* daemonize, the pid file, signals; then this process's identity: the
+ * public instance id, and the key from the kernel's generator alone
+ * (getRandomHexChars falls back to a time and pid seed, shared with the
+ * public instance id). */
+static int mainProcess(void) {
     if (nk.cfg.daemonize) {
         if (daemon(1, 0) == -1) {
             perror("nic-kv: daemon");
-            return 1;
+            return -1;
         }
     }
     if (nk.cfg.pidfile) {
@@ -723,17 +743,19 @@ int main(int argc, char **argv) {
     nk.start_time = time(NULL);
     getRandomHexChars(nk.instance, NICKV_INSTANCE_LEN);
     nk.instance[NICKV_INSTANCE_LEN] = '\0';
-    /* The key from the kernel's generator alone (getRandomHexChars falls
-     * back to a time and pid seed, shared with the public instance id). */
-    {
-        unsigned char raw[NICKV_KEY_LEN / 2];
-        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
-            fprintf(stderr, "nic-kv: getrandom: %s: no key can be drawn\n", strerror(errno));
-            return 1;
-        }
-        for (size_t i = 0; i < sizeof(raw); i++) snprintf(nk.key + 2 * i, 3, "%02x", raw[i]);
-        memset(raw, 0, sizeof(raw));
+    unsigned char raw[NICKV_KEY_LEN / 2];
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+        fprintf(stderr, "nic-kv: getrandom: %s: no key can be drawn\n", strerror(errno));
+        return -1;
     }
+    for (size_t i = 0; i < sizeof(raw); i++) snprintf(nk.key + 2 * i, 3, "%02x", raw[i]);
+    memset(raw, 0, sizeof(raw));
+    return 0;
+}
+
+/* The parts, wired and started: the replicas, the link, the backlog, the
+ * fan-out threads, the listeners, RDMA, the failover, the cron. */
+static int mainStart(void) {
     nk.clients = listCreate();
     nkReplicaInit();
     nkLinkInit();
@@ -755,15 +777,24 @@ int main(int argc, char **argv) {
     nk.loop = nkLoopCreate(nk.el);
     if (nkBacklogInit(nk.cfg.backlog_size) == -1) {
         nkLog(LL_WARNING, "Cannot allocate a %lld byte backlog", nk.cfg.backlog_size);
-        return 1;
+        return -1;
     }
-    if (nkFanoutStart(nk.el, nk.cfg.thread_num) == -1) return 1;
-    if (nkListen(nk.cfg.port, 0) == -1 || nkListen(nk.cfg.tls_port, 1) == -1) return 1;
+    if (nkFanoutStart(nk.el, nk.cfg.thread_num) == -1) return -1;
+    if (nkListen(nk.cfg.port, 0) == -1 || nkListen(nk.cfg.tls_port, 1) == -1) return -1;
     nkRdmaStart();
-    if (nkFailoverInit() == -1) return 1;
-    if (nkFailoverStart() == -1) return 1;
+    if (nkFailoverInit() == -1) return -1;
+    if (nkFailoverStart() == -1) return -1;
     aeCreateTimeEvent(nk.el, 1, nkCron, NULL, NULL);
     aeSetBeforeSleepProc(nk.el, beforeSleep);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int early;
+    configDefaults();
+    if ((early = mainEarlyFlags(argc, argv)) != -1) return early;
+    if (mainLoadConfig(argc, argv) == -1 || mainCheckConfig() == -1) return 1;
+    if (mainProcess() == -1 || mainStart() == -1) return 1;
     nkLog(LL_NOTICE, "Nic-KV %s (SKV %s) listening on port %d, tls-port %d, master %s:%d%s, backlog %lld "
           "bytes, thread-num %d", NICKV_VERSION, SKV_VERSION, nk.cfg.port, nk.cfg.tls_port,
           nk.cfg.master_host, nk.cfg.master_port, nk.cfg.tls_replication ? " (TLS)" : "",

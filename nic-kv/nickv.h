@@ -494,6 +494,8 @@ typedef struct nkInfo {
     char bad[64];
 } nkInfo;
 void nkInfoParse(const char *reply, size_t len, nkInfo *in);
+int nkReplyIdOffset(const char *s, char *id, long long *offset);
+int nkReplyId(const char *s, char *id);
 /* A master's "slaveN:ip=,port=,state=[,via=nickv]" line: 1 with them. */
 typedef struct nkInfoReplica {
     char ip[256];

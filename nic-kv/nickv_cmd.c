@@ -106,127 +106,137 @@ static int infoWants(int nsec, sds *secs, const char *name, const char *alias) {
     return 0;
 }
 
-/* INFO [section ...]: the sections asked for, as upstream 7.0 takes them. */
+/* INFO's sections that Nic-KV's own counters fill: one function each. */
+static sds infoServer(sds s) {
+    /* os: as upstream's; on the DPU, its Arm kernel (the tests check
+     * the machine of the aarch64 build they run under qemu-user). */
+    struct utsname un;
+    if (uname(&un) == -1) memset(&un, 0, sizeof(un));
+    s = sdscatprintf(s,
+        "# Server\r\n"
+        "redis_version:%s\r\n"
+        "redis_mode:nickv\r\n"
+        "nickv_version:%s\r\n"
+        "skv_version:%s\r\n"
+        "os:%s %s %s\r\n"
+        "arch_bits:%d\r\n"
+        "process_id:%d\r\n"
+        "run_id:%s\r\n"
+        "tcp_port:%d\r\n"
+        "tls_port:%d\r\n"
+        "tls_replication:%s\r\n"
+        "rdma_port:%d\r\n"
+        "uptime_in_seconds:%lld\r\n"
+        "thread_num:%d\r\n"
+        "fanout_threads:%d\r\n"
+        "config_file:%s\r\n\r\n",
+        REDIS_VERSION, NICKV_VERSION, SKV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
+        (int)getpid(), nk.instance, nk.cfg.port, nk.cfg.tls_port, nk.cfg.tls_replication ? "yes" : "no",
+        nkRdmaPort(),
+        nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
+        nk.cfg.config_file ? nk.cfg.config_file : "");
+    return s;
+}
+
+static sds infoStats(sds s) {
+    s = sdscatprintf(s, "# Stats\r\ntotal_connections_received:%lld\r\n"
+                     "total_commands_processed:%lld\r\n", stats.connections, stats.commands);
+    s = nkReplicaStatsInfo(s);
+    s = sdscatprintf(s,
+        "auth_failures:%lld\r\n"
+        "protocol_errors:%lld\r\n", stats.auth_failures, stats.protocol_errors);
+    s = nkLinkStatsInfo(s);
+    s = nkResolveInfo(s);
+    s = sdscatprintf(s,
+        "rejected_connections:%lld\r\n"
+        "client_output_buffer_limit_disconnections:%lld\r\n"
+        "auth_timeouts:%lld\r\n\r\n",
+        stats.rejected_conn, stats.obuf_drops, stats.auth_timeouts);
+    return s;
+}
+
+static sds infoRdma(sds s) {
+    rdmaStats st;
+    rdmaGetStats(&st);
+    s = sdscatprintf(s,
+        "# RDMA\r\n"
+        "rdma_listener:%s\r\n"
+        "rdma_connections:%d\r\n"
+        "rdma_connections_unauthenticated:%d\r\n"
+        "rdma_connections_watchdog:%d\r\n"
+        "rdma_pinned_bytes:%zu\r\n"
+        "rdma_pinned_limit:%zu\r\n",
+        nk.rdma_status, rdmaChanCount(), rdmaUnauthCount(), rdmaWatchdogCount(), rdmaPinnedBytes(),
+        strcmp(nk.rdma_status, "off") ? rdmaEffectivePinnedLimit() : (size_t)nk.cfg.rdma_max_pinned);
+    for (const rdmaStatField *f = rdmaStatFields; f->name; f++)
+        s = sdscatprintf(s, "rdma_%s:%llu\r\n", f->name, rdmaStatValue(&st, f));
+    s = sdscat(s, "\r\n");
+    return s;
+}
+
+static sds infoClients(sds s) {
+    s = sdscatprintf(s,
+        "# Clients\r\n"
+        "connected_clients:%lu\r\n"
+        "blocked_clients:0\r\n"        /* Nic-KV blocks no client (redis-cli --stat reads it) */
+        "maxclients:%d\r\n"
+        "client_slots_free:%d\r\n\r\n",
+        listLength(nk.clients), nk.cfg.maxclients, nkClientSlotsFree());
+    return s;
+}
+
+static sds infoMemory(sds s) {
+    s = sdscatprintf(s,
+        "# Memory\r\n"
+        "used_memory:%lld\r\n"
+        "used_memory_heap:%zu\r\n"
+        "mem_replication_backlog:%lld\r\n"
+        "backlog_allocated:%lld\r\n\r\n",
+        (long long)zmalloc_used_memory() + nkBacklogMapped(), zmalloc_used_memory(),
+        nkBacklogSize(), nkBacklogSize());
+    return s;
+}
+
+static sds infoCpu(sds s) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    s = sdscatprintf(s,
+        "# CPU\r\n"
+        "used_cpu_sys:%ld.%06ld\r\n"
+        "used_cpu_user:%ld.%06ld\r\n\r\n",
+        (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec,
+        (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
+    return s;
+}
+
+/* INFO [section ...]: the sections asked for (infoWants), as upstream 7.0
+ * takes them; each part of Nic-KV writes its own. */
 static sds genInfo(int nsec, sds *secs) {
     sds s = sdsempty();
     long long first, last;
-    struct rusage ru;
 
     nkBacklogRange(&first, &last);
-    if (infoWants(nsec, secs, "server", NULL)) {
-        /* os: as upstream's; on the DPU, its Arm kernel (the tests check
-         * the machine of the aarch64 build they run under qemu-user). */
-        struct utsname un;
-        if (uname(&un) == -1) memset(&un, 0, sizeof(un));
-        s = sdscatprintf(s,
-            "# Server\r\n"
-            "redis_version:%s\r\n"
-            "redis_mode:nickv\r\n"
-            "nickv_version:%s\r\n"
-            "skv_version:%s\r\n"
-            "os:%s %s %s\r\n"
-            "arch_bits:%d\r\n"
-            "process_id:%d\r\n"
-            "run_id:%s\r\n"
-            "tcp_port:%d\r\n"
-            "tls_port:%d\r\n"
-            "tls_replication:%s\r\n"
-            "rdma_port:%d\r\n"
-            "uptime_in_seconds:%lld\r\n"
-            "thread_num:%d\r\n"
-            "fanout_threads:%d\r\n"
-            "config_file:%s\r\n\r\n",
-            REDIS_VERSION, NICKV_VERSION, SKV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
-            (int)getpid(), nk.instance, nk.cfg.port, nk.cfg.tls_port, nk.cfg.tls_replication ? "yes" : "no",
-            nkRdmaPort(),
-            nkUnixTime() - (long long)nk.start_time, nk.cfg.thread_num, nkFanoutThreads(),
-            nk.cfg.config_file ? nk.cfg.config_file : "");
-    }
+    if (infoWants(nsec, secs, "server", NULL)) s = infoServer(s);
     if (infoWants(nsec, secs, "replication", "upstream")) {
         s = nkLinkInfo(s, last);
         s = nkReplicasReplicationInfo(s);
         s = nkBacklogReplicationInfo(s);
         s = sdscat(s, "\r\n");
     }
-    if (infoWants(nsec, secs, "backlog", NULL)) {
-        s = nkBacklogInfo(s);
-    }
-    if (infoWants(nsec, secs, "replicas", "replication")) {
-        s = nkReplicasInfo(s);
-    }
-    if (infoWants(nsec, secs, "stats", NULL)) {
-        s = sdscatprintf(s, "# Stats\r\ntotal_connections_received:%lld\r\n"
-                         "total_commands_processed:%lld\r\n", stats.connections, stats.commands);
-        s = nkReplicaStatsInfo(s);
-        s = sdscatprintf(s,
-            "auth_failures:%lld\r\n"
-            "protocol_errors:%lld\r\n", stats.auth_failures, stats.protocol_errors);
-        s = nkLinkStatsInfo(s);
-        s = nkResolveInfo(s);
-        s = sdscatprintf(s,
-            "rejected_connections:%lld\r\n"
-            "client_output_buffer_limit_disconnections:%lld\r\n"
-            "auth_timeouts:%lld\r\n\r\n",
-            stats.rejected_conn, stats.obuf_drops, stats.auth_timeouts);
-    }
+    if (infoWants(nsec, secs, "backlog", NULL)) s = nkBacklogInfo(s);
+    if (infoWants(nsec, secs, "replicas", "replication")) s = nkReplicasInfo(s);
+    if (infoWants(nsec, secs, "stats", NULL)) s = infoStats(s);
     if (infoWants(nsec, secs, "failover", NULL)) {
         s = nkProbeInfo(s);
         s = nkFailoverInfo(s);
     }
-    if (infoWants(nsec, secs, "sentinel", NULL)) {
-        s = nkSentinelInfo(s);
-    }
-    if (infoWants(nsec, secs, "cluster", NULL)) {
-        s = nkClusterInfo(s);
-    }
-    if (infoWants(nsec, secs, "coordinator", NULL)) {
-        s = nkCoordInfo(s);
-    }
-    if (infoWants(nsec, secs, "rdma", NULL)) {
-        rdmaStats st;
-        rdmaGetStats(&st);
-        s = sdscatprintf(s,
-            "# RDMA\r\n"
-            "rdma_listener:%s\r\n"
-            "rdma_connections:%d\r\n"
-            "rdma_connections_unauthenticated:%d\r\n"
-            "rdma_connections_watchdog:%d\r\n"
-            "rdma_pinned_bytes:%zu\r\n"
-            "rdma_pinned_limit:%zu\r\n",
-            nk.rdma_status, rdmaChanCount(), rdmaUnauthCount(), rdmaWatchdogCount(), rdmaPinnedBytes(),
-            strcmp(nk.rdma_status, "off") ? rdmaEffectivePinnedLimit() : (size_t)nk.cfg.rdma_max_pinned);
-        for (const rdmaStatField *f = rdmaStatFields; f->name; f++)
-            s = sdscatprintf(s, "rdma_%s:%llu\r\n", f->name, rdmaStatValue(&st, f));
-        s = sdscat(s, "\r\n");
-    }
-    if (infoWants(nsec, secs, "clients", NULL)) {
-        s = sdscatprintf(s,
-            "# Clients\r\n"
-            "connected_clients:%lu\r\n"
-            "blocked_clients:0\r\n"        /* Nic-KV blocks no client (redis-cli --stat reads it) */
-            "maxclients:%d\r\n"
-            "client_slots_free:%d\r\n\r\n",
-            listLength(nk.clients), nk.cfg.maxclients, nkClientSlotsFree());
-    }
-    if (infoWants(nsec, secs, "memory", NULL)) {
-        s = sdscatprintf(s,
-            "# Memory\r\n"
-            "used_memory:%lld\r\n"
-            "used_memory_heap:%zu\r\n"
-            "mem_replication_backlog:%lld\r\n"
-            "backlog_allocated:%lld\r\n\r\n",
-            (long long)zmalloc_used_memory() + nkBacklogMapped(), zmalloc_used_memory(),
-            nkBacklogSize(), nkBacklogSize());
-    }
-    if (infoWants(nsec, secs, "cpu", NULL)) {
-        getrusage(RUSAGE_SELF, &ru);
-        s = sdscatprintf(s,
-            "# CPU\r\n"
-            "used_cpu_sys:%ld.%06ld\r\n"
-            "used_cpu_user:%ld.%06ld\r\n\r\n",
-            (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec,
-            (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
-    }
+    if (infoWants(nsec, secs, "sentinel", NULL)) s = nkSentinelInfo(s);
+    if (infoWants(nsec, secs, "cluster", NULL)) s = nkClusterInfo(s);
+    if (infoWants(nsec, secs, "coordinator", NULL)) s = nkCoordInfo(s);
+    if (infoWants(nsec, secs, "rdma", NULL)) s = infoRdma(s);
+    if (infoWants(nsec, secs, "clients", NULL)) s = infoClients(s);
+    if (infoWants(nsec, secs, "memory", NULL)) s = infoMemory(s);
+    if (infoWants(nsec, secs, "cpu", NULL)) s = infoCpu(s);
     if (sdslen(s) >= 2) sdsrange(s, 0, -3);   /* no blank line at the end */
     return s;
 }
@@ -654,10 +664,20 @@ static void pingCommand(nkClient *c, int argc, sds *argv) {
     }
 }
 
+/* REPLCONF from a replica: what it told us, pair by pair, as upstream's
+ * master takes it; a listening-port that is not a port (the whole word,
+ * 0-65535; 0 is "not said": the replica's own source port stands in) is
+ * refused, as upstream refuses one that is not a number. */
 static void replconfCommand(nkClient *c, int argc, sds *argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcasecmp(argv[i], "listening-port")) c->listening_port = atoi(argv[i + 1]);
-        else if (!strcasecmp(argv[i], "capa")) {
+        if (!strcasecmp(argv[i], "listening-port")) {
+            long long port;
+            if (!string2ll(argv[i + 1], sdslen(argv[i + 1]), &port) || port < 0 || port > 65535) {
+                nkClientReply(c, "-ERR REPLCONF listening-port must be a port number (0-65535)\r\n");
+                return;
+            }
+            c->listening_port = (int)port;
+        } else if (!strcasecmp(argv[i], "capa")) {
             if (!strcasecmp(argv[i + 1], "eof")) c->capa_eof = 1;
             else if (!strcasecmp(argv[i + 1], "psync2")) c->capa_psync2 = 1;
             else if (!strcasecmp(argv[i + 1], NICKV_CAPA_VIA)) c->capa_nickv = 1;

@@ -133,6 +133,15 @@ typedef struct coordRecord {
 
 typedef enum { CO_OFF, CO_STANDBY, CO_LEADER, CO_RESIGNING } coordRole;
 static const char *roleNames[] = {"off", "standby", "leader", "resigning"};
+/* The moves between roles (the diagram under "Roles" above), checked by
+ * coordSetRole, the one writer of C.role. OFF is where a Nic-KV starts;
+ * nkCoordInit moves it to STANDBY when a coordinator is set. */
+static const unsigned coordMoves[] = {
+    [CO_OFF]       = 1u << CO_STANDBY,
+    [CO_STANDBY]   = 1u << CO_LEADER,
+    [CO_LEADER]    = 1u << CO_STANDBY | 1u << CO_RESIGNING,
+    [CO_RESIGNING] = 1u << CO_STANDBY,
+};
 
 /* Shared with the thread, under lock. */
 static struct {
@@ -204,6 +213,16 @@ static struct {
 static nkCoordHooks hooks;              /* the layers above (nkCoordInit) */
 
 static long long coordNowUs(void) { return (long long)getMonotonicUs(); }
+
+/* The one place C.role changes: a move the table above does not allow is
+ * a bug (abort in the debug build, logged in the release build, where the
+ * move is made anyway as before). */
+static void coordSetRole(coordRole to) {
+    if (!(coordMoves[C.role] & (1u << to)))
+        nkBug("coordinator: no move from %s to %s", roleNames[C.role], roleNames[to]);
+    nkLog(LL_VERBOSE, "Coordinator: %s -> %s", roleNames[C.role], roleNames[to]);
+    C.role = to;
+}
 
 int nkCoordOn(void) {
     return nk.cfg.coordinator && nk.cfg.coordinator[0];
@@ -378,227 +397,289 @@ int nkCoordMember(const char *ip, int port) {
     return found;
 }
 
+/* What the thread keeps from round to round (its own, not shared). */
+typedef struct coordThreadState {
+    nkEtcd *e;
+    long long lease, ttl;                /* our etcd lease, and its TTL */
+    int member_put;                      /* our member key is written */
+    char succ[NICKV_INSTANCE_LEN + 1];   /* the successor last named (successorWaits) */
+    long long succ_seen_us;
+    long long key_lease;                 /* the leader key's lease, when another's */
+    long long members_us;                /* the member keys were last read then */
+    sds member_key;
+} coordThreadState;
+
+/* One round: what the main thread asked (in), what etcd said (out). */
+typedef struct coordRound {
+    char err[256];
+    int ok, campaign, resign, leader, refused, present, lease_alive;
+    long long pub_epoch, published, held, until, check_gen;
+    sds pub, lval, rval;
+    char check[sizeof(S.member_check)], inst[NICKV_INSTANCE_LEN + 1];
+} coordRound;
+
+/* The main thread's requests, copied under the lock. 0: asked to stop. */
+static int roundIn(coordRound *r) {
+    memset(r, 0, sizeof(*r));
+    r->ok = 1;
+    r->present = -1;
+    r->published = -1;
+    pthread_mutex_lock(&S.lock);
+    if (S.stop) {
+        pthread_mutex_unlock(&S.lock);
+        return 0;
+    }
+    r->campaign = S.campaign;
+    r->resign = S.resign;
+    if (S.publish) {
+        r->pub = sdsdup(S.publish);
+        r->pub_epoch = S.publish_epoch;
+    }
+    memcpy(r->check, S.member_check, sizeof(r->check));
+    r->check_gen = S.member_gen;
+    r->held = S.held_us;
+    pthread_mutex_unlock(&S.lock);
+    return 1;
+}
+
+/* A token, our etcd lease kept alive, and until when the leadership would
+ * count as held (until: 0 when the round failed). */
+static void roundLease(coordThreadState *t, coordRound *r) {
+    long long s;
+    /* A token first when we hold none (etcd with authentication): under
+     * a deadline of its own, as a loaded member's bcrypt can take longer
+     * than a call may (nickv_etcd.c). Only after a member restart does a
+     * leader need one again; its held time runs out meanwhile. */
+    if (nkEtcdAuthenticate(t->e, NK_COORD_AUTH_TIMEOUT_MS, r->err, sizeof(r->err)) == -1) r->ok = 0;
+    /* Our etcd lease: granted once, kept alive every round. */
+    s = coordNowUs();
+    if (!r->ok) {
+        /* no token: nothing else this round */
+    } else if (!t->lease) {
+        if (nkEtcdLeaseGrant(t->e, nk.cfg.leader_ttl, &t->lease, &t->ttl, r->err, sizeof(r->err)) == -1) {
+            t->lease = 0;
+            r->ok = 0;
+        } else {
+            t->member_put = 0;
+        }
+    } else {
+        long long ttl;
+        if (nkEtcdLeaseKeepAlive(t->e, t->lease, &ttl, r->err, sizeof(r->err)) == -1) {
+            r->ok = 0;
+        } else if (ttl <= 0) {
+            snprintf(r->err, sizeof(r->err), "our etcd lease %lld expired", t->lease);
+            t->lease = 0;
+            r->held = 0;
+            r->ok = 0;
+        }
+    }
+    if (r->ok && t->lease)
+        r->until = s + t->ttl * 1000000LL - t->ttl * 1000000LL * NK_COORD_DRIFT_PCT / 100 - NK_COORD_MARGIN_US;
+}
+
+/* Our member key, attached to our etcd lease, once per lease. */
+static void roundMemberPut(coordThreadState *t, coordRound *r) {
+    int won;
+    sds cur = NULL;
+    if (!r->ok || !t->lease || t->member_put || !C.local.port) return;
+    if (nkEtcdCreate(t->e, t->member_key, nk.instance, t->lease, &won, &cur, r->err, sizeof(r->err)) == -1) {
+        r->ok = 0;
+    } else if (won) {
+        t->member_put = 1;
+    } else if (cur && strcmp(cur, nk.instance)) {
+        /* Another Nic-KV for our node: a previous run of ours whose
+         * lease has not expired yet (killed), or a mistake. We do
+         * not lead until the key is ours. */
+        snprintf(r->err, sizeof(r->err), "another Nic-KV (instance %.40s) says it is on the server of %s:%d "
+                 "(local-node): this one does not campaign until that key expires", cur, C.local.ip,
+                 C.local.port);
+        r->ok = 0;
+    } else {
+        t->member_put = 1;
+    }
+    sdsfree(cur);
+}
+
+/* The leader key: ours (and resigned, if asked), or created if free and we
+ * campaign. */
+static void roundLeaderKey(coordThreadState *t, coordRound *r) {
+    long long klease = 0;
+    int succ_named = 0;
+    if (r->ok && nkEtcdGetLease(t->e, C.key_leader, &r->lval, NULL, &klease, r->err, sizeof(r->err)) == -1)
+        r->ok = 0;
+    if (r->ok && r->lval && strcmp(r->lval, C.my_value)) t->key_lease = klease != t->lease ? klease : 0;
+    if (r->ok && r->lval && !strcmp(r->lval, C.my_value)) {
+        r->leader = 1;
+        if (r->resign) {
+            int done;
+            if (r->pub && nkEtcdPutIf(t->e, C.key_leader, C.my_value, C.key_record, r->pub, &done, r->err,
+                                      sizeof(r->err)) == 0 && done)
+                r->published = r->pub_epoch;
+            if (nkEtcdDeleteIf(t->e, C.key_leader, C.my_value, &done, r->err, sizeof(r->err)) == 0 && done) {
+                r->leader = 0;
+                sdsfree(r->lval);
+                r->lval = NULL;
+                pthread_mutex_lock(&S.lock);
+                S.resigned = 1;
+                S.resign = 0;
+                pthread_mutex_unlock(&S.lock);
+            }
+        }
+    } else if (r->ok && !r->lval && r->campaign && t->lease && r->until > coordNowUs() &&
+               !successorWaits(t->e, t->succ, &t->succ_seen_us, &succ_named)) {
+        int won, gone = keyLeaseGone(t->e, &t->key_lease, succ_named, &r->lease_alive, r->err, sizeof(r->err));
+        if (gone == -1) {
+            r->ok = 0;
+        } else if (gone == 0) {
+            /* held back until etcd drops that lease (INFO campaign_held) */
+        } else if (nkEtcdCreate(t->e, C.key_leader, C.my_value, t->lease, &won, &r->lval, r->err,
+                                sizeof(r->err)) == -1) {
+            r->ok = 0;
+        } else if (won) {
+            r->leader = 1;
+            r->lval = sdsnew(C.my_value);
+        }
+    }
+}
+
+/* The record: ours to write while we lead, never back to an older epoch
+ * than it holds (a write of ours that waited while another leader wrote a
+ * newer one). Then the member keys, and the one member asked about. */
+static void roundRecord(coordThreadState *t, coordRound *r) {
+    if (r->ok && nkEtcdGet(t->e, C.key_record, &r->rval, NULL, r->err, sizeof(r->err)) == -1) r->ok = 0;
+    if (r->ok && r->leader && r->pub && r->published < 0 && !r->resign) {
+        int done;
+        coordRecord cur;
+        if (r->rval && recordParse(r->rval, &cur) && cur.epoch > r->pub_epoch) {
+            r->refused = 1;
+        } else if (nkEtcdPutIf(t->e, C.key_leader, C.my_value, C.key_record, r->pub, &done, r->err,
+                               sizeof(r->err)) == -1) {
+            r->ok = 0;
+        } else if (done) {
+            r->published = r->pub_epoch;
+            sdsfree(r->rval);
+            r->rval = sdsdup(r->pub);
+        } else {
+            r->refused = 1;
+        }
+    } else if (r->pub && !r->leader && r->ok) {
+        r->refused = 1;
+    }
+    if (r->ok && nk.cfg.coordinator_user && coordNowUs() - t->members_us >= NK_COORD_MEMBERS_US) {
+        coordReadMembers(t->e);
+        t->members_us = coordNowUs();
+    }
+    if (r->ok && r->check[0]) {
+        sds mk = sdscatfmt(sdsempty(), "%S%s", C.key_member_prefix, r->check), v = NULL;
+        if (nkEtcdGet(t->e, mk, &v, NULL, r->err, sizeof(r->err)) == 0) {
+            r->present = v != NULL;
+            if (v && sdslen(v) == NICKV_INSTANCE_LEN) memcpy(r->inst, v, NICKV_INSTANCE_LEN + 1);
+            else if (v) r->present = 0;
+            sdsfree(v);
+        } else {
+            r->ok = 0;
+        }
+        sdsfree(mk);
+    }
+}
+
+/* The round's findings into S, under the lock; frees the round. Returns 1
+ * when the main thread should act at once: leadership won or lost, a
+ * record written, refused, or changed by another leader. */
+static int roundOut(coordThreadState *t, coordRound *r) {
+    pthread_mutex_lock(&S.lock);
+    int was_leader = S.leader;
+    S.rounds++;
+    S.etcd_ok = r->ok;
+    if (!r->ok) {
+        memcpy(S.etcd_err, r->err, sizeof(S.etcd_err));
+        S.keepalive_failures++;
+    } else S.etcd_err[0] = '\0';
+    snprintf(S.endpoint, sizeof(S.endpoint), "%s", nkEtcdEndpoint(t->e));
+    S.lease_ttl = t->ttl;
+    /* Leadership counts only from a keep-alive that etcd answered
+     * (until), and never longer than the last one allows (held). */
+    if (!t->lease) {
+        S.leader = 0;
+        S.held_us = 0;
+    } else if (r->ok) {
+        S.leader = r->leader;
+        S.held_us = r->leader ? r->until : 0;
+    } else {
+        S.held_us = r->held;    /* runs out by itself */
+    }
+    if (r->lval || r->ok) {
+        sdsfree(S.leader_val);
+        S.leader_val = r->lval ? r->lval : sdsempty();
+        r->lval = NULL;
+    }
+    int record_moved = r->ok && strcmp(S.record_val, r->rval ? r->rval : "") != 0;
+    if (r->ok) {
+        sdsfree(S.record_val);
+        S.record_val = r->rval ? r->rval : sdsempty();
+        r->rval = NULL;
+    }
+    if (r->published >= 0) {
+        S.published_epoch = r->published;
+        if (S.publish && S.publish_epoch == r->published) {
+            sdsfree(S.publish);
+            S.publish = NULL;
+        }
+    }
+    if (r->refused) S.publish_refused = 1;
+    S.key_lease_alive = r->lease_alive;
+    int news = S.leader != was_leader || r->published >= 0 || r->refused || record_moved;
+    if (r->present >= 0 && r->check_gen == S.member_gen) {
+        S.member_present = r->present;
+        memcpy(S.member_instance, r->inst, sizeof(r->inst));
+    }
+    pthread_mutex_unlock(&S.lock);
+    sdsfree(r->lval);
+    sdsfree(r->rval);
+    sdsfree(r->pub);
+    return news;
+}
+
+/* Until the next round's time (the round began at t0), or a kick: a record
+ * to write. */
+static void roundWait(long long t0) {
+    long long left = NK_COORD_TICK_US - (coordNowUs() - t0);
+    pthread_mutex_lock(&S.lock);
+    if (left > 0 && !S.kick && !S.stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += (time_t)(left / 1000000);
+        ts.tv_nsec += (long)(left % 1000000) * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        while (!S.kick && !S.stop && pthread_cond_timedwait(&S.wake, &S.lock, &ts) != ETIMEDOUT) {}
+    }
+    S.kick = 0;
+    pthread_mutex_unlock(&S.lock);
+}
+
+/* The etcd thread: a round every NK_COORD_TICK_US (or at once when
+ * kicked), each in the steps above, until nkCoordShutdown. */
 static void *coordThread(void *arg) {
     char err[256];
-    nkEtcd *e = arg;
-    long long lease = 0, ttl = 0;
-    int member_put = 0;
-    char succ[NICKV_INSTANCE_LEN + 1] = "";
-    long long succ_seen_us = 0;
-    long long key_lease = 0;             /* the leader key's lease, when another's */
-    long long members_us = 0;            /* the member keys were last read then */
-    sds member_key = sdscatfmt(sdsempty(), "%S%s:%i", C.key_member_prefix, C.local.ip, C.local.port);
+    coordThreadState t = {.e = arg};
+    t.member_key = sdscatfmt(sdsempty(), "%S%s:%i", C.key_member_prefix, C.local.ip, C.local.port);
     while (1) {
-        long long t0 = coordNowUs(), s, left;
-        int ok = 1, campaign, resign, leader = 0, refused = 0, present = -1;
-        long long pub_epoch = 0, published = -1, held = 0;
-        sds pub = NULL, lval = NULL, rval = NULL;
-        char check[sizeof(S.member_check)], inst[NICKV_INSTANCE_LEN + 1] = "";
-        err[0] = '\0';
-        pthread_mutex_lock(&S.lock);
-        if (S.stop) {
-            pthread_mutex_unlock(&S.lock);
-            break;
-        }
-        campaign = S.campaign;
-        resign = S.resign;
-        if (S.publish) {
-            pub = sdsdup(S.publish);
-            pub_epoch = S.publish_epoch;
-        }
-        memcpy(check, S.member_check, sizeof(check));
-        long long check_gen = S.member_gen;
-        held = S.held_us;
-        pthread_mutex_unlock(&S.lock);
-
-        /* A token first when we hold none (etcd with authentication): under
-         * a deadline of its own, as a loaded member's bcrypt can take longer
-         * than a call may (nickv_etcd.c). Only after a member restart does a
-         * leader need one again; its held time runs out meanwhile. */
-        if (nkEtcdAuthenticate(e, NK_COORD_AUTH_TIMEOUT_MS, err, sizeof(err)) == -1) ok = 0;
-        /* Our etcd lease: granted once, kept alive every round. */
-        s = coordNowUs();
-        if (!ok) {
-            /* no token: nothing else this round */
-        } else if (!lease) {
-            if (nkEtcdLeaseGrant(e, nk.cfg.leader_ttl, &lease, &ttl, err, sizeof(err)) == -1) {
-                lease = 0;
-                ok = 0;
-            } else {
-                member_put = 0;
-            }
-        } else {
-            long long t;
-            if (nkEtcdLeaseKeepAlive(e, lease, &t, err, sizeof(err)) == -1) {
-                ok = 0;
-            } else if (t <= 0) {
-                snprintf(err, sizeof(err), "our etcd lease %lld expired", lease);
-                lease = 0;
-                held = 0;
-                ok = 0;
-            }
-        }
-        long long until = 0;
-        if (ok && lease) until = s + ttl * 1000000LL - ttl * 1000000LL * NK_COORD_DRIFT_PCT / 100 - NK_COORD_MARGIN_US;
-        if (ok && lease && !member_put && C.local.port) {
-            int won;
-            sds cur = NULL;
-            if (nkEtcdCreate(e, member_key, nk.instance, lease, &won, &cur, err, sizeof(err)) == -1) ok = 0;
-            else if (won) member_put = 1;
-            else if (cur && strcmp(cur, nk.instance)) {
-                /* Another Nic-KV for our node: a previous run of ours whose
-                 * lease has not expired yet (killed), or a mistake. We do
-                 * not lead until the key is ours. */
-                snprintf(err, sizeof(err), "another Nic-KV (instance %.40s) says it is on the server of %s:%d "
-                         "(local-node): this one does not campaign until that key expires", cur, C.local.ip,
-                         C.local.port);
-                ok = 0;
-            } else member_put = 1;
-            sdsfree(cur);
-        }
-        /* The leader key. */
-        long long klease = 0;
-        int lease_alive = 0, succ_named = 0;
-        if (ok && nkEtcdGetLease(e, C.key_leader, &lval, NULL, &klease, err, sizeof(err)) == -1) ok = 0;
-        if (ok && lval && strcmp(lval, C.my_value)) key_lease = klease != lease ? klease : 0;
-        if (ok && lval && !strcmp(lval, C.my_value)) {
-            leader = 1;
-            if (resign) {
-                int done;
-                if (pub && nkEtcdPutIf(e, C.key_leader, C.my_value, C.key_record, pub, &done, err,
-                                       sizeof(err)) == 0 && done)
-                    published = pub_epoch;
-                if (nkEtcdDeleteIf(e, C.key_leader, C.my_value, &done, err, sizeof(err)) == 0 && done) {
-                    leader = 0;
-                    sdsfree(lval);
-                    lval = NULL;
-                    pthread_mutex_lock(&S.lock);
-                    S.resigned = 1;
-                    S.resign = 0;
-                    pthread_mutex_unlock(&S.lock);
-                }
-            }
-        } else if (ok && !lval && campaign && lease && until > coordNowUs() &&
-                   !successorWaits(e, succ, &succ_seen_us, &succ_named)) {
-            int won, gone = keyLeaseGone(e, &key_lease, succ_named, &lease_alive, err, sizeof(err));
-            if (gone == -1) ok = 0;
-            else if (gone == 0) {
-                /* held back until etcd drops that lease (INFO campaign_held) */
-            } else if (nkEtcdCreate(e, C.key_leader, C.my_value, lease, &won, &lval, err, sizeof(err)) == -1) {
-                ok = 0;
-            } else if (won) {
-                leader = 1;
-                lval = sdsnew(C.my_value);
-            }
-        }
-        /* The record: ours to write while we lead, never back to an older
-         * epoch than it holds (a write of ours that waited while another
-         * leader wrote a newer one). */
-        if (ok && nkEtcdGet(e, C.key_record, &rval, NULL, err, sizeof(err)) == -1) ok = 0;
-        if (ok && leader && pub && published < 0 && !resign) {
-            int done;
-            coordRecord cur;
-            if (rval && recordParse(rval, &cur) && cur.epoch > pub_epoch) {
-                refused = 1;
-            } else if (nkEtcdPutIf(e, C.key_leader, C.my_value, C.key_record, pub, &done, err, sizeof(err)) == -1) {
-                ok = 0;
-            } else if (done) {
-                published = pub_epoch;
-                sdsfree(rval);
-                rval = sdsdup(pub);
-            } else refused = 1;
-        } else if (pub && !leader && ok) {
-            refused = 1;
-        }
-        if (ok && nk.cfg.coordinator_user && coordNowUs() - members_us >= NK_COORD_MEMBERS_US) {
-            coordReadMembers(e);
-            members_us = coordNowUs();
-        }
-        if (ok && check[0]) {
-            sds mk = sdscatfmt(sdsempty(), "%S%s", C.key_member_prefix, check), v = NULL;
-            if (nkEtcdGet(e, mk, &v, NULL, err, sizeof(err)) == 0) {
-                present = v != NULL;
-                if (v && sdslen(v) == NICKV_INSTANCE_LEN) memcpy(inst, v, NICKV_INSTANCE_LEN + 1);
-                else if (v) present = 0;
-                sdsfree(v);
-            } else ok = 0;
-            sdsfree(mk);
-        }
-
-        pthread_mutex_lock(&S.lock);
-        /* What the main thread acts on at once: leadership won or lost, a
-         * record written, refused, or changed by another leader. */
-        int was_leader = S.leader;
-        S.rounds++;
-        S.etcd_ok = ok;
-        if (!ok) {
-            memcpy(S.etcd_err, err, sizeof(S.etcd_err));
-            S.keepalive_failures++;
-        } else S.etcd_err[0] = '\0';
-        snprintf(S.endpoint, sizeof(S.endpoint), "%s", nkEtcdEndpoint(e));
-        S.lease_ttl = ttl;
-        /* Leadership counts only from a keep-alive that etcd answered
-         * (until), and never longer than the last one allows (held). */
-        if (!lease) {
-            S.leader = 0;
-            S.held_us = 0;
-        } else if (ok) {
-            S.leader = leader;
-            S.held_us = leader ? until : 0;
-        } else {
-            S.held_us = held;    /* runs out by itself */
-        }
-        if (lval || ok) {
-            sdsfree(S.leader_val);
-            S.leader_val = lval ? lval : sdsempty();
-            lval = NULL;
-        }
-        int record_moved = ok && strcmp(S.record_val, rval ? rval : "") != 0;
-        if (ok) {
-            sdsfree(S.record_val);
-            S.record_val = rval ? rval : sdsempty();
-            rval = NULL;
-        }
-        if (published >= 0) {
-            S.published_epoch = published;
-            if (S.publish && S.publish_epoch == published) {
-                sdsfree(S.publish);
-                S.publish = NULL;
-            }
-        }
-        if (refused) S.publish_refused = 1;
-        S.key_lease_alive = lease_alive;
-        int news = S.leader != was_leader || published >= 0 || refused || record_moved;
-        if (present >= 0 && check_gen == S.member_gen) {
-            S.member_present = present;
-            memcpy(S.member_instance, inst, sizeof(inst));
-        }
-        pthread_mutex_unlock(&S.lock);
-        sdsfree(lval);
-        sdsfree(rval);
-        sdsfree(pub);
-        if (news) coordNotify();
-
-        /* Until the next round's time, or a kick: a record to write. */
-        left = NK_COORD_TICK_US - (coordNowUs() - t0);
-        pthread_mutex_lock(&S.lock);
-        if (left > 0 && !S.kick && !S.stop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += (time_t)(left / 1000000);
-            ts.tv_nsec += (long)(left % 1000000) * 1000;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            while (!S.kick && !S.stop && pthread_cond_timedwait(&S.wake, &S.lock, &ts) != ETIMEDOUT) {}
-        }
-        S.kick = 0;
-        pthread_mutex_unlock(&S.lock);
+        long long t0 = coordNowUs();
+        coordRound r;
+        if (!roundIn(&r)) break;
+        roundLease(&t, &r);
+        roundMemberPut(&t, &r);
+        roundLeaderKey(&t, &r);
+        roundRecord(&t, &r);
+        if (roundOut(&t, &r)) coordNotify();
+        roundWait(t0);
     }
-    if (lease) nkEtcdLeaseRevoke(e, lease, err, sizeof(err));
-    sdsfree(member_key);
-    nkEtcdFree(e);
+    if (t.lease) nkEtcdLeaseRevoke(t.e, t.lease, err, sizeof(err));
+    sdsfree(t.member_key);
+    nkEtcdFree(t.e);
     return NULL;
 }
 
@@ -607,7 +688,7 @@ static void *coordThread(void *arg) {
 int nkCoordInit(const nkCoordHooks *h) {
     char err[256];
     hooks = *h;
-    C.role = CO_OFF;
+    /* C.role starts at CO_OFF (zero, static storage). */
     C.publishing_epoch = -1;
     if (!nkCoordOn()) return 0;
     for (const char *p = nk.cfg.master_name; *p; p++) {
@@ -674,7 +755,7 @@ int nkCoordInit(const nkCoordHooks *h) {
     C.key_record = sdscatfmt(sdsempty(), "/skv/%s/record", nk.cfg.master_name);
     C.key_member_prefix = sdscatfmt(sdsempty(), "/skv/%s/member/", nk.cfg.master_name);
     C.my_value = sdscatfmt(sdsempty(), "%s %s:%i", nk.instance, C.local.ip, C.local.port);
-    C.role = CO_STANDBY;
+    coordSetRole(CO_STANDBY);
     pthread_mutex_init(&S.lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -866,92 +947,103 @@ static void adoptRecord(void) {
     }
 }
 
-/* Called by the failover's tick: what the thread found, into the roles. */
-void nkCoordTick(const char *master_ip, int master_port, int master_valid, int watching, long long epoch,
-                 long long lease_bound_us) {
-    int leader, etcd_ok, resigned, present, key_lease_alive, just_won = 0;
-    long long now = coordNowUs();
+/* What the thread found, copied under the lock for one tick. */
+typedef struct coordSeen {
+    int leader, etcd_ok, resigned, present, key_lease_alive;
     char err[256], inst[NICKV_INSTANCE_LEN + 1];
     sds rv;
-    if (!nkCoordOn()) return;
+} coordSeen;
+
+static void tickSeen(coordSeen *v, long long now) {
     pthread_mutex_lock(&S.lock);
-    leader = S.leader && S.held_us > now;
-    etcd_ok = S.etcd_ok;
-    memcpy(err, S.etcd_err, sizeof(err));
-    rv = sdsdup(S.record_val);
-    resigned = S.resigned;
+    v->leader = S.leader && S.held_us > now;
+    v->etcd_ok = S.etcd_ok;
+    memcpy(v->err, S.etcd_err, sizeof(v->err));
+    v->rv = sdsdup(S.record_val);
+    v->resigned = S.resigned;
     S.resigned = 0;
-    present = S.member_present;
-    memcpy(inst, S.member_instance, sizeof(inst));
-    key_lease_alive = S.key_lease_alive;
+    v->present = S.member_present;
+    memcpy(v->inst, S.member_instance, sizeof(v->inst));
+    v->key_lease_alive = S.key_lease_alive;
     pthread_mutex_unlock(&S.lock);
+}
 
-    if (!etcd_ok && strcmp(err, C.last_err))
-        nkLogRepeat(LL_WARNING, "Coordinator: etcd", "Coordinator: %s%s", err, C.role == CO_LEADER ?
+/* etcd's errors logged as they change; the record read, into C.rec (a
+ * record that does not parse is ignored, and said so). */
+static void tickRecord(coordSeen *v, long long now) {
+    if (!v->etcd_ok && strcmp(v->err, C.last_err))
+        nkLogRepeat(LL_WARNING, "Coordinator: etcd", "Coordinator: %s%s", v->err, C.role == CO_LEADER ?
                     " (the master's lease is granted only while our leadership surely holds)" : "");
-    else if (etcd_ok && C.last_err[0])
+    else if (v->etcd_ok && C.last_err[0])
         nkLog(LL_NOTICE, "Coordinator: etcd answers again");
-    snprintf(C.last_err, sizeof(C.last_err), "%s", etcd_ok ? "" : err);
+    snprintf(C.last_err, sizeof(C.last_err), "%s", v->etcd_ok ? "" : v->err);
 
-    /* The record. */
     coordRecord r;
-    if (sdslen(rv) && recordParse(rv, &r)) {
+    if (sdslen(v->rv) && recordParse(v->rv, &r)) {
         if (memcmp(&r, &C.rec, sizeof(r))) C.rec_seen_us = now;
         C.rec = r;
-    } else if (sdslen(rv)) {
-        sds shown = sdscatrepr(sdsempty(), rv, sdslen(rv) > 200 ? 200 : sdslen(rv));
+    } else if (sdslen(v->rv)) {
+        sds shown = sdscatrepr(sdsempty(), v->rv, sdslen(v->rv) > 200 ? 200 : sdslen(v->rv));
         nkLogRepeat(LL_WARNING, "Coordinator: record", "Coordinator: the record %s does not parse "
                     "(%s): ignored", C.key_record, shown);
         sdsfree(shown);
     }
-    sdsfree(rv);
+    sdsfree(v->rv);
+    v->rv = NULL;
+}
 
-    /* Roles. */
-    if (C.role == CO_RESIGNING && resigned) {
-        nkLog(LL_WARNING, "Coordinator: leadership handed to the Nic-KV on the master's server");
-        C.role = CO_STANDBY;
-        C.resigned_at_us = now;
-        C.resigns++;
-        hooks.drop_master_conn();
-    } else if (C.role == CO_STANDBY && leader) {
-        C.role = CO_LEADER;
-        C.won++;
-        /* Our first record (the view we adopt, confirmed) goes at once:
-         * from then on a newer one is not a previous leader's. */
-        C.wrote = 0;
-        adoptRecord();
-        just_won = 1;
-        present = -1;           /* read before we led: not about now */
-        /* Every lease a previous leader granted ran out before its key
-         * could expire (the chain at the top). But a key can also vanish
-         * before its time: deleted by hand (etcdctl del), its lease revoked,
-         * or by an etcd bug (etcd-io/etcd#15247, a stale etcd leader
-         * revoking leases, fixed after 3.4.23). So we promote nobody for
-         * one more lease-time, as a restarted Nic-KV does. */
-        hooks.granted(hooks.lease_max_ms());
-        nkLog(LL_WARNING, "Coordinator: this Nic-KV leads %s (record: epoch %lld, master %s:%d)",
-              nk.cfg.master_name, C.rec.epoch, C.rec.epoch ? C.rec.master.ip : "-",
-              C.rec.epoch ? C.rec.master.port : 0);
-    } else if (C.role != CO_STANDBY && !leader) {
-        nkLog(LL_WARNING, "Coordinator: this Nic-KV no longer leads %s%s%s", nk.cfg.master_name,
-              etcd_ok ? "" : ": ", etcd_ok ? "" : err);
-        C.role = CO_STANDBY;
-        C.lost++;
-        /* A record we did not get written is not written later, when we
-         * may lead again with another view. */
-        pthread_mutex_lock(&S.lock);
-        S.resign = 0;
-        sdsfree(S.publish);
-        S.publish = NULL;
-        pthread_mutex_unlock(&S.lock);
-        C.publishing_epoch = -1;
-        /* Our probe connection to the master may hold its grantor's
-         * place: the new leader takes it once our lease ran out. */
-        hooks.drop_master_conn();
-    }
+/* RESIGNING -> STANDBY: the thread deleted our leader key. */
+static void roleResigned(long long now) {
+    nkLog(LL_WARNING, "Coordinator: leadership handed to the Nic-KV on the master's server");
+    coordSetRole(CO_STANDBY);
+    C.resigned_at_us = now;
+    C.resigns++;
+    hooks.drop_master_conn();
+}
 
-    /* Campaign: when the key is free, unless a successor was named to
-     * somebody else lately, or we resigned lately. */
+/* STANDBY -> LEADER: the thread created the leader key. */
+static void roleWon(void) {
+    coordSetRole(CO_LEADER);
+    C.won++;
+    /* Our first record (the view we adopt, confirmed) goes at once:
+     * from then on a newer one is not a previous leader's. */
+    C.wrote = 0;
+    adoptRecord();
+    /* Every lease a previous leader granted ran out before its key
+     * could expire (the chain at the top). But a key can also vanish
+     * before its time: deleted by hand (etcdctl del), its lease revoked,
+     * or by an etcd bug (etcd-io/etcd#15247, a stale etcd leader
+     * revoking leases, fixed after 3.4.23). So we promote nobody for
+     * one more lease-time, as a restarted Nic-KV does. */
+    hooks.granted(hooks.lease_max_ms());
+    nkLog(LL_WARNING, "Coordinator: this Nic-KV leads %s (record: epoch %lld, master %s:%d)",
+          nk.cfg.master_name, C.rec.epoch, C.rec.epoch ? C.rec.master.ip : "-",
+          C.rec.epoch ? C.rec.master.port : 0);
+}
+
+/* LEADER or RESIGNING -> STANDBY: the leader key is no longer surely ours. */
+static void roleLost(const coordSeen *v) {
+    nkLog(LL_WARNING, "Coordinator: this Nic-KV no longer leads %s%s%s", nk.cfg.master_name,
+          v->etcd_ok ? "" : ": ", v->etcd_ok ? "" : v->err);
+    coordSetRole(CO_STANDBY);
+    C.lost++;
+    /* A record we did not get written is not written later, when we
+     * may lead again with another view. */
+    pthread_mutex_lock(&S.lock);
+    S.resign = 0;
+    sdsfree(S.publish);
+    S.publish = NULL;
+    pthread_mutex_unlock(&S.lock);
+    C.publishing_epoch = -1;
+    /* Our probe connection to the master may hold its grantor's
+     * place: the new leader takes it once our lease ran out. */
+    hooks.drop_master_conn();
+}
+
+/* STANDBY: campaign when the key is free, unless a successor was named
+ * to somebody else lately, or we resigned lately. Sets C.campaign_held
+ * (why not; "" when we do); returns whether the thread should campaign. */
+static int standbyCampaign(const coordSeen *v, long long now) {
     int campaign = C.role == CO_STANDBY;
     C.campaign_held = "";
     /* Nor while we do not know the master's nickv-lease: not having
@@ -973,20 +1065,28 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     }
     /* The thread's own hold: the key was deleted while its holder's etcd
      * lease lives (keyLeaseGone). */
-    if (campaign && key_lease_alive) C.campaign_held = "leader-lease-alive";
+    if (campaign && v->key_lease_alive) C.campaign_held = "leader-lease-alive";
+    return campaign;
+}
+
+/* A newer record than our view: followed (1: the tick stops here, and
+ * runs again with the new view), or, while we lead and have written ours,
+ * counted as tampered with and rewritten. */
+static int tickFollowRecord(const char *master_ip, int master_port, int watching, long long epoch,
+                            int just_won) {
     /* A newer record: the master moved. A standby also takes the record's
      * master over what its own probes saw: the leader owns that. */
     if (C.rec.epoch && watching && C.role != CO_LEADER &&
         (C.rec.epoch > epoch || !addrIs(&C.rec.master, master_ip, master_port))) {
         hooks.follow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
-        return;     /* again at the next tick, with the new view */
+        return 1;
     }
     if (C.rec.epoch && watching && C.role == CO_LEADER && C.rec.epoch > epoch) {
         /* Until our first record is written, a newer one is a previous
          * leader's (read in the round we won, or just after): adopted. */
         if (just_won || !C.wrote) {
             hooks.follow(C.rec.master.ip, C.rec.master.port, C.rec.epoch);
-            return;
+            return 1;
         }
         /* Only the leader writes the record, guarded by its key: a newer
          * one while we lead was written by someone else. Not followed. */
@@ -996,8 +1096,131 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
         C.tampered++;
         /* Our master, at its epoch: the record is rewritten next tick. */
         if (master_ip[0]) hooks.follow(master_ip, master_port, C.rec.epoch);
-        return;
+        return 1;
     }
+    return 0;
+}
+
+/* LEADER: a record we asked for is written (its names become ours to
+ * name, those it dropped no longer are) or refused. */
+static void leaderPublished(long long now_ms) {
+    if (C.publishing_epoch < 0) return;
+    int r2 = nkCoordPublished(C.publishing_epoch);
+    if (r2 == 1) {
+        C.wrote = 1;
+        for (int i = 0; i < C.publishing_nnamed; i++) {
+            int have = 0;
+            for (int j = 0; j < C.nrecorded; j++)
+                if (addrIs(&C.recorded[j].a, C.publishing_named[i].ip, C.publishing_named[i].port)) have = 1;
+            if (!have && C.nrecorded < NK_COORD_NAMED) {
+                C.recorded[C.nrecorded].a = C.publishing_named[i];
+                C.recorded[C.nrecorded++].named_ms = now_ms;
+            }
+        }
+        /* Dropped from the record: no longer ours to name. */
+        for (int j = 0; j < C.nrecorded; j++) {
+            int in = 0;
+            for (int i = 0; i < C.publishing_nnamed; i++)
+                if (addrIs(&C.recorded[j].a, C.publishing_named[i].ip, C.publishing_named[i].port)) in = 1;
+            if (!in) C.recorded[j--] = C.recorded[--C.nrecorded];
+        }
+        C.nwanted = 0;
+        C.publishing_epoch = -1;
+    } else if (r2 == -1) {
+        C.publishing_epoch = -1;
+    }
+}
+
+/* LEADER: names to record; replicas not named for a while leave the
+ * record; a record that differs from our view is written. */
+static void leaderRecord(const char *master_ip, int master_port, int watching, long long *epochp,
+                         long long lease_bound_us, long long now) {
+    long long epoch = *epochp;
+    long long now_ms = now / 1000, window = NICKV_HEALTH_TIMEOUT_MS + 2LL * nk.cfg.lease_time + 1000;
+    /* ... counted back from the last lease the master may hold, not
+     * from now: while a dead master is not replaced (no candidate), the
+     * replicas it counted stay in the record. */
+    if (lease_bound_us < now) window += (now - lease_bound_us) / 1000;
+    leaderPublished(now_ms);
+    int stale = 0;
+    for (int j = 0; j < C.nrecorded; j++)
+        if (now_ms - C.recorded[j].named_ms > window) stale = 1;
+    int differs = !C.rec.epoch || C.rec.epoch != epoch || !addrIs(&C.rec.master, master_ip, master_port) ||
+                  C.rec.successor[0] || !C.wrote;
+    if (epoch < 1) epoch = 1;     /* a record's epochs start at 1 (and for the rest of the tick) */
+    *epochp = epoch;
+    if (C.publishing_epoch < 0 && watching && epoch >= C.rec.epoch && master_ip[0] &&
+        (C.nwanted || stale || differs)) {
+        coordAddr named[NK_COORD_NAMED];
+        int n = 0;
+        /* One not named for the window leaves the record, and from now
+         * on is not named again until a record lists it anew. */
+        for (int j = 0; j < C.nrecorded; j++)
+            if (now_ms - C.recorded[j].named_ms > window) C.recorded[j--] = C.recorded[--C.nrecorded];
+        for (int j = 0; j < C.nrecorded; j++) named[n++] = C.recorded[j].a;
+        for (int i = 0; i < C.nwanted && n < NK_COORD_NAMED; i++) named[n++] = C.wanted[i];
+        publish(epoch, master_ip, master_port, named, n, NULL);
+    }
+}
+
+/* LEADER -> RESIGNING: leadership moves to the Nic-KV on the master's
+ * server, once the master has been valid long enough and that Nic-KV is
+ * alive (its member key). Sets check: the member key the thread reads. */
+static void leaderMaybeResign(const char *master_ip, int master_port, int master_valid, int watching,
+                              long long epoch, const coordSeen *v, long long now, char *check, size_t checklen) {
+    if (nkCoordLocal(master_ip, master_port) || !master_ip[0]) return;
+    snprintf(check, checklen, "%s:%d", master_ip, master_port);
+    if (watching && master_valid && v->present == 1 && strcmp(v->inst, nk.instance) &&
+        now / 1000 - C.master_valid_since_ms >= NK_COORD_MOVE_STABLE_MS && C.publishing_epoch < 0 &&
+        C.rec.epoch == epoch) {
+        coordSetRole(CO_RESIGNING);
+        C.resign_started_us = now;
+        C.resign_sent = 0;
+        memcpy(C.successor, v->inst, sizeof(C.successor));
+        nkLog(LL_WARNING, "Coordinator: the Nic-KV on the master's server (%s:%d) is alive: "
+              "no more grants; leadership goes to it once our last lease ran out",
+              master_ip, master_port);
+    }
+}
+
+/* RESIGNING: once every lease we granted has run out, the record names
+ * the successor and the thread deletes our leader key. */
+static void resigningTick(const char *master_ip, int master_port, long long epoch, long long lease_bound_us,
+                          long long now) {
+    if (C.resign_sent || now <= lease_bound_us) return;
+    coordAddr named[NK_COORD_NAMED];
+    int n = recordedList(named);
+    publish(epoch, master_ip, master_port, named, n, C.successor);
+    pthread_mutex_lock(&S.lock);
+    S.resign = 1;
+    pthread_mutex_unlock(&S.lock);
+    C.resign_sent = 1;
+}
+
+/* Called by the failover's tick: what the thread found, into the roles.
+ * First the moves the thread's findings make (resigned, won, lost), then
+ * what each role does. */
+void nkCoordTick(const char *master_ip, int master_port, int master_valid, int watching, long long epoch,
+                 long long lease_bound_us) {
+    int just_won = 0;
+    long long now = coordNowUs();
+    coordSeen v;
+    if (!nkCoordOn()) return;
+    tickSeen(&v, now);
+    tickRecord(&v, now);
+
+    if (C.role == CO_RESIGNING && v.resigned) {
+        roleResigned(now);
+    } else if (C.role == CO_STANDBY && v.leader) {
+        roleWon();
+        just_won = 1;
+        v.present = -1;         /* read before we led: not about now */
+    } else if (C.role != CO_STANDBY && !v.leader) {
+        roleLost(&v);
+    }
+
+    int campaign = standbyCampaign(&v, now);
+    if (tickFollowRecord(master_ip, master_port, watching, epoch, just_won)) return;
 
     if (master_valid) {
         if (!C.master_valid_since_ms) C.master_valid_since_ms = now / 1000;
@@ -1005,81 +1228,10 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
 
     char check[sizeof(S.member_check)] = "";
     if (C.role == CO_LEADER) {
-        /* Names to record; replicas not named for a while leave the record. */
-        long long now_ms = now / 1000, window = NICKV_HEALTH_TIMEOUT_MS + 2LL * nk.cfg.lease_time + 1000;
-        /* ... counted back from the last lease the master may hold, not
-         * from now: while a dead master is not replaced (no candidate), the
-         * replicas it counted stay in the record. */
-        if (lease_bound_us < now) window += (now - lease_bound_us) / 1000;
-        if (C.publishing_epoch >= 0) {
-            int r2 = nkCoordPublished(C.publishing_epoch);
-            if (r2 == 1) {
-                C.wrote = 1;
-                for (int i = 0; i < C.publishing_nnamed; i++) {
-                    int have = 0;
-                    for (int j = 0; j < C.nrecorded; j++)
-                        if (addrIs(&C.recorded[j].a, C.publishing_named[i].ip, C.publishing_named[i].port)) have = 1;
-                    if (!have && C.nrecorded < NK_COORD_NAMED) {
-                        C.recorded[C.nrecorded].a = C.publishing_named[i];
-                        C.recorded[C.nrecorded++].named_ms = now_ms;
-                    }
-                }
-                /* Dropped from the record: no longer ours to name. */
-                for (int j = 0; j < C.nrecorded; j++) {
-                    int in = 0;
-                    for (int i = 0; i < C.publishing_nnamed; i++)
-                        if (addrIs(&C.recorded[j].a, C.publishing_named[i].ip, C.publishing_named[i].port)) in = 1;
-                    if (!in) C.recorded[j--] = C.recorded[--C.nrecorded];
-                }
-                C.nwanted = 0;
-                C.publishing_epoch = -1;
-            } else if (r2 == -1) {
-                C.publishing_epoch = -1;
-            }
-        }
-        int stale = 0;
-        for (int j = 0; j < C.nrecorded; j++)
-            if (now_ms - C.recorded[j].named_ms > window) stale = 1;
-        int differs = !C.rec.epoch || C.rec.epoch != epoch || !addrIs(&C.rec.master, master_ip, master_port) ||
-                      C.rec.successor[0] || !C.wrote;
-        if (epoch < 1) epoch = 1;     /* a record's epochs start at 1 */
-        if (C.publishing_epoch < 0 && watching && epoch >= C.rec.epoch && master_ip[0] &&
-            (C.nwanted || stale || differs)) {
-            coordAddr named[NK_COORD_NAMED];
-            int n = 0;
-            /* One not named for the window leaves the record, and from now
-             * on is not named again until a record lists it anew. */
-            for (int j = 0; j < C.nrecorded; j++)
-                if (now_ms - C.recorded[j].named_ms > window) C.recorded[j--] = C.recorded[--C.nrecorded];
-            for (int j = 0; j < C.nrecorded; j++) named[n++] = C.recorded[j].a;
-            for (int i = 0; i < C.nwanted && n < NK_COORD_NAMED; i++) named[n++] = C.wanted[i];
-            publish(epoch, master_ip, master_port, named, n, NULL);
-        }
-        /* Leadership moves to the Nic-KV on the master's server. */
-        if (!nkCoordLocal(master_ip, master_port) && master_ip[0]) {
-            snprintf(check, sizeof(check), "%s:%d", master_ip, master_port);
-            if (watching && master_valid && present == 1 && strcmp(inst, nk.instance) &&
-                now / 1000 - C.master_valid_since_ms >= NK_COORD_MOVE_STABLE_MS && C.publishing_epoch < 0 &&
-                C.rec.epoch == epoch) {
-                C.role = CO_RESIGNING;
-                C.resign_started_us = now;
-                C.resign_sent = 0;
-                memcpy(C.successor, inst, sizeof(C.successor));
-                nkLog(LL_WARNING, "Coordinator: the Nic-KV on the master's server (%s:%d) is alive: "
-                      "no more grants; leadership goes to it once our last lease ran out",
-                      master_ip, master_port);
-            }
-        }
+        leaderRecord(master_ip, master_port, watching, &epoch, lease_bound_us, now);
+        leaderMaybeResign(master_ip, master_port, master_valid, watching, epoch, &v, now, check, sizeof(check));
     }
-    if (C.role == CO_RESIGNING && !C.resign_sent && now > lease_bound_us) {
-        coordAddr named[NK_COORD_NAMED];
-        int n = recordedList(named);
-        publish(epoch, master_ip, master_port, named, n, C.successor);
-        pthread_mutex_lock(&S.lock);
-        S.resign = 1;
-        pthread_mutex_unlock(&S.lock);
-        C.resign_sent = 1;
-    }
+    if (C.role == CO_RESIGNING) resigningTick(master_ip, master_port, epoch, lease_bound_us, now);
     if (C.role != CO_LEADER && C.role != CO_RESIGNING) C.nwanted = 0;
 
     pthread_mutex_lock(&S.lock);

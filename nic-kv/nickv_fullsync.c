@@ -86,7 +86,7 @@ static size_t fsForward(nkClient *c, const char *p, size_t len, int *done) {
 static void fsPsyncReply(nkClient *c, const char *line) {
     nkFullSync *fs = c->fs;
     char id[NK_RUNID_SIZE + 1];
-    if (strncmp(line, "+FULLRESYNC", 11) || sscanf(line + 11, " %40s %lld", id, &fs->offset) != 2) {
+    if (strncmp(line, "+FULLRESYNC ", 12) || !nkReplyIdOffset(line + 12, id, &fs->offset)) {
         fsEnd(c, line);
         return;
     }

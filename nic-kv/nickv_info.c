@@ -16,6 +16,7 @@
 #include "nickv.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,6 +55,27 @@ static int infoText(const char *v, size_t vlen, char *out, size_t outlen) {
     memcpy(out, v, vlen);
     out[vlen] = '\0';
     return 1;
+}
+
+/* A replication id and offset as a master's replies give them ("<id>
+ * <offset>": the hello's +<replid> <offset>, +FULLRESYNC's), read as INFO
+ * is: one space between, the id 40 hex digits, the offset the whole rest,
+ * 0 or more (and below LLONG_MAX: the stream goes on from offset + 1).
+ * 1 if so; 0 and nothing set otherwise. */
+int nkReplyIdOffset(const char *s, char *id, long long *offset) {
+    const char *sp = strchr(s, ' ');
+    long long off;
+    char buf[NK_RUNID_SIZE + 1];
+    if (!sp || !infoId(s, (size_t)(sp - s), buf) || !infoNumber(sp + 1, strlen(sp + 1), 0, LLONG_MAX - 1, &off))
+        return 0;
+    memcpy(id, buf, sizeof(buf));
+    *offset = off;
+    return 1;
+}
+
+/* A replication id alone (+CONTINUE <replid>): exactly 40 hex digits. */
+int nkReplyId(const char *s, char *id) {
+    return infoId(s, strlen(s), id);
 }
 
 static void infoField(nkInfo *in, const char *name, size_t nlen, const char *v, size_t vlen) {

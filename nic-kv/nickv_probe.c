@@ -57,6 +57,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_msg.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -139,6 +140,7 @@ static long long probe_errors;           /* error replies to AUTH, INFO, command
 static long long master_clock;
 static long long master_clock_us;       /* ... which we read then */
 static char lease_err[128];             /* why the master refused a lease */
+static int lease_other;                 /* ... another Nic-KV's connection grants */
 static int lease_foreign;               /* ... because another may grant it */
 static long long foreign_since_us;      /* ... since then (0: not refused so) */
 static long long lease_zero_us;         /* the master's INFO last said its lease ran out */
@@ -628,17 +630,30 @@ static int leaseParse(const char *payload, size_t len, int is_error, long long *
     return 1;
 }
 
+/* The reason in the master's "-NICKV refused: <reason>" error (an error
+ * reply that starts so, exactly: not a text that merely contains the
+ * words), or NULL for any other reply. */
+static const char *leaseRefusedWhy(const char *err, int is_error) {
+    size_t n = strlen(NICKV_REPLY_REFUSED);
+    if (!is_error || strncmp(err, NICKV_REPLY_REFUSED, n) || err[n] != ' ') return NULL;
+    return err + n + 1;
+}
+
 /* A refused lease: does another Nic-KV (or a client posing as one) hold
  * the master's lease, for a time we cannot know? Then we never fail that
  * master over (nkProbeLeaseForeign). Not when the grantor is an earlier
  * connection of ours (its grants are ours: counted), nor when the master
  * says how long the last one's lease runs: that is waited out as our own
  * (src/nickv_server.c, "One Nic-KV"). */
-static int leaseForeign(const char *err) {
-    const char *p;
+static int leaseForeign(const char *err, int is_error) {
+    const char *why = leaseRefusedWhy(err, is_error), *p, *sp;
     long long ms;
-    if (strstr(err, "an earlier connection of this Nic-KV")) return 0;
-    if ((p = strstr(err, "granted runs for ")) && string2ll(p + 17, strcspn(p + 17, " "), &ms) &&
+    if (!why) return 1;
+    if (!strncmp(why, NICKV_REFUSED_EARLIER, strlen(NICKV_REFUSED_EARLIER))) return 0;
+    if (strncmp(why, NICKV_REFUSED_RUNS, strlen(NICKV_REFUSED_RUNS))) return 1;
+    /* "<ms> ms more", exactly: the number is the whole word, in range. */
+    p = why + strlen(NICKV_REFUSED_RUNS);
+    if ((sp = strchr(p, ' ')) && !strcmp(sp, NICKV_REFUSED_RUNS_END) && string2ll(p, (size_t)(sp - p), &ms) &&
         ms >= 0 && ms <= NICKV_LEASE_MAX_MS) {
         hooks.granted(ms);
         return 0;
@@ -661,7 +676,9 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
         if (strcmp(err, lease_err))
             nkLog(LL_WARNING, "Probe: the master refuses the lease we grant: %s", err);
         memcpy(lease_err, err, sizeof(lease_err));
-        lease_foreign = leaseForeign(err);
+        lease_foreign = leaseForeign(err, is_error);
+        const char *why = leaseRefusedWhy(err, is_error);
+        lease_other = why && !strncmp(why, NICKV_REFUSED_OTHER, strlen(NICKV_REFUSED_OTHER));
         if (!lease_foreign) foreign_since_us = 0;
         else if (!foreign_since_us) foreign_since_us = now;
         master_clock = 0;
@@ -944,12 +961,11 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
     else if (kind == PROBE_LEASE) {
         /* A grant from the master's last clock (a query while we have
          * none), for lease-time: nickv_failover.c counts it. */
-        char t[32], ms[32];
         int grant = master_clock && !master_restarted && hooks.granting();
         long long lease_ms = grant ? hooks.lease_time() : 0;
-        snprintf(t, sizeof(t), "%lld", grant ? master_clock : 0);
-        snprintf(ms, sizeof(ms), "%lld", grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0);
-        sds msg = sdscatfmt(sdsempty(), NICKV_MSG_LEASE " %s %s %s %s", t, ms, nk.instance, nk.key);
+        sds msg = nickvMsgLease(grant ? master_clock : 0,
+                                grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0,
+                                nk.instance, nk.key);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
         n->q[slot].tag = grant;
@@ -1189,8 +1205,7 @@ static void healthSend(void) {
             njoining++;
         }
     }
-    msg = sdscatprintf(sdsempty(), NICKV_MSG_HEALTH " %d %d%s", nk.cfg.min_slaves, nvalid, list);
-    if (njoining) msg = sdscatprintf(msg, " %d%s", njoining, joining);
+    msg = nickvMsgHealth(nk.cfg.min_slaves, nvalid, list, njoining, joining);
     sdsfree(list);
     sdsfree(joining);
     if (!health_dirty && last_health && !strcmp(msg, last_health) &&
@@ -1569,7 +1584,7 @@ int nkProbeLeaseForeign(void) {
 }
 
 int nkProbeLeaseHeldByIdle(void) {
-    return nkProbeLeaseForeign() && strstr(lease_err, "another Nic-KV (client id ") && foreign_since_us &&
+    return nkProbeLeaseForeign() && lease_other && foreign_since_us &&
            lease_zero_us > foreign_since_us && lease_zero_us > lease_busy_us;
 }
 

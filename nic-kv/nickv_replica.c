@@ -50,6 +50,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_msg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -284,6 +285,12 @@ void nkReplicaSetState(nkReplica *r, nkReplicaState to) {
 
 /* ------------------------------------------------ Replicas, main thread --- */
 
+/* A message (nickv_msg.c) to the master on our link, freed. */
+static void replicaMessage(sds msg) {
+    nkLinkMessage("%s", msg);
+    sdsfree(msg);
+}
+
 /* A replica starts streaming from pos, in the least loaded fan-out thread
  * (nkFanoutAdd). The connection must be detached. */
 nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos) {
@@ -309,7 +316,7 @@ nkReplica *nkReplicaStart(nkConn *conn, const char *ip, int port, long long pos)
     r->state = NK_REPLICA_ONLINE;
     listAddNodeTail(replicas, r);
     nkFanoutAdd(r);
-    nkLinkMessage(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
+    replicaMessage(nickvMsgAdd(r->id, r->ip, r->port));
     nkLog(LL_NOTICE, "Replica %s:%d streams from offset %lld over %s (fan-out thread %d)", ip,
           port, pos, r->rdma ? "RDMA, zero copy" : (r->tls ? "TLS" : "TCP"), r->thread);
     return r;
@@ -345,12 +352,12 @@ void nkReplicasMainEvents(void) {
         nkReplica *r = listNodeValue(ln);
         if (r->ack_dirty) {
             r->ack_dirty = 0;
-            nkLinkMessage(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
+            replicaMessage(nickvMsgAck(r->id, (long long)r->ack_off));
             nkLinkNoteReported((long long)r->ack_off);   /* the master counts it for WAIT */
         }
         if (r->state == NK_REPLICA_GONE) {
             nkLog(LL_NOTICE, "Replica %s:%d left: %s", r->ip, r->port, r->why);
-            nkLinkMessage(NICKV_MSG_DEL " %lld", r->id);
+            replicaMessage(nickvMsgDel(r->id));
             listDelNode(replicas, ln);
             if (r->rdma) nkBacklogPinRemove(&r->pin);
             zfree(r);
@@ -366,8 +373,8 @@ void nkReplicasAnnounce(void) {
     while ((ln = listNext(&li))) {
         nkReplica *r = listNodeValue(ln);
         if (r->state != NK_REPLICA_ONLINE || r->kill) continue;
-        nkLinkMessage(NICKV_MSG_ADD " %lld %s %d", r->id, r->ip, r->port);
-        nkLinkMessage(NICKV_MSG_ACK " %lld %lld", r->id, (long long)r->ack_off);
+        replicaMessage(nickvMsgAdd(r->id, r->ip, r->port));
+        replicaMessage(nickvMsgAck(r->id, (long long)r->ack_off));
     }
 }
 

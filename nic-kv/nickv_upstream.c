@@ -31,6 +31,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_msg.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -296,6 +297,12 @@ void nkLinkMessage(const char *fmt, ...) {
     sdsfree(msg);
 }
 
+/* A message built by nickv_msg.c, sent as nkLinkMessage does, and freed. */
+static void linkMessageSds(sds msg) {
+    nkLinkMessage("%s", msg);
+    sdsfree(msg);
+}
+
 /* ------------------------------------------------------------ The link --- */
 
 static void linkClose(const char *why) {
@@ -371,7 +378,7 @@ static void startStreaming(void) {
     nkLog(LL_NOTICE, "Streaming from the master %s:%d (replid %s, offset %lld)%s",
           M.host, M.port, L.master_replid, last,
           L.master_is_skv ? "" : "; not an SKV master: it will not know our replicas");
-    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
+    linkMessageSds(nickvMsgBacklog(first, last, slotsFree()));
     if (last > L.reported) L.reported = last;
     if (R) R->announce();
 }
@@ -381,7 +388,7 @@ static void startStreaming(void) {
 static int handleHello(const char *line) {
     char id[NK_RUNID_SIZE + 1];
     long long off;
-    if (line[0] == '+' && sscanf(line + 1, "%40s %lld", id, &off) == 2 && strlen(id) == NK_RUNID_SIZE) {
+    if (line[0] == '+' && nkReplyIdOffset(line + 1, id, &off)) {
         L.master_is_skv = 1;
         L.link_refused = 0;
         snprintf(L.hello_replid, sizeof(L.hello_replid), "%s", id);
@@ -411,8 +418,7 @@ static void handlePsyncReply(const char *line) {
         long long first, last;
         nkBacklogRange(&first, &last);
         if (try_continue && L.master_replid[0]) {
-            if (sscanf(line + 9, " %40s", id) == 1 && strlen(id) == NK_RUNID_SIZE &&
-                strcmp(id, L.master_replid)) {
+            if (line[9] == ' ' && nkReplyId(line + 10, id) && strcmp(id, L.master_replid)) {
                 /* The master changed its id (failover): the old one stays
                  * valid up to here, as in Redis. */
                 memcpy(L.master_replid2, L.master_replid, sizeof(L.master_replid2));
@@ -433,7 +439,7 @@ static void handlePsyncReply(const char *line) {
     } else if (!strncmp(line, "+FULLRESYNC", 11)) {
         char id[NK_RUNID_SIZE + 1];
         long long off;
-        if (sscanf(line + 11, " %40s %lld", id, &off) != 2) {
+        if (line[11] != ' ' || !nkReplyIdOffset(line + 12, id, &off)) {
             linkClose("bad +FULLRESYNC reply");
             return;
         }
@@ -690,9 +696,10 @@ static void linkConnected(nkConn *conn, void *data) {
      * which waits for the stream). */
     if (!L.hello) L.hello = sdsempty();
     sdsclear(L.hello);
-    L.hello = sdscatprintf(L.hello, NICKV_MSG_HELLO " %s %d %d %s %s %d",
-                           nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port, R ? R->rdma_port() : 0,
-                           nk.instance, nk.key, nk.cfg.tls_port);
+    sds hello = nickvMsgHello(nk.cfg.announce_ip ? nk.cfg.announce_ip : "?", nk.cfg.port,
+                              R ? R->rdma_port() : 0, nk.instance, nk.key, nk.cfg.tls_port);
+    L.hello = sdscatsds(L.hello, hello);
+    sdsfree(hello);
     L.hs.port = nkListeningPort();
     L.hs.capa_eof = 1;
     L.hs.hello = L.hello;
@@ -746,7 +753,7 @@ void nkLinkHeartbeat(void) {
     long long first, last;
     if (L.link_state != NK_LINK_STREAMING) return;
     linkSendAck(&first, &last);
-    nkLinkMessage(NICKV_MSG_BACKLOG " %lld %lld %d", first, last, slotsFree());
+    linkMessageSds(nickvMsgBacklog(first, last, slotsFree()));
 }
 
 /* The most of the stream our ACKs and backlog reports said we hold, and

@@ -96,6 +96,13 @@
 /* master -> daemon, to its hello: not as its daemon (an error whose text
  * starts with this; the daemon retries later). */
 #define NICKV_REPLY_REFUSED "NICKV refused:"
+/* ... and to a lease, when another connection grants (src/nickv_server.c,
+ * nickvGrantorCheck): the reason after NICKV_REPLY_REFUSED and a space
+ * starts with one of these, which Nic-KV's probe compares exactly. */
+#define NICKV_REFUSED_EARLIER "an earlier connection of this Nic-KV (client id "  /* <id>) grants ... */
+#define NICKV_REFUSED_OTHER "another Nic-KV (client id "                          /* <id>) grants ... */
+#define NICKV_REFUSED_RUNS "the lease another Nic-KV granted runs for "          /* <ms> ms more */
+#define NICKV_REFUSED_RUNS_END " ms more"
 
 /* ------------------------------------------------------------- Timers --- */
 

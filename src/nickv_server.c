@@ -41,6 +41,7 @@
 #include "cluster.h"
 #include "nickv_server.h"
 #include "nickv_proto.h"
+#include "nickv_msg.h"
 #include "rdma.h"
 #include "sha256.h"
 
@@ -353,14 +354,6 @@ static int nickvValidInstance(const char *s, size_t len) {
     return 1;
 }
 
-/* A port a message gives: 0-65535, the whole word. */
-static int nickvPortArg(sds s, int *port) {
-    long long v;
-    if (!string2ll(s, sdslen(s), &v) || v < 0 || v > 65535) return 0;
-    *port = (int)v;
-    return 1;
-}
-
 /* The identity a message's <instance> <key> give: 0 if either is malformed.
  * Only the key's hash is kept. */
 static int nickvIdentFrom(nickvIdent *id, sds instance, sds key) {
@@ -407,17 +400,17 @@ static int nickvGrantorCheck(client *c, const nickvIdent *id) {
          * out, from another Nic-KV, which it must never fail over. Only
          * the key makes it its own.) */
         if (nickvIdentSame(id, &NK.grantor))
-            snprintf(why, sizeof(why), "an earlier connection of this Nic-KV (client id %llu) grants "
-                     "this master's lease", (unsigned long long)g->id);
+            snprintf(why, sizeof(why), NICKV_REFUSED_EARLIER "%llu) grants this master's lease",
+                     (unsigned long long)g->id);
         else
-            snprintf(why, sizeof(why), "another Nic-KV (client id %llu) grants this master's lease",
+            snprintf(why, sizeof(why), NICKV_REFUSED_OTHER "%llu) grants this master's lease",
                      (unsigned long long)g->id);
         nickvRefuseOther(c, "a lease", why);
         return -1;
     }
     if (NK.grantor.instance[0] && !nickvIdentSame(id, &NK.grantor)) {
         if (nickvLeaseActive()) {
-            snprintf(why, sizeof(why), "the lease another Nic-KV granted runs for %lld ms more",
+            snprintf(why, sizeof(why), NICKV_REFUSED_RUNS "%lld" NICKV_REFUSED_RUNS_END,
                      nickvLeaseLeftMs());
             nickvRefuseOther(c, "a lease", why);
             return -1;
@@ -754,203 +747,241 @@ int nickvEnoughValidReplicas(void) {
     return nickvCountValidReplicas() >= NK.min_slaves;
 }
 
-/* REPLCONF nickv "<verb> <args>": see nic-kv/nickv.c for the messages. */
-void nickvReplconf(client *c, sds message) {
-    int argc = 0;
-    sds *argv = sdssplitargs(message, &argc);
-    long long a = 0, b = 0;
-    nickvIdent id;
-    int bound, port, rdma_port, tls_port;
+/* ------------------------------------------- REPLCONF nickv, by message --- */
 
-    if (!argv || argc == 0) {
+/* hello, refused: not a master that offloads, a malformed message, not the
+ * nickv-user, or another Nic-KV holds the role. Replies the error and
+ * returns 1; 0 lets the hello take the daemon role (id: who sent it). */
+static int nickvHelloRefused(client *c, nickvMsg *m, nickvIdent *id) {
+    if (!nickvOffload) {
+        addReplyError(c, "nickv-offload is off on this master");
+        return 1;
+    }
+    if (server.masterhost) {
+        /* A daemon here would stream from a replica and serve nobody:
+         * it follows the master instead (its probes read our INFO). */
+        addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " this node is a replica of %s:%d",
+                            server.masterhost, server.masterport);
+        return 1;
+    }
+    if (!m->ok || !nickvIdentFrom(id, m->argv[4], m->argv[5])) {
+        addReplyError(c, "malformed hello: expected hello <host> <port> <rdma-port> <instance> <key> "
+                      "<tls-port>");
+        return 1;
+    }
+    if (!nickvUserOk(c)) {
+        NK.daemons_refused++;
+        if (server.unixtime != NK.refused_logged)
+            serverLog(LL_WARNING, "Nic-KV: refused the daemon role to %s: it is not "
+                      "authenticated as the nickv-user '%s'", replicationGetSlaveName(c),
+                      nickvUser ? nickvUser : "");
+        NK.refused_logged = server.unixtime;
+        addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user (%s) may "
+                            "act as Nic-KV", nickvUser ? nickvUser : "none set");
+        return 1;
+    }
+    if (nickvLease && nickvUserUnsafe()) {
+        NK.daemons_refused++;
+        addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
+        return 1;
+    }
+    /* With nickv-lease yes the daemon is the Nic-KV that grants (its
+     * replicas' ACKs count for WAIT): another is refused while one is
+     * bound, lease running or not; and the grantor's own hello takes
+     * the place of any other daemon, healthy or not. (Without the
+     * lease, only while that lease runs, as before.) */
+    int grantor_hello = nickvLease && NK.grantor.instance[0] && nickvIdentSame(id, &NK.grantor);
+    if (NK.grantor.instance[0] && !nickvIdentSame(id, &NK.grantor) && (nickvLease || nickvLeaseActive())) {
+        NK.daemons_refused++;
+        nickvRefuseOther(c, "the daemon role", "another Nic-KV grants this master's lease");
+        return 1;
+    }
+    if (NK.daemon_id && NK.daemon_id != c->id && nickvDaemonHealthy() &&
+        !(grantor_hello && !nickvIdentSame(&NK.daemon, &NK.grantor))) {
+        NK.daemons_refused++;
+        if (server.unixtime != NK.refused_logged)
+            serverLog(LL_WARNING, "Nic-KV: refused a second daemon (link from %s): the one "
+                      "at %s:%d is healthy", replicationGetSlaveName(c),
+                      NK.daemon_host, NK.daemon_port);
+        NK.refused_logged = server.unixtime;
+        addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " another Nic-KV (%s:%d) serves this master",
+                            NK.daemon_host, NK.daemon_port);
+        return 1;
+    }
+    return 0;
+}
+
+/* hello <host|?> <port> <rdma-port> <instance> <key> <tls-port>: the
+ * connection becomes the daemon's link, in the place of any earlier one.
+ * Replies our replid and offset (where its PSYNC starts). */
+static void nickvOnHello(client *c, nickvMsg *m) {
+    nickvIdent id;
+    if (nickvHelloRefused(c, m, &id)) return;
+    if (NK.daemon_id && NK.daemon_id != c->id)
+        nickvForgetDaemon("is replaced by a new daemon");
+    nickvDropReplicas();
+    NK.daemon_id = c->id;
+    NK.daemon_heard = NK.daemon_hello = NK.daemon_ack_moved = mstime();
+    NK.daemon_ack = server.master_repl_offset;
+    if (!strcmp(m->argv[1], "?") || !strcmp(m->argv[1], "")) {
+        if (connPeerToString(c->conn, NK.daemon_host, sizeof(NK.daemon_host), NULL) == -1)
+            NK.daemon_host[0] = '\0';
+    } else {
+        snprintf(NK.daemon_host, sizeof(NK.daemon_host), "%s", m->argv[1]);
+    }
+    NK.daemon_port = m->port;
+    NK.daemon_rdma_port = m->rdma_port;
+    NK.daemon_tls_port = m->tls_port;
+    NK.daemon = id;
+    NK.backlog_first = NK.backlog_last = 0;
+    NK.backlog_known = 0;
+    NK.daemon_slots = -1;
+    nickvForgetHealth();
+    NK.daemon_joins++;
+    if (!NK.replicas) NK.replicas = listCreate();
+    /* The daemon PSYNCs from where we are now: make sure a backlog
+     * exists, so that this is a partial resync, not a full one. */
+    if (!server.repl_backlog) createReplicationBacklog();
+    serverLog(LL_NOTICE, "Nic-KV: daemon joined (link from %s; replicas go to %s:%d, rdma %d, tls %d)",
+              replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port,
+              NK.daemon_tls_port);
+    if (nickvUserUnsafe())
+        serverLog(LL_WARNING, "Nic-KV: the daemon role is open to more clients than Nic-KV: %s "
+                  "(NIC-KV.md, \"Security model\")", nickvUserUnsafe());
+    addReplyStatusFormat(c, "%s %lld", server.replid, server.master_repl_offset);
+}
+
+/* lease <t> <ms> <instance> <key>, from Nic-KV's probe connection (not its
+ * link): replies. */
+static void nickvOnLease(client *c, nickvMsg *m) {
+    nickvIdent id;
+    int bound;
+    if (!nickvUserOk(c))
+        addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user "
+                            "(%s) may grant a lease", nickvUser ? nickvUser : "none set");
+    else if (nickvLease && nickvUserUnsafe())
+        addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
+    else if (!m->ok || !nickvIdentFrom(&id, m->argv[3], m->argv[4]))
+        addReplyError(c, "malformed lease: expected lease <t> <ms> <instance> <key>");
+    else if ((bound = nickvGrantorCheck(c, &id)) >= 0)
+        nickvLeaseGrant(c, m->argc, m->argv, bound);
+}
+
+/* health, from the probe connection, while Nic-KV's link is down: replies. */
+static void nickvOnProbeHealth(client *c, nickvMsg *m) {
+    if (!nickvUserOk(c)) {
+        addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user "
+                            "(%s) may report replicas' health", nickvUser ? nickvUser : "none set");
+    } else if (!NK.grantor_id || c->id != NK.grantor_id) {
+        nickvRefuseOther(c, "a health report", "only the connection that grants this master's lease "
+                         "(or the daemon's link) may report replicas' health");
+    } else if (!m->ok) {
+        addReplyError(c, "malformed health message");
+    } else {
+        nickvHealth(m->argc, m->argv);
+        addReply(c, shared.ok);
+    }
+}
+
+/* add <id> <ip> <listening-port>: a replica Nic-KV now serves. */
+static void nickvOnAdd(nickvMsg *m) {
+    nickvReplica *r = nickvFindReplica(m->id, NULL);
+    if (!r) {
+        r = zcalloc(sizeof(*r));
+        r->id = m->id;
+        listAddNodeTail(NK.replicas, r);
+    }
+    snprintf(r->ip, sizeof(r->ip), "%s", m->argv[2]);
+    r->port = m->port;
+    r->ack_time = server.unixtime;
+    serverLog(LL_NOTICE, "Nic-KV: replica %s:%d is now served by Nic-KV", r->ip, r->port);
+}
+
+/* del <id>: it left. */
+static void nickvOnDel(nickvMsg *m) {
+    listNode *ln;
+    nickvReplica *r = nickvFindReplica(m->id, &ln);
+    if (r) {
+        serverLog(LL_NOTICE, "Nic-KV: replica %s:%d left Nic-KV", r->ip, r->port);
+        zfree(r);
+        listDelNode(NK.replicas, ln);
+    }
+}
+
+/* ack <id> <offset>: what it holds. */
+static void nickvOnAck(nickvMsg *m) {
+    nickvReplica *r = nickvFindReplica(m->id, NULL);
+    if (r) {
+        long long b = m->offset;
+        /* No replica holds more than we wrote. */
+        if (b > server.master_repl_offset) b = server.master_repl_offset;
+        if (b > r->ack_off) r->ack_off = b;
+        r->ack_time = server.unixtime;
+    }
+}
+
+/* backlog <first> <last> [<free-slots>]: also the daemon's heartbeat
+ * (every NICKV_HEARTBEAT_MS), with the number of clients it can still
+ * accept (maxclients). */
+static void nickvOnBacklog(nickvMsg *m) {
+    NK.backlog_first = m->first;
+    NK.backlog_last = m->last;
+    if (nickvDaemonIsGrantor()) nickvHeld(m->last);
+    NK.backlog_known = 1;
+    NK.daemon_slots = m->slots;
+    NK.daemon_heard = mstime();
+}
+
+/* A message on the daemon's link, an online replica's: no replies (one
+ * would end the link), a malformed one is logged. */
+static void nickvOnDaemonMessage(nickvMsg *m) {
+    if (!m->ok) {
+        /* The verb only: a message may carry what is not for the log. */
+        serverLog(LL_WARNING, "Nic-KV: unknown or malformed message from the daemon: '%.32s' with %d words",
+                  m->argv[0], m->argc);
+        return;
+    }
+    switch (m->type) {
+    case NICKV_M_ADD: nickvOnAdd(m); break;
+    case NICKV_M_DEL: nickvOnDel(m); break;
+    case NICKV_M_ACK: nickvOnAck(m); break;
+    case NICKV_M_BACKLOG: nickvOnBacklog(m); break;
+    case NICKV_M_HEALTH:
+        /* With nickv-lease yes, verdicts from the grantor's Nic-KV only. */
+        if (!nickvLease || nickvDaemonIsGrantor()) nickvHealth(m->argc, m->argv);
+        break;
+    default:
+        serverLog(LL_WARNING, "Nic-KV: unknown or malformed message from the daemon: '%.32s' with %d words",
+                  m->argv[0], m->argc);
+        break;
+    }
+}
+
+/* REPLCONF nickv "<verb> <args>": see nic-kv/nickv.c for the messages, and
+ * src/nickv_msg.c for how each is read. hello and lease may come from any
+ * client (of the nickv-user), health from the grantor's probe connection
+ * or the daemon, the others from the daemon's link only. */
+void nickvReplconf(client *c, sds message) {
+    nickvMsg m;
+    if (nickvMsgParse(message, sdslen(message), &m) == -1) {
         /* A reply on the daemon's link would get it dropped (a replica
          * must not send replies): say it in the log instead. */
         if (nickvIsDaemon(c)) serverLog(LL_WARNING, "Nic-KV: an empty or unparsable message from the daemon");
         else addReplyError(c, "empty REPLCONF nickv message");
-        goto out;
+        return;
     }
-    if (!strcasecmp(argv[0], NICKV_MSG_HELLO)) {
-        if (!nickvOffload) {
-            addReplyError(c, "nickv-offload is off on this master");
-            goto out;
-        }
-        if (server.masterhost) {
-            /* A daemon here would stream from a replica and serve nobody:
-             * it follows the master instead (its probes read our INFO). */
-            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " this node is a replica of %s:%d",
-                                server.masterhost, server.masterport);
-            goto out;
-        }
-        if (argc != NICKV_MSG_HELLO_ARGC || !nickvPortArg(argv[2], &port) || !nickvPortArg(argv[3], &rdma_port) ||
-            !nickvIdentFrom(&id, argv[4], argv[5]) || !nickvPortArg(argv[6], &tls_port)) {
-            addReplyError(c, "malformed hello: expected hello <host> <port> <rdma-port> <instance> <key> "
-                          "<tls-port>");
-            goto out;
-        }
-        if (!nickvUserOk(c)) {
-            NK.daemons_refused++;
-            if (server.unixtime != NK.refused_logged)
-                serverLog(LL_WARNING, "Nic-KV: refused the daemon role to %s: it is not "
-                          "authenticated as the nickv-user '%s'", replicationGetSlaveName(c),
-                          nickvUser ? nickvUser : "");
-            NK.refused_logged = server.unixtime;
-            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user (%s) may "
-                                "act as Nic-KV", nickvUser ? nickvUser : "none set");
-            goto out;
-        }
-        if (nickvLease && nickvUserUnsafe()) {
-            NK.daemons_refused++;
-            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
-            goto out;
-        }
-        /* With nickv-lease yes the daemon is the Nic-KV that grants (its
-         * replicas' ACKs count for WAIT): another is refused while one is
-         * bound, lease running or not; and the grantor's own hello takes
-         * the place of any other daemon, healthy or not. (Without the
-         * lease, only while that lease runs, as before.) */
-        int grantor_hello = nickvLease && NK.grantor.instance[0] && nickvIdentSame(&id, &NK.grantor);
-        if (NK.grantor.instance[0] && !nickvIdentSame(&id, &NK.grantor) && (nickvLease || nickvLeaseActive())) {
-            NK.daemons_refused++;
-            nickvRefuseOther(c, "the daemon role", "another Nic-KV grants this master's lease");
-            goto out;
-        }
-        if (NK.daemon_id && NK.daemon_id != c->id && nickvDaemonHealthy() &&
-            !(grantor_hello && !nickvIdentSame(&NK.daemon, &NK.grantor))) {
-            NK.daemons_refused++;
-            if (server.unixtime != NK.refused_logged)
-                serverLog(LL_WARNING, "Nic-KV: refused a second daemon (link from %s): the one "
-                          "at %s:%d is healthy", replicationGetSlaveName(c),
-                          NK.daemon_host, NK.daemon_port);
-            NK.refused_logged = server.unixtime;
-            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " another Nic-KV (%s:%d) serves this master",
-                                NK.daemon_host, NK.daemon_port);
-            goto out;
-        }
-        if (NK.daemon_id && NK.daemon_id != c->id)
-            nickvForgetDaemon("is replaced by a new daemon");
-        nickvDropReplicas();
-        NK.daemon_id = c->id;
-        NK.daemon_heard = NK.daemon_hello = NK.daemon_ack_moved = mstime();
-        NK.daemon_ack = server.master_repl_offset;
-        if (!strcmp(argv[1], "?") || !strcmp(argv[1], "")) {
-            if (connPeerToString(c->conn, NK.daemon_host, sizeof(NK.daemon_host), NULL) == -1)
-                NK.daemon_host[0] = '\0';
-        } else {
-            snprintf(NK.daemon_host, sizeof(NK.daemon_host), "%s", argv[1]);
-        }
-        NK.daemon_port = port;
-        NK.daemon_rdma_port = rdma_port;
-        NK.daemon_tls_port = tls_port;
-        NK.daemon = id;
-        NK.backlog_first = NK.backlog_last = 0;
-        NK.backlog_known = 0;
-        NK.daemon_slots = -1;
-        nickvForgetHealth();
-        NK.daemon_joins++;
-        if (!NK.replicas) NK.replicas = listCreate();
-        /* The daemon PSYNCs from where we are now: make sure a backlog
-         * exists, so that this is a partial resync, not a full one. */
-        if (!server.repl_backlog) createReplicationBacklog();
-        serverLog(LL_NOTICE, "Nic-KV: daemon joined (link from %s; replicas go to %s:%d, rdma %d, tls %d)",
-                  replicationGetSlaveName(c), NK.daemon_host, NK.daemon_port, NK.daemon_rdma_port,
-                  NK.daemon_tls_port);
-        if (nickvUserUnsafe())
-            serverLog(LL_WARNING, "Nic-KV: the daemon role is open to more clients than Nic-KV: %s "
-                      "(NIC-KV.md, \"Security model\")", nickvUserUnsafe());
-        addReplyStatusFormat(c, "%s %lld", server.replid, server.master_repl_offset);
-        goto out;
-    }
-    if (!strcasecmp(argv[0], NICKV_MSG_LEASE)) {
-        /* From Nic-KV's probe connection, not its link: replies. */
-        if (!nickvUserOk(c))
-            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user "
-                                "(%s) may grant a lease", nickvUser ? nickvUser : "none set");
-        else if (nickvLease && nickvUserUnsafe())
-            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
-        else if (argc != NICKV_MSG_LEASE_ARGC || !nickvIdentFrom(&id, argv[3], argv[4]))
-            addReplyError(c, "malformed lease: expected lease <t> <ms> <instance> <key>");
-        else if ((bound = nickvGrantorCheck(c, &id)) >= 0)
-            nickvLeaseGrant(c, argc, argv, bound);
-        goto out;
-    }
-    if (!strcasecmp(argv[0], NICKV_MSG_HEALTH) && !nickvIsDaemon(c)) {
-        /* From the probe connection, while Nic-KV's link is down. */
-        if (!nickvUserOk(c)) {
-            addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " only the user named by nickv-user "
-                                "(%s) may report replicas' health", nickvUser ? nickvUser : "none set");
-        } else if (!NK.grantor_id || c->id != NK.grantor_id) {
-            nickvRefuseOther(c, "a health report", "only the connection that grants this master's lease "
-                             "(or the daemon's link) may report replicas' health");
-        } else if (argc < NICKV_MSG_HEALTH_ARGC) {
-            addReplyError(c, "malformed health message");
-        } else {
-            nickvHealth(argc, argv);
-            addReply(c, shared.ok);
-        }
-        goto out;
-    }
-    if (!nickvIsDaemon(c)) {
-        addReplyError(c, "REPLCONF nickv messages come from the Nic-KV daemon only");
-        goto out;
-    }
-    /* From here on the daemon is an online replica: no replies. */
-    if (!strcasecmp(argv[0], NICKV_MSG_ADD) && argc == NICKV_MSG_ADD_ARGC && string2ll(argv[1], sdslen(argv[1]), &a) &&
-        nickvPortArg(argv[3], &port)) {
-        nickvReplica *r = nickvFindReplica(a, NULL);
-        if (!r) {
-            r = zcalloc(sizeof(*r));
-            r->id = a;
-            listAddNodeTail(NK.replicas, r);
-        }
-        snprintf(r->ip, sizeof(r->ip), "%s", argv[2]);
-        r->port = port;
-        r->ack_time = server.unixtime;
-        serverLog(LL_NOTICE, "Nic-KV: replica %s:%d is now served by Nic-KV", r->ip, r->port);
-    } else if (!strcasecmp(argv[0], NICKV_MSG_DEL) && argc == NICKV_MSG_DEL_ARGC && string2ll(argv[1], sdslen(argv[1]), &a)) {
-        listNode *ln;
-        nickvReplica *r = nickvFindReplica(a, &ln);
-        if (r) {
-            serverLog(LL_NOTICE, "Nic-KV: replica %s:%d left Nic-KV", r->ip, r->port);
-            zfree(r);
-            listDelNode(NK.replicas, ln);
-        }
-    } else if (!strcasecmp(argv[0], NICKV_MSG_ACK) && argc == NICKV_MSG_ACK_ARGC && string2ll(argv[1], sdslen(argv[1]), &a) &&
-               string2ll(argv[2], sdslen(argv[2]), &b)) {
-        nickvReplica *r = nickvFindReplica(a, NULL);
-        if (r) {
-            /* No replica holds more than we wrote. */
-            if (b > server.master_repl_offset) b = server.master_repl_offset;
-            if (b > r->ack_off) r->ack_off = b;
-            r->ack_time = server.unixtime;
-        }
-    } else if (!strcasecmp(argv[0], NICKV_MSG_BACKLOG) && (argc == NICKV_MSG_BACKLOG_ARGC - 1 || argc == NICKV_MSG_BACKLOG_ARGC) &&
-               string2ll(argv[1], sdslen(argv[1]), &a) && string2ll(argv[2], sdslen(argv[2]), &b)) {
-        /* Also the daemon's heartbeat (every NICKV_HEARTBEAT_MS), with the
-         * number of clients it can still accept (maxclients). */
-        long long slots = -1;
-        if (argc == NICKV_MSG_BACKLOG_ARGC && (!string2ll(argv[3], sdslen(argv[3]), &slots) || slots < 0)) slots = -1;
-        NK.backlog_first = a;
-        NK.backlog_last = b;
-        if (nickvDaemonIsGrantor()) nickvHeld(b);
-        NK.backlog_known = 1;
-        NK.daemon_slots = slots;
-        NK.daemon_heard = mstime();
-    } else if (!strcasecmp(argv[0], NICKV_MSG_HEALTH) && argc >= NICKV_MSG_HEALTH_ARGC) {
-        /* With nickv-lease yes, verdicts from the grantor's Nic-KV only. */
-        if (!nickvLease || nickvDaemonIsGrantor()) nickvHealth(argc, argv);
-    } else {
-        /* The verb only: a message may carry what is not for the log. */
-        serverLog(LL_WARNING, "Nic-KV: unknown or malformed message from the daemon: '%.32s' with %d words",
-                  argv[0], argc);
-    }
-out:
+    if (m.type == NICKV_M_HELLO) nickvOnHello(c, &m);
+    else if (m.type == NICKV_M_LEASE) nickvOnLease(c, &m);
+    else if (m.type == NICKV_M_HEALTH && !nickvIsDaemon(c)) nickvOnProbeHealth(c, &m);
+    else if (!nickvIsDaemon(c)) addReplyError(c, "REPLCONF nickv messages come from the Nic-KV daemon only");
+    else nickvOnDaemonMessage(&m);
     /* A hello or lease carries the Nic-KV's key: SLOWLOG shows it redacted,
      * as AUTH's password (MONITOR never shows REPLCONF, an admin command). */
-    if (argv && argc && (!strcasecmp(argv[0], NICKV_MSG_HELLO) || !strcasecmp(argv[0], NICKV_MSG_LEASE)))
+    if (m.type == NICKV_M_HELLO || m.type == NICKV_M_LEASE)
         for (int j = 0; j < c->argc; j++)
             if (c->argv[j]->type == OBJ_STRING && sdsEncodedObject(c->argv[j]) && c->argv[j]->ptr == message)
                 redactClientCommandArgument(c, j);
-    if (argv) sdsfreesplitres(argv, argc);
+    nickvMsgFree(&m);
 }
 
 void nickvCapa(client *c, const char *value) {

@@ -551,107 +551,137 @@ static void rawReadOrAtomic(rawConn *rc, int atomic) {
     if (ibv_post_send(rc->id->qp, &wr, &bad)) die("ibv_post_send: %s", strerror(errno));
 }
 
+/* bad's cases that send one malformed thing and then watch the server:
+ * 1 when what is one of them (sent), 0 when it is not. */
+static int badSendMalformed(rawConn *rc, const char *what) {
+    unsigned char m[64];
+    memset(m, 0, sizeof(m));
+    if (!strcmp(what, "short-ctrl")) {
+        rawRegisterOurs(rc);
+        rawSend(rc, m, 16);
+    } else if (!strcmp(what, "long-ctrl")) {
+        rawRegisterOurs(rc);
+        rawSend(rc, m, 64);
+    } else if (!strcmp(what, "bad-opcode")) {
+        rawHandshake(rc);
+        rawCtrl(rc, 77, 0, 0, 0, 0);
+    } else if (!strcmp(what, "hs-bad-opcode")) {
+        /* Before telling the server where to write: mid-handshake. */
+        rawCtrl(rc, 77, 0, 0, 0, 0);
+    } else if (!strcmp(what, "rdma-read")) {
+        rawHandshake(rc);
+        rawReadOrAtomic(rc, 0);
+    } else if (!strcmp(what, "atomic")) {
+        rawHandshake(rc);
+        rawReadOrAtomic(rc, 1);
+    } else if (!strcmp(what, "bad-rkey")) {
+        /* A write with imm_data into the server's buffer, with a key it
+         * never gave: its NIC refuses it (a remote access error). */
+        rawHandshake(rc);
+        rc->peer_rkey ^= 0x5a5a;
+        rawWrite(rc, 0, 8, 8);
+    } else if (!strcmp(what, "feature")) {
+        rawHandshake(rc);
+        rawCtrl(rc, RDMA_OP_SET_CLIENT_FEATURE, 0, 0, 0, 0x1);
+    } else if (!strcmp(what, "xfer-zero")) {
+        rawCtrl(rc, RDMA_OP_REGISTER_XFER_MEMORY, (uintptr_t)rc->rx, 0, rc->rx_mr->rkey, 0);
+    } else if (!strcmp(what, "xfer-huge")) {
+        rawCtrl(rc, RDMA_OP_REGISTER_XFER_MEMORY, (uintptr_t)rc->rx, 0xFFFFFFFFu, rc->rx_mr->rkey, 0);
+    } else if (!strcmp(what, "imm-overflow")) {
+        /* 8 bytes written, but imm_data says four times the buffer. */
+        rawHandshake(rc);
+        rawWrite(rc, 0, 8, rc->peer_len * 4);
+    } else if (!strcmp(what, "imm-past-end")) {
+        /* Honest sizes, but the sum runs past the end of the buffer. */
+        rawHandshake(rc);
+        size_t off = rawCommand(rc, 0, "*1\r\n$4\r\nPING\r\n");
+        rawWrite(rc, off, 8, rc->peer_len);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* bad's cases that stall or die mid-way (wait_ms: how long to watch
+ * after): 1 when what is one of them, 0 when it is not. */
+static int badSendStall(rawConn *rc, const char *what, int *wait_ms) {
+    if (!strcmp(what, "no-handshake")) {
+        /* Connected, never says where to write. */
+        *wait_ms = (RDMA_HANDSHAKE_TIMEOUT + 5) * 1000;
+    } else if (!strcmp(what, "no-read")) {
+        /* Ask for large replies and never take them: our buffer is never
+         * turned over, so the server's output to us can only pile up. */
+        rawHandshake(rc);
+        size_t off = 0;
+        for (int i = 0; i < 200 && off + 64 < rc->peer_len; i++)
+            off += rawCommand(rc, off, "*2\r\n$3\r\nGET\r\n$7\r\nbigkey1\r\n");
+        *wait_ms = 15000;
+    } else if (!strcmp(what, "kill-mid")) {
+        /* Half of a large SET, then the process dies without a word. */
+        rawHandshake(rc);
+        const char *hdr = "*3\r\n$3\r\nSET\r\n$7\r\nhalfkey\r\n$400000\r\n";
+        size_t off = rawCommand(rc, 0, hdr);
+        memset(rc->data, 'x', 100000);
+        rawWrite(rc, off, 100000, 100000);
+        rawPoll(rc, 200);
+        printf("killed mid-transfer\n");
+        fflush(stdout);
+        _exit(0);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* early-burst: the server must accept us once, and answer a PING. */
+static int badEarlyBurst(rawConn *rc) {
+    /* Where to write, and at once a burst of keepalives: legal, and
+     * they may reach the server before its own ESTABLISHED event, in
+     * one batch of events with it. It must accept us once, and work. */
+    rawRegisterOurs(rc);
+    for (int i = 0; i < 200; i++) {         /* one every ~0.5 ms: some land mid-batch */
+        rawCtrl(rc, RDMA_OP_KEEPALIVE, 0, 0, 0, 0);
+        if (rawPoll(rc, 0) == -1) die("bad: closed during the handshake");
+        usleep(500);
+    }
+    for (int i = 0; i < 50 && !rc->peer_known; i++)
+        if (rawPoll(rc, 100) == -1) die("bad: closed during the handshake");
+    if (!rc->peer_known) die("bad: the server never sent its buffer");
+    rawCommand(rc, 0, "*1\r\n$4\r\nPING\r\n");
+    for (int i = 0; i < 50 && rc->rx_used < 7; i++)
+        if (rawPoll(rc, 100) == -1) die("bad: closed after PING");
+    if (rc->rx_used < 7 || memcmp(rc->rx, "+PONG\r\n", 7)) die("bad: no PONG");
+    printf("pong\n");
+    return 0;
+}
+
+/* go-silent: the server's keepalive alone can tell. */
+static int badGoSilent(rawConn *rc) {
+    /* Like a host that lost power: the queue pair vanishes, no
+     * disconnect is ever sent, packets to it are dropped unanswered.
+     * Only the server's keepalive can tell. */
+    rawHandshake(rc);
+    rdma_destroy_qp(rc->id);
+    printf("went silent\n");
+    fflush(stdout);
+    sleep(60);
+    return 0;
+}
+
 static int cmdBad(int argc, char **argv) {
     rawConn rc;
     const char *what;
-    unsigned char m[64];
     int wait_ms = 5000;
 
     if (argc != 5) die("usage: skv-rdma-tool bad <host> <port> <case>\ncases: %s", badCases);
     what = argv[4];
     rawConnect(&rc, argv[2], atoi(argv[3]));
-    memset(m, 0, sizeof(m));
-    if (!strcmp(what, "short-ctrl")) {
-        rawRegisterOurs(&rc);
-        rawSend(&rc, m, 16);
-    } else if (!strcmp(what, "long-ctrl")) {
-        rawRegisterOurs(&rc);
-        rawSend(&rc, m, 64);
-    } else if (!strcmp(what, "bad-opcode")) {
-        rawHandshake(&rc);
-        rawCtrl(&rc, 77, 0, 0, 0, 0);
-    } else if (!strcmp(what, "hs-bad-opcode")) {
-        /* Before telling the server where to write: mid-handshake. */
-        rawCtrl(&rc, 77, 0, 0, 0, 0);
-    } else if (!strcmp(what, "rdma-read")) {
-        rawHandshake(&rc);
-        rawReadOrAtomic(&rc, 0);
-    } else if (!strcmp(what, "atomic")) {
-        rawHandshake(&rc);
-        rawReadOrAtomic(&rc, 1);
-    } else if (!strcmp(what, "bad-rkey")) {
-        /* A write with imm_data into the server's buffer, with a key it
-         * never gave: its NIC refuses it (a remote access error). */
-        rawHandshake(&rc);
-        rc.peer_rkey ^= 0x5a5a;
-        rawWrite(&rc, 0, 8, 8);
-    } else if (!strcmp(what, "feature")) {
-        rawHandshake(&rc);
-        rawCtrl(&rc, RDMA_OP_SET_CLIENT_FEATURE, 0, 0, 0, 0x1);
-    } else if (!strcmp(what, "xfer-zero")) {
-        rawCtrl(&rc, RDMA_OP_REGISTER_XFER_MEMORY, (uintptr_t)rc.rx, 0, rc.rx_mr->rkey, 0);
-    } else if (!strcmp(what, "xfer-huge")) {
-        rawCtrl(&rc, RDMA_OP_REGISTER_XFER_MEMORY, (uintptr_t)rc.rx, 0xFFFFFFFFu, rc.rx_mr->rkey, 0);
-    } else if (!strcmp(what, "imm-overflow")) {
-        /* 8 bytes written, but imm_data says four times the buffer. */
-        rawHandshake(&rc);
-        rawWrite(&rc, 0, 8, rc.peer_len * 4);
-    } else if (!strcmp(what, "imm-past-end")) {
-        /* Honest sizes, but the sum runs past the end of the buffer. */
-        rawHandshake(&rc);
-        size_t off = rawCommand(&rc, 0, "*1\r\n$4\r\nPING\r\n");
-        rawWrite(&rc, off, 8, rc.peer_len);
-    } else if (!strcmp(what, "no-handshake")) {
-        /* Connected, never says where to write. */
-        wait_ms = (RDMA_HANDSHAKE_TIMEOUT + 5) * 1000;
-    } else if (!strcmp(what, "no-read")) {
-        /* Ask for large replies and never take them: our buffer is never
-         * turned over, so the server's output to us can only pile up. */
-        rawHandshake(&rc);
-        size_t off = 0;
-        for (int i = 0; i < 200 && off + 64 < rc.peer_len; i++)
-            off += rawCommand(&rc, off, "*2\r\n$3\r\nGET\r\n$7\r\nbigkey1\r\n");
-        wait_ms = 15000;
-    } else if (!strcmp(what, "kill-mid")) {
-        /* Half of a large SET, then the process dies without a word. */
-        rawHandshake(&rc);
-        const char *hdr = "*3\r\n$3\r\nSET\r\n$7\r\nhalfkey\r\n$400000\r\n";
-        size_t off = rawCommand(&rc, 0, hdr);
-        memset(rc.data, 'x', 100000);
-        rawWrite(&rc, off, 100000, 100000);
-        rawPoll(&rc, 200);
-        printf("killed mid-transfer\n");
-        fflush(stdout);
-        _exit(0);
+    if (badSendMalformed(&rc, what) || badSendStall(&rc, what, &wait_ms)) {
+        /* sent: watch below */
     } else if (!strcmp(what, "early-burst")) {
-        /* Where to write, and at once a burst of keepalives: legal, and
-         * they may reach the server before its own ESTABLISHED event, in
-         * one batch of events with it. It must accept us once, and work. */
-        rawRegisterOurs(&rc);
-        for (int i = 0; i < 200; i++) {         /* one every ~0.5 ms: some land mid-batch */
-            rawCtrl(&rc, RDMA_OP_KEEPALIVE, 0, 0, 0, 0);
-            if (rawPoll(&rc, 0) == -1) die("bad: closed during the handshake");
-            usleep(500);
-        }
-        for (int i = 0; i < 50 && !rc.peer_known; i++)
-            if (rawPoll(&rc, 100) == -1) die("bad: closed during the handshake");
-        if (!rc.peer_known) die("bad: the server never sent its buffer");
-        rawCommand(&rc, 0, "*1\r\n$4\r\nPING\r\n");
-        for (int i = 0; i < 50 && rc.rx_used < 7; i++)
-            if (rawPoll(&rc, 100) == -1) die("bad: closed after PING");
-        if (rc.rx_used < 7 || memcmp(rc.rx, "+PONG\r\n", 7)) die("bad: no PONG");
-        printf("pong\n");
-        return 0;
+        return badEarlyBurst(&rc);
     } else if (!strcmp(what, "go-silent")) {
-        /* Like a host that lost power: the queue pair vanishes, no
-         * disconnect is ever sent, packets to it are dropped unanswered.
-         * Only the server's keepalive can tell. */
-        rawHandshake(&rc);
-        rdma_destroy_qp(rc.id);
-        printf("went silent\n");
-        fflush(stdout);
-        sleep(60);
-        return 0;
+        return badGoSilent(&rc);
     } else {
         die("unknown case '%s'; cases: %s", what, badCases);
     }

@@ -6,6 +6,7 @@
 #   tclsh tests/fake-peer.tcl replica <master-port> <listen-port> <claim> <priority> <rotate> [<password>]
 #   tclsh tests/fake-peer.tcl impostor <master-port> <user> <password> <instance> <key> <ms>
 #   tclsh tests/fake-peer.tcl acker <master-port> <password> <announce-ip> <announce-port>
+#   tclsh tests/fake-peer.tcl psyncer <port> <hello-reply> <psync-reply> [<lease-reply> <info-extra>]
 #
 # nickv: a Nic-KV daemon. It joins the master as a daemon would (REPLCONF
 # nickv hello, PSYNC at the master's offset), reads and drops the stream,
@@ -41,6 +42,13 @@
 # <announce-port> (REPLCONF ip-address, listening-port: a member's), reads
 # and drops the stream, and every 100 ms acknowledges an offset far past
 # anything written. It prints "acker: replicating" once in.
+#
+# psyncer: a master whose answers to Nic-KV are given: <hello-reply> to
+# REPLCONF nickv hello, <psync-reply> to PSYNC, <lease-reply> (if given)
+# to REPLCONF nickv lease; +PONG to PING, to INFO a master's replication
+# section (and <info-extra>, lines joined by "|"), +OK to anything else.
+# It prints "psync: <n>" for each PSYNC it answered, "closed: <n>" when
+# Nic-KV closes a connection that got one, and "info: <n>" for each INFO.
 #
 # impostor: a client that holds the nickv-user's password and Nic-KV's
 # public instance id (its INFO's run_id), but not its key. Every 100 ms it
@@ -241,6 +249,81 @@ if {$role eq "impostor"} {
         after 100 round
     }
     round
+    vwait forever
+}
+
+# ----------------------------------------------------------- psyncer ---
+if {$role eq "psyncer"} {
+    lassign $argv - port hello_reply psync_reply lease_reply info_extra
+    set psyncs 0
+    set infos 0
+    # Whole commands off the connection's buffer, each answered.
+    proc psyncer_commands {fd} {
+        upvar #0 buf($fd) buf
+        while {[regexp {^\*([0-9]+)\r\n} $buf all n]} {
+            set at [string length $all]
+            set words {}
+            for {set i 0} {$i < $n} {incr i} {
+                if {![regexp {^\$([0-9]+)\r\n} [string range $buf $at end] hdr len]} return
+                set start [expr {$at + [string length $hdr]}]
+                if {[string length $buf] < $start + $len + 2} return
+                lappend words [string range $buf $start [expr {$start + $len - 1}]]
+                set at [expr {$start + $len + 2}]
+            }
+            set buf [string range $buf $at end]
+            psyncer_reply $fd $words
+        }
+    }
+    proc psyncer_reply {fd words} {
+        global hello_reply psync_reply lease_reply info_extra psyncs
+        set cmd [string tolower [lindex $words 0]]
+        set sub [string tolower [lindex [split [lindex $words 2]] 0]]
+        if {$cmd eq "replconf" && [string tolower [lindex $words 1]] eq "nickv" && $sub eq "hello"} {
+            puts -nonewline $fd "$hello_reply\r\n"
+        } elseif {$cmd eq "replconf" && [string tolower [lindex $words 1]] eq "nickv" && $sub eq "lease" &&
+                  $lease_reply ne ""} {
+            puts -nonewline $fd "$lease_reply\r\n"
+        } elseif {$cmd eq "psync"} {
+            puts -nonewline $fd "$psync_reply\r\n"
+            set ::psynced($fd) 1
+            incr psyncs
+            puts "psync: $psyncs"
+            flush stdout
+        } elseif {$cmd eq "ping"} {
+            puts -nonewline $fd "+PONG\r\n"
+        } elseif {$cmd eq "info"} {
+            set info "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
+            append info "master_replid:[string repeat a 40]\r\nmaster_repl_offset:0\r\n"
+            foreach l [split $info_extra |] { if {$l ne ""} { append info "$l\r\n" } }
+            puts -nonewline $fd "\$[string length $info]\r\n$info\r\n"
+            incr ::infos
+            puts "info: $::infos"
+            flush stdout
+        } else {
+            puts -nonewline $fd "+OK\r\n"
+        }
+        flush $fd
+    }
+    proc psyncer_readable {fd} {
+        if {[catch {read $fd} data] || [eof $fd]} {
+            if {[info exists ::psynced($fd)]} {
+                puts "closed: $::psyncs"
+                flush stdout
+            }
+            catch {close $fd}
+            return
+        }
+        append ::buf($fd) $data
+        psyncer_commands $fd
+    }
+    proc psyncer_accept {fd addr port} {
+        fconfigure $fd -translation binary -buffering none -blocking 0
+        set ::buf($fd) ""
+        fileevent $fd readable [list psyncer_readable $fd]
+    }
+    socket -server psyncer_accept -myaddr 127.0.0.1 $port
+    puts "psyncer: listening"
+    flush stdout
     vwait forever
 }
 

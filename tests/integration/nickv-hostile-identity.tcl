@@ -330,3 +330,40 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $id_conf 
         nickv_stop $nk
     }
 }
+
+# REPLCONF nickv messages that do not parse (src/nickv_msg.c): the exact
+# error, on that client alone, before anything is bound; the master goes on.
+start_server [list tags {"nickv repl external:skip"} overrides $id_conf] {
+    set m [srv 0 client]
+    set mport [srv 0 port]
+
+    test {Identity: malformed REPLCONF nickv messages get their exact error, and change nothing} {
+        set a [string repeat a 40]
+        set b [string repeat b 40]
+        set hello_err {ERR malformed hello: expected hello <host> <port> <rdma-port> <instance> <key> <tls-port>}
+        set c [nickv_user_client $mport]
+        foreach {msg err} [list \
+            {} {ERR empty REPLCONF nickv message} \
+            {"unbalanced} {ERR empty REPLCONF nickv message} \
+            "hello ? 65536 0 $a $b 0" $hello_err \
+            "hello ? 1 -1 $a $b 0" $hello_err \
+            "hello ? 12x 0 $a $b 0" $hello_err \
+            "hello ? 1 0 $a $b 99999999999999999999" $hello_err \
+            "hello ? 1 0 $a $b" $hello_err \
+            "hello ? 1 0 $a $b 0 extra" $hello_err \
+            "hello ? 1 0 xyz $b 0" $hello_err \
+            "lease 0 0 $a" {ERR malformed lease: expected lease <t> <ms> <instance> <key>} \
+            "lease 0 0 $a short" {ERR malformed lease: expected lease <t> <ms> <instance> <key>} \
+            "add 1 127.0.0.1 1" {ERR REPLCONF nickv messages come from the Nic-KV daemon only} \
+            "ack 1 12x" {ERR REPLCONF nickv messages come from the Nic-KV daemon only} \
+            "nosuchverb 1" {ERR REPLCONF nickv messages come from the Nic-KV daemon only}] {
+            catch {$c replconf nickv $msg} e
+            assert_equal $err $e
+        }
+        # The connection goes on (CLIENT: served without a lease too).
+        assert {[$c client id] > 0}
+        $c close
+        assert_equal 0 [nickv_status $m nickv_daemon_joins]
+        assert_equal 0 [nickv_status $m nickv_daemons_refused]
+    }
+}
