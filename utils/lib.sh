@@ -30,12 +30,29 @@ cpu() {
 # median: the median of the numbers on stdin, one a line.
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-# record_run RESULTS REPLICAS MODE PIPELINE CPU0 CPU1 SENDS0 SENDS1 WRITES OPS:
-# one run's line, for print_medians: CPU seconds per million writes and
-# stream sends per write from the counters read before and after.
+# record_run RESULTS REPLICAS MODE PIPELINE CPU0 CPU1 SENDS0 SENDS1 WRITES OPS
+#            [IO0 IO1]:
+# one run's line, for print_medians: CPU seconds per million writes,
+# stream sends per write, ops/s and, given the server's /proc/PID/io
+# before and after (pidio's "syscw wchar"), its write syscalls and bytes
+# written per write. Those two move with the code, hardly with how busy the
+# machine is: beside a CPU figure, they tell a code change from noise.
 record_run() {
+    local io0=${11:-"0 0"} io1=${12:-"0 0"}
     awk -v n="$2" -v m="$3" -v p="$4" -v c0="$5" -v c1="$6" -v w0="$7" -v w1="$8" -v w="$9" -v rps="${10:-0}" \
-        'BEGIN { printf "%s %s %s %.3f %.4f %s\n", n, m, p, (c1 - c0) * 1e6 / w, (w1 - w0) / w, rps }' >> "$1"
+        -v io0="$io0" -v io1="$io1" \
+        'BEGIN { split(io0, a, " "); split(io1, b, " ")
+                 printf "%s %s %s %.3f %.4f %s %.3f %.1f\n", n, m, p, (c1 - c0) * 1e6 / w, (w1 - w0) / w, rps,
+                        (b[1] - a[1]) / w, (b[2] - a[2]) / w }' >> "$1"
+}
+
+# pidio PORT: "syscw wchar" of the server on PORT (its /proc/PID/io: write
+# syscalls and bytes written so far), "0 0" when unreadable.
+pidio() {
+    local pid
+    pid=$(field "$1" server process_id)
+    awk '/^syscw:/ { s = $2 } /^wchar:/ { b = $2 } END { print (s ? s : 0), (b ? b : 0) }' \
+        "/proc/$pid/io" 2>/dev/null || echo "0 0"
 }
 
 # start_idle_loops: one SCHED_IDLE busy loop on each core of rest_cpu's
@@ -50,21 +67,33 @@ start_idle_loops() {
     done
 }
 
-# print_medians RESULTS MEDIANS: RESULTS has a line per run, "replicas mode
-# pipeline cpu-s/1M-writes sends/write ops/s"; prints the table of their
-# medians per (replicas, mode, pipeline) and appends "replicas mode
-# pipeline cpu ops/s sends" lines of those medians to MEDIANS (sends last,
-# so that readers of the first five columns need not change).
+# print_medians RESULTS MEDIANS: RESULTS has a line per run (record_run's
+# "replicas mode pipeline cpu-s/1M-writes sends/write ops/s syscw/write
+# bytes/write"); prints per (replicas, mode, pipeline) the median CPU with
+# its spread over the runs (min-max) and the medians of the rest, and
+# appends "replicas mode pipeline cpu ops/s sends cpu-min cpu-max
+# syscw/write bytes/write" lines to MEDIANS (the first six as before, so
+# that readers of those need not change). A difference between two rows is
+# one only when their CPU spreads do not overlap (spread_verdict).
 print_medians() {
-    local n m p c s r
-    printf '%-9s %-7s %-9s %18s %13s %12s\n' replicas mode pipeline "cpu-s/1M writes" "sends/write" "ops/s"
+    local n m p c s r lo hi sc b
+    col() { awk -v n="$n" -v m="$m" -v p="$p" -v k="$2" '$1 == n && $2 == m && $3 == p { print $k }' "$1"; }
+    printf '%-9s %-7s %-9s %18s %17s %12s %10s %12s %12s\n' replicas mode pipeline "cpu-s/1M writes" "(min-max)" \
+        "sends/write" "ops/s" "syscw/write" "bytes/write"
     sort -k1,1n -k3,3n -k2,2 "$1" | awk '{ print $1, $2, $3 }' | uniq | while read -r n m p; do
-        c=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $4 }' "$1" | median)
-        s=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $5 }' "$1" | median)
-        r=$(awk -v n="$n" -v m="$m" -v p="$p" '$1 == n && $2 == m && $3 == p { print $6 }' "$1" | median)
-        printf '%-9s %-7s %-9s %18s %13s %12s\n' "$n" "$m" "$p" "$c" "$s" "$r"
-        echo "$n $m $p $c $r $s" >> "$2"
+        c=$(col "$1" 4 | median); s=$(col "$1" 5 | median); r=$(col "$1" 6 | median)
+        lo=$(col "$1" 4 | sort -n | head -n 1); hi=$(col "$1" 4 | sort -n | tail -n 1)
+        sc=$(col "$1" 7 | median); b=$(col "$1" 8 | median)
+        printf '%-9s %-7s %-9s %18s %17s %12s %10s %12s %12s\n' "$n" "$m" "$p" "$c" "($lo-$hi)" "$s" "$r" "${sc:-0}" "${b:-0}"
+        echo "$n $m $p $c $r $s $lo $hi ${sc:-0} ${b:-0}" >> "$2"
     done
+}
+
+# spread_verdict LO1 HI1 LO2 HI2: "differs" when the ranges [LO1, HI1] and
+# [LO2, HI2] do not overlap, else "within noise".
+spread_verdict() {
+    awk -v a="$1" -v b="$2" -v c="$3" -v d="$4" \
+        'BEGIN { print (b < c || d < a) ? "differs" : "within noise" }'
 }
 
 # wait_for SECONDS CONDITION...: eval CONDITION every 50 ms until it holds

@@ -14,7 +14,10 @@
 # from the master, before and after:
 #   INFO cpu      used_cpu_sys + used_cpu_user  -> CPU seconds per 1M writes
 #   INFO nickv    repl_stream_writes            -> stream writes per write
-# and prints one table of medians, then the ratio the target is about: the
+#   /proc/PID/io  syscw, wchar                  -> write syscalls and bytes
+#                                                  written per write
+# and prints one table of medians, with the CPU figure's spread over the
+# rounds (min-max; 5 rounds at least for a claim),  then the ratio the target is about: the
 # master's CPU per write with N replicas behind Nic-KV over its CPU per write
 # with one direct replica. Mode "spin" is a control: one direct replica
 # while a busy loop occupies the replicas' cores (see below). The medians
@@ -96,12 +99,22 @@ start_server() { # port [replicaof-port]
 }
 
 measure() { # replicas mode pipeline
-    local c0 c1 w0 w1 out rps
-    c0=$(cpu "$mport"); w0=$(field "$mport" nickv repl_stream_writes)
+    local c0 c1 w0 w1 io0 io1 out rps
+    c0=$(cpu "$mport"); w0=$(field "$mport" nickv repl_stream_writes); io0=$(pidio "$mport")
     out=$("${host_cpu[@]}" "$bin/redis-benchmark" -p "$mport" -t set -n "$writes" -c "$clients" -P "$3" -r 100000 --csv 2>/dev/null)
-    c1=$(cpu "$mport"); w1=$(field "$mport" nickv repl_stream_writes)
+    c1=$(cpu "$mport"); w1=$(field "$mport" nickv repl_stream_writes); io1=$(pidio "$mport")
     rps=$(echo "$out" | tr -d '"' | awk -F, 'NR == 2 { print $2 }')
-    record_run "$results" "$1" "$2" "$3" "$c0" "$c1" "$w0" "$w1" "$writes" "$rps"
+    record_run "$results" "$1" "$2" "$3" "$c0" "$c1" "$w0" "$w1" "$writes" "$rps" "$io0" "$io1"
+}
+
+# The stream reaches all n replicas: a write that WAIT sees acknowledged by
+# n. A replica listed online may not get the stream yet: after a diskless
+# sync the master starts it on the replica's first ACK, and a run measured
+# before that (it happened after a round without replicas) costs the master
+# no fan-out at all: 0 sends and 5 bytes written per write.
+stream_flows() { # replicas
+    [ "$1" = 0 ] && return 0
+    wait_for 60 'cli $mport set nickv-bench:barrier 1 >/dev/null && [ "$(cli $mport wait '"$1"' 1000)" = '"$1"' ]'
 }
 
 # One SCHED_IDLE busy loop per core of the replicas' (see "Placement").
@@ -116,6 +129,7 @@ for round in $(seq 1 "$rounds"); do
         for i in $(seq 1 "$n"); do start_server $((mport + 1 + i)) "$mport"; done
         wait_for 60 '[ "$(cli $mport info replication | grep -c "^slave.*state=online")" = '"$n"' ]'
         # Direct: no Nic-KV, every replica on the master.
+        stream_flows "$n"
         for p in $pipelines; do measure "$n" direct "$p"; done
         if [ "$n" != 0 ]; then
             # Control (pinned runs, one replica): direct again, with a
@@ -134,6 +148,7 @@ for round in $(seq 1 "$rounds"); do
             nk_pid=$!
             wait_for 60 '[ "$(field $mport nickv nickv_replicas)" = '"$n"' ]'
             sleep 1
+            stream_flows "$n"
             for p in $pipelines; do measure "$n" nickv "$p"; done
             kill "$nk_pid"; wait "$nk_pid" 2>/dev/null || true; nk_pid=""
         fi
@@ -145,22 +160,31 @@ done
 # Medians per (replicas, mode, pipeline).
 print_medians "$results" "$work/medians"
 echo
+# Each ratio with what the spreads say: a difference is one only when the
+# two rows' CPU ranges over the rounds do not overlap.
+ratio_lines() { # pipeline floor-replicas floor-mode select-awk-condition label
+    local row
+    row=$(awk -v p="$1" -v n="$2" -v m="$3" '$1 == n && $2 == m && $3 == p' "$work/medians")
+    [ -n "$row" ] || return 0
+    set -- "$1" "$row" "$4" "$5"
+    awk -v p="$1" "\$3 == p && ($3)" "$work/medians" |
+    while read -r n m _ c _ _ lo hi _ _; do
+        read -r _ _ _ fc _ _ flo fhi _ _ <<< "$2"
+        printf "pipeline %-3s %d replicas %-6s: CPU per write %+.1f%% vs %s (%s)\n" "$1" "$n" "$m" \
+            "$(awk -v a="$c" -v b="$fc" 'BEGIN { print (a / b - 1) * 100 }')" "$4" \
+            "$(if [ "$rounds" -ge 5 ]; then spread_verdict "$flo" "$fhi" "$lo" "$hi"
+               else echo "fewer than 5 rounds: no verdict"; fi)"
+    done
+}
 for p in $pipelines; do
-    floor=$(awk -v p="$p" '$1 == 1 && $2 == "direct" && $3 == p { print $4 }' "$work/medians")
-    [ -n "$floor" ] || continue
-    awk -v p="$p" -v f="$floor" '$3 == p && $1 > 0 && !($1 == 1 && $2 == "direct") {
-        printf "pipeline %-3s %d replicas %-6s: CPU per write %+.1f%% vs 1 direct replica\n", p, $1, $2, ($4 / f - 1) * 100 }' \
-        "$work/medians"
+    ratio_lines "$p" 1 direct '$1 > 0 && !($1 == 1 && $2 == "direct")' "1 direct replica"
     # Through Nic-KV the master's work is the same for any N (one link):
     # what N still changes is only what else runs on this machine.
-    nkfloor=$(awk -v p="$p" '$1 == 1 && $2 == "nickv" && $3 == p { print $4 }' "$work/medians")
-    [ -n "$nkfloor" ] && awk -v p="$p" -v f="$nkfloor" '$3 == p && $1 > 1 && $2 == "nickv" {
-        printf "pipeline %-3s %d replicas nickv : CPU per write %+.1f%% vs 1 replica behind Nic-KV\n", p, $1, ($4 / f - 1) * 100 }' \
-        "$work/medians"
+    ratio_lines "$p" 1 nickv '$1 > 1 && $2 == "nickv"' "1 replica behind Nic-KV"
 done
 if [ ${#host_cpu[@]} -gt 0 ]; then where="master and benchmark on core 0, replicas and Nic-KV on cores 1-$(($(nproc) - 1)), kept busy by a SCHED_IDLE loop"
 else where="no pinning"; fi
-echo "($writes writes per run, $clients clients, $rounds rounds, medians; $where)"
+echo "($writes writes per run, $clients clients, $rounds rounds, medians with the CPU's min-max; $where)"
 
 # The medians as CSV, and drawn. A panel per pipeline setting, each with
 # its own y axis from 0: pipelined writes cost the master several times
@@ -170,8 +194,8 @@ out="$top/build/nickv-bench"
 mkdir -p "$out"
 csv="$out/cpu-per-write.csv" png="$out/cpu-per-write.png"
 {
-    echo "replicas,mode,pipeline,cpu_s_per_1M_writes,stream_sends_per_write,ops_per_s"
-    awk '{ print $1 "," $2 "," $3 "," $4 "," $6 "," $5 }' "$work/medians"
+    echo "replicas,mode,pipeline,cpu_s_per_1M_writes,stream_sends_per_write,ops_per_s,cpu_min,cpu_max,write_syscalls_per_write,bytes_written_per_write"
+    awk '{ print $1 "," $2 "," $3 "," $4 "," $6 "," $5 "," $7 "," $8 "," $9 "," $10 }' "$work/medians"
 } > "$csv"
 if command -v gnuplot >/dev/null; then
     npanels=$(echo $pipelines | wc -w)
