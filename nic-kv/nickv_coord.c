@@ -174,6 +174,7 @@ static struct {
     int members_read;                    /* read at least once */
     int resigned;                        /* the key was deleted on resign */
     int key_lease_alive;                 /* absent, but its holder's lease lives */
+    int successor_wait;                  /* free, but a named successor may take it first */
     int etcd_ok;
     char etcd_err[256];
     char endpoint[128];
@@ -187,7 +188,6 @@ static struct {
     sds key_leader, key_record, key_member_prefix;
     sds my_value;                        /* the leader key's value when ours */
     coordRecord rec;                     /* as last read */
-    long long rec_seen_us;               /* it last changed */
     /* Replicas the record lists (so the leader may name them), and when we
      * last named each: one not named for a while leaves the record. */
     struct { coordAddr a; long long named_ms; } recorded[NK_COORD_NAMED];
@@ -296,29 +296,55 @@ static sds recordFormat(long long epoch, const char *ip, int port, const coordAd
 
 /* ---------------------------------------------------------- The thread --- */
 
+/* What the thread keeps from round to round (its own, not shared). */
+typedef struct coordThreadState {
+    nkEtcd *e;
+    long long lease, ttl;                /* our etcd lease, and its TTL */
+    int member_put;                      /* our member key is written */
+    char succ[NICKV_INSTANCE_LEN + 1];   /* the successor last named (successorWaits) */
+    long long succ_seen_us;
+    long long key_lease;                 /* the leader key's lease, when another's */
+    long long members_us;                /* the member keys were last read then */
+    sds member_key;
+} coordThreadState;
+
+/* The successor a record names (a leader resigned for it, the one on the
+ * master's server), and since when this thread knows that name: t->succ
+ * and t->succ_seen_us, from every round's read of the record, whether or
+ * not we campaign in it. The hold (successorWaits) counts from the first
+ * round that read the name. It once counted from the first round that
+ * campaigned, and the main thread held a standby from campaigning for
+ * NK_COORD_SUCCESSOR_MS before that: a successor new to this thread (a
+ * Nic-KV restarted, so a new instance id) that died after being named
+ * left the group without a leader for both holds, 6 s. *named: the record
+ * names one. */
+static void successorSeen(coordThreadState *t, const char *rval, int *named) {
+    coordRecord r;
+    int has = rval && recordParse(rval, &r) && r.successor[0];
+    if (named) *named = has;
+    if (!has || !strcmp(r.successor, nk.instance)) {
+        t->succ[0] = '\0';
+        return;
+    }
+    if (strcmp(t->succ, r.successor)) {
+        memcpy(t->succ, r.successor, NICKV_INSTANCE_LEN + 1);
+        t->succ_seen_us = coordNowUs();
+    }
+}
+
 /* The leader key is free: does the record name another Nic-KV its
- * successor (a leader resigned for it, the one on the master's server),
- * named less than NK_COORD_SUCCESSOR_MS ago? Then it has that long to take
- * the key first. Read here, in the round that campaigns, not from the
- * main thread's older copy: the resigner writes the record, then frees
- * the key. On an etcd error: no campaign this round. */
-static int successorWaits(nkEtcd *e, char *succ, long long *seen_us, int *named) {
+ * successor, named less than NK_COORD_SUCCESSOR_MS ago? Then it has that
+ * long to take the key first. Read here, in the round that campaigns (the
+ * resigner writes the record, then frees the key), and the only hold for
+ * a successor: the main thread shows it (INFO campaign_held). On an etcd
+ * error: no campaign this round. */
+static int successorWaits(coordThreadState *t, int *named) {
     char err[256];
     sds v = NULL;
-    coordRecord r;
-    if (nkEtcdGet(e, C.key_record, &v, NULL, err, sizeof(err)) == -1) return 1;
-    int has = v && recordParse(v, &r) && r.successor[0];
+    if (nkEtcdGet(t->e, C.key_record, &v, NULL, err, sizeof(err)) == -1) return 1;
+    successorSeen(t, v, named);
     sdsfree(v);
-    *named = has;
-    if (!has || !strcmp(r.successor, nk.instance)) {
-        succ[0] = '\0';
-        return 0;
-    }
-    if (strcmp(succ, r.successor)) {
-        memcpy(succ, r.successor, NICKV_INSTANCE_LEN + 1);
-        *seen_us = coordNowUs();
-    }
-    return coordNowUs() - *seen_us < NK_COORD_SUCCESSOR_MS * 1000LL;
+    return t->succ[0] && coordNowUs() - t->succ_seen_us < NK_COORD_SUCCESSOR_MS * 1000LL;
 }
 
 /* The leader key is absent, and was last seen attached to another Nic-KV's
@@ -397,22 +423,11 @@ int nkCoordMember(const char *ip, int port) {
     return found;
 }
 
-/* What the thread keeps from round to round (its own, not shared). */
-typedef struct coordThreadState {
-    nkEtcd *e;
-    long long lease, ttl;                /* our etcd lease, and its TTL */
-    int member_put;                      /* our member key is written */
-    char succ[NICKV_INSTANCE_LEN + 1];   /* the successor last named (successorWaits) */
-    long long succ_seen_us;
-    long long key_lease;                 /* the leader key's lease, when another's */
-    long long members_us;                /* the member keys were last read then */
-    sds member_key;
-} coordThreadState;
 
 /* One round: what the main thread asked (in), what etcd said (out). */
 typedef struct coordRound {
     char err[256];
-    int ok, campaign, resign, leader, refused, present, lease_alive;
+    int ok, campaign, resign, leader, refused, present, lease_alive, successor_wait;
     long long pub_epoch, published, held, until, check_gen;
     sds pub, lval, rval;
     char check[sizeof(S.member_check)], inst[NICKV_INSTANCE_LEN + 1];
@@ -526,7 +541,7 @@ static void roundLeaderKey(coordThreadState *t, coordRound *r) {
             }
         }
     } else if (r->ok && !r->lval && r->campaign && t->lease && r->until > coordNowUs() &&
-               !successorWaits(t->e, t->succ, &t->succ_seen_us, &succ_named)) {
+               !(r->successor_wait = successorWaits(t, &succ_named))) {
         int won, gone = keyLeaseGone(t->e, &t->key_lease, succ_named, &r->lease_alive, r->err, sizeof(r->err));
         if (gone == -1) {
             r->ok = 0;
@@ -547,6 +562,7 @@ static void roundLeaderKey(coordThreadState *t, coordRound *r) {
  * newer one). Then the member keys, and the one member asked about. */
 static void roundRecord(coordThreadState *t, coordRound *r) {
     if (r->ok && nkEtcdGet(t->e, C.key_record, &r->rval, NULL, r->err, sizeof(r->err)) == -1) r->ok = 0;
+    if (r->ok) successorSeen(t, r->rval, NULL);
     if (r->ok && r->leader && r->pub && r->published < 0 && !r->resign) {
         int done;
         coordRecord cur;
@@ -628,6 +644,7 @@ static int roundOut(coordThreadState *t, coordRound *r) {
     }
     if (r->refused) S.publish_refused = 1;
     S.key_lease_alive = r->lease_alive;
+    S.successor_wait = r->successor_wait;
     int news = S.leader != was_leader || r->published >= 0 || r->refused || record_moved;
     if (r->present >= 0 && r->check_gen == S.member_gen) {
         S.member_present = r->present;
@@ -949,7 +966,7 @@ static void adoptRecord(void) {
 
 /* What the thread found, copied under the lock for one tick. */
 typedef struct coordSeen {
-    int leader, etcd_ok, resigned, present, key_lease_alive;
+    int leader, etcd_ok, resigned, present, key_lease_alive, successor_wait;
     char err[256], inst[NICKV_INSTANCE_LEN + 1];
     sds rv;
 } coordSeen;
@@ -965,12 +982,13 @@ static void tickSeen(coordSeen *v, long long now) {
     v->present = S.member_present;
     memcpy(v->inst, S.member_instance, sizeof(v->inst));
     v->key_lease_alive = S.key_lease_alive;
+    v->successor_wait = S.successor_wait;
     pthread_mutex_unlock(&S.lock);
 }
 
 /* etcd's errors logged as they change; the record read, into C.rec (a
  * record that does not parse is ignored, and said so). */
-static void tickRecord(coordSeen *v, long long now) {
+static void tickRecord(coordSeen *v) {
     if (!v->etcd_ok && strcmp(v->err, C.last_err))
         nkLogRepeat(LL_WARNING, "Coordinator: etcd", "Coordinator: %s%s", v->err, C.role == CO_LEADER ?
                     " (the master's lease is granted only while our leadership surely holds)" : "");
@@ -980,7 +998,6 @@ static void tickRecord(coordSeen *v, long long now) {
 
     coordRecord r;
     if (sdslen(v->rv) && recordParse(v->rv, &r)) {
-        if (memcmp(&r, &C.rec, sizeof(r))) C.rec_seen_us = now;
         C.rec = r;
     } else if (sdslen(v->rv)) {
         sds shown = sdscatrepr(sdsempty(), v->rv, sdslen(v->rv) > 200 ? 200 : sdslen(v->rv));
@@ -1040,8 +1057,9 @@ static void roleLost(const coordSeen *v) {
     hooks.drop_master_conn();
 }
 
-/* STANDBY: campaign when the key is free, unless a successor was named
- * to somebody else lately, or we resigned lately. Sets C.campaign_held
+/* STANDBY: campaign when the key is free, unless we resigned lately (the
+ * thread itself holds for a successor named to somebody else lately, and
+ * for a deleted key whose holder's lease lives). Sets C.campaign_held
  * (why not; "" when we do); returns whether the thread should campaign. */
 static int standbyCampaign(const coordSeen *v, long long now) {
     int campaign = C.role == CO_STANDBY;
@@ -1054,17 +1072,14 @@ static int standbyCampaign(const coordSeen *v, long long now) {
         campaign = 0;
         C.campaign_held = "master-lease-unknown";
     }
-    if (campaign && C.rec.successor[0] && strcmp(C.rec.successor, nk.instance) &&
-        now - C.rec_seen_us < NK_COORD_SUCCESSOR_MS * 1000LL) {
-        campaign = 0;
-        C.campaign_held = "successor-named";
-    }
     if (campaign && C.resigned_at_us && now - C.resigned_at_us < NK_COORD_RESIGN_PAUSE_MS * 1000LL) {
         campaign = 0;
         C.campaign_held = "resigned-lately";
     }
-    /* The thread's own hold: the key was deleted while its holder's etcd
-     * lease lives (keyLeaseGone). */
+    /* The thread's own holds: a successor was named to another Nic-KV
+     * lately (successorWaits), or the key was deleted while its holder's
+     * etcd lease lives (keyLeaseGone). */
+    if (campaign && v->successor_wait) C.campaign_held = "successor-named";
     if (campaign && v->key_lease_alive) C.campaign_held = "leader-lease-alive";
     return campaign;
 }
@@ -1207,7 +1222,7 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     coordSeen v;
     if (!nkCoordOn()) return;
     tickSeen(&v, now);
-    tickRecord(&v, now);
+    tickRecord(&v);
 
     if (C.role == CO_RESIGNING && v.resigned) {
         roleResigned(now);

@@ -369,6 +369,59 @@ start_server [list overrides $co_conf] {
         }
     }
 
+    test {Many Nic-KVs: a successor that dies once named holds the standbys back once, not twice} {
+        # As a leader that resigns: node 0's Nic-KV, cut off from etcd
+        # (its relays stopped), "names" a successor in the record and its
+        # key is freed. The successor is an instance id no standby has seen
+        # (a Nic-KV restarted just before it was named), and it never
+        # campaigns (killed). The standbys give it NK_COORD_SUCCESSOR_MS
+        # (3 s) and say so, then one leads. Before, the main thread held
+        # 3 s, then the etcd thread, seeing the name for the first time when
+        # it campaigned, 3 s more: 6 s without a leader (issue 32).
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]"
+        }
+        set rec [etcd_ctl get --print-value-only /skv/mymaster/record]
+        assert_match {epoch * successor -} $rec
+        foreach p $relay_pids { exec kill -STOP $p }
+        etcd_ctl put /skv/mymaster/record [regsub {successor -$} $rec "successor [string repeat 5a 20]"]
+        etcd_ctl del /skv/mymaster/leader
+        set t0 [clock milliseconds]
+        wait_for_condition 100 20 {
+            [nickv_info [co_nk 1] campaign_held] eq {successor-named} ||
+            [nickv_info [co_nk 2] campaign_held] eq {successor-named}
+        } else {
+            foreach p $relay_pids { exec kill -CONT $p }
+            fail "no standby holds for the successor: [nickv_cmd [co_nk 1] info coordinator]"
+        }
+        # Nobody takes the key while the successor may.
+        while {[clock milliseconds] - $t0 < 2500} {
+            if {[co_role 1] eq {leader} || [co_role 2] eq {leader}} {
+                foreach p $relay_pids { exec kill -CONT $p }
+                fail "a standby led while the named successor had its time"
+            }
+            after 50
+        }
+        wait_for_condition 200 50 {
+            [co_role 1] eq {leader} || [co_role 2] eq {leader}
+        } else {
+            foreach p $relay_pids { exec kill -CONT $p }
+            fail "no standby leads after the successor's time: [nickv_cmd [co_nk 1] info coordinator]"
+        }
+        set took [expr {[clock milliseconds] - $t0}]
+        foreach p $relay_pids { exec kill -CONT $p }
+        puts "    (a standby led $took ms after the successor was named)"
+        # One hold of 3 s and a few etcd rounds; two holds are 6 s.
+        assert_lessthan $took 5000
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead again: [co_role 0] [co_role 1] [co_role 2]"
+        }
+    }
+
     test {Many Nic-KVs: a standby that led before and leads again does not hand over to a Nic-KV that is gone} {
         # Standby X leads while node 0's Nic-KV is down, and hands over to
         # it once it is back (X saw its member key then). Node 0's Nic-KV
