@@ -157,11 +157,14 @@ static int hasScript(client *c) {
 
 /* processCommand(): 1 if the command was refused (the reply is sent).
  * What a stale replica refuses (denystale: not flagged CMD_STALE), and
- * scripts, need the lease; INFO, REPLICAOF, CONFIG, AUTH and the like
- * never do. */
+ * scripts, need the lease; INFO, ROLE, HELLO, REPLICAOF, CONFIG, AUTH,
+ * CLIENT and the like never do, nor PING (not flagged CMD_STALE, but it
+ * reads no data): a liveness check by PING (a load balancer, Kubernetes)
+ * must not take a master that waits for its lease for a dead one. */
 int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
     nickvWatchCommand(c);
-    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || nickvLeaseHeld())
+    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) ||
+        c->cmd->proc == pingCommand || nickvLeaseHeld())
         return 0;
     LE.refused++;
     if (is_write)

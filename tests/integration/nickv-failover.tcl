@@ -86,8 +86,15 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         assert_match {MASTERDOWN*no lease*} $e
         catch {$m exec} e
         assert_match {EXECABORT*} $e
-        # What an operator needs still works.
+        # What an operator and a liveness check need still works.
         assert_match {*role:master*} [$m info replication]
+        assert_equal PONG [$m ping]
+        assert_equal master [lindex [$m role] 0]
+        assert_equal {nickv-lease yes} [$m config get nickv-lease]
+        assert_match {*id=*} [$m client list]
+        set c2 [redis 127.0.0.1 $mport]
+        assert_equal 3 [dict get [$c2 hello 3] proto]
+        $c2 close
         assert_equal expired [nickv_status $m nickv_lease]
         assert {[nickv_status $m nickv_lease_refused_commands] >= 2}
         # A grant from the future (not a clock this master sent) is refused.
