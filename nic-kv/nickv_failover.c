@@ -310,7 +310,7 @@ static long long try_event_epoch = -1;
 static void foTryEvent(void) {
     if (try_event_epoch == F.epoch) return;
     try_event_epoch = F.epoch;
-    nkSentinelEvent("+try-failover", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
+    foEvent("+try-failover", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
 }
 
 static void foStart(nkProbeView *m) {
@@ -842,8 +842,8 @@ static void foPromoted(void) {
      * PSYNC before): probeReadView. */
     nkProbeRetargetMaster(F.winner.reach, F.winner.port);
     stateSave();
-    nkSentinelEvent("+failover-end", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
-    nkSentinelSwitchMaster(F.old.reach, F.old.port, F.winner.reach, F.winner.port);
+    foEvent("+failover-end", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
+    foSwitchMaster(F.old.reach, F.old.port, F.winner.reach, F.winner.port);
     F.failovers++;
     F.last_ms = took;
     snprintf(F.last_why, sizeof(F.last_why), "promoted %.60s:%d in place of %.60s:%d%s%.16s", F.winner.reach,
@@ -1378,6 +1378,12 @@ static const nkProbeHooks probe_hooks = {
     .lease_time = leaseTime,
     .granted = leaseGranted,
     .changed = probeChanged,
+    .leader = nkCoordLeader,
+    .coordinated = nkCoordOn,
+    .may_name = nkCoordMayName,
+    .joining = nkFailoverJoining,
+    /* event, replicas_init, replicas_next: the sinks main gives us
+     * (nkFailoverOnEvents), at nkFailoverStart. */
 };
 
 static const nkCoordHooks coord_hooks = {
@@ -1391,12 +1397,37 @@ static const nkCoordHooks coord_hooks = {
     .changed = probeChanged,
 };
 
+/* The layers above, which main wires in before nkFailoverInit: SENTINEL's
+ * events, and the replicas the probes watch. */
+static const nkFailoverSinks *sinks;
+
+void nkFailoverOnEvents(const nkFailoverSinks *s) {
+    sinks = s;
+}
+
+void foEvent(const char *event, int is_master, const char *ip, int port, const char *master_ip, int master_port,
+             const char *extra) {
+    if (sinks) sinks->event(event, is_master, ip, port, master_ip, master_port, extra);
+}
+
+void foSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int new_port) {
+    if (sinks) sinks->switch_master(old_ip, old_port, new_ip, new_port);
+}
+
 int nkFailoverStart(void) {
+    nkProbeHooks hooks = probe_hooks;
+    if (!sinks) {
+        nkBug("Failover: started before main gave it its sinks (nkFailoverOnEvents)");
+        return -1;
+    }
+    hooks.event = sinks->event;
+    hooks.replicas_init = sinks->replicas_init;
+    hooks.replicas_next = sinks->replicas_next;
     if (nkCoordInit(&coord_hooks) == -1) return -1;
     /* Created before the probes' timer: ae runs the newest first, so a
      * tick due with a probe round runs after it, on its verdicts. */
     aeCreateTimeEvent(nk.el, 1, foTimer, NULL, NULL);
-    nkProbeStart(F.master.reach, F.master.port, &probe_hooks);
+    nkProbeStart(F.master.reach, F.master.port, &hooks);
     return 0;
 }
 

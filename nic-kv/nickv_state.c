@@ -426,7 +426,7 @@ void foMasterServes(const char *ip, int port, int rdma_port) {
      * again, and dropped it from the nodes to repoint. */
     if (F.state != FO_WATCHING) return;
     nkLog(LL_NOTICE, "Failover: the master is now %s:%d (epoch %lld)", ip, port, F.epoch + 1);
-    if (F.have_master) nkSentinelSwitchMaster(F.master.reach, F.master.port, ip, port);
+    if (F.have_master) foSwitchMaster(F.master.reach, F.master.port, ip, port);
     snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
     snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
     F.master.port = port;
@@ -443,7 +443,7 @@ void foFollow(const char *ip, int port, long long epoch) {
     if (F.state != FO_WATCHING) return;
     if (!F.have_master || F.master.port != port || strcmp(F.master.reach, ip)) {
         nkLog(LL_NOTICE, "Failover: the record in etcd names the master %s:%d (epoch %lld)", ip, port, epoch);
-        if (F.have_master) nkSentinelSwitchMaster(F.master.reach, F.master.port, ip, port);
+        if (F.have_master) foSwitchMaster(F.master.reach, F.master.port, ip, port);
         snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
         snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
         F.master.port = port;
