@@ -24,12 +24,12 @@
  * nickv_member.c   members: the nodes Nic-KV trusts with its credentials
  *
  * Layers, each calling only those below it by name (what a lower one must
- * tell a higher one goes through a callback main() sets):
- * conn < backlog < fanout < link (upstream) < server (nickv.c,
- * nickv_cmd.c, nickv_config.c, nickv_replica.c, nickv_fullsync.c);
- * nickv_resp.c and nickv_log.c call none of them, and any may use them.
- * Each file keeps its state static and offers functions, its INFO fields
- * among them.
+ * tell a higher one goes through a callback the higher one sets):
+ * log < conn < backlog < fanout < link (upstream) < server, whose parts
+ * are grouped and ordered too (the probes below the failover, main and
+ * the commands on top). nic-kv/LAYERS says which part may call which;
+ * `make check-layers` checks the objects against it. Each file keeps its
+ * state static and offers functions, its INFO fields among them.
  *
  * The protocol is described at the top of nickv.c, a replica's states at the
  * top of nickv_replica.c, the master link's at the top of nickv_upstream.c.
