@@ -132,13 +132,14 @@ fi
 
 # ------------------------------------------------------------- Length ---
 
-# SKV's own sources in src/: the objects src/skv.mk lists (SKV_OWN_OBJ),
-# and what stands in for them (rdma_none.c).
+# SKV's own sources: nic-kv/*.c, and those of src/ that src/skv.mk builds
+# as ours (SKV_OWN_OBJ, and NICKV_OWN's src/nickv_msg.c).
 own_src() {
-    local objs
-    objs=$(sed -n 's/^SKV_OWN_OBJ *= *//p' "$top/src/skv.mk" | tr ' ' '\n' | grep '\.o$')
-    for o in $objs; do
-        [ -f "$top/src/${o%.o}.c" ] && echo "$top/src/${o%.o}.c"
+    local names n
+    names=$(sed -n -e 's/^SKV_OWN_OBJ *= *//p' -e 's/^NICKV_OWN *+\{0,1\}= *//p' "$top/src/skv.mk" |
+            tr ' ' '\n' | sed -n 's/\.o$//p; /^[a-z_]*$/p' | sort -u)
+    for n in $names; do
+        [ -f "$top/src/$n.c" ] && echo "$top/src/$n.c"
     done
     ls "$top"/nic-kv/*.c
 }
@@ -161,9 +162,12 @@ long_functions() { # max files...
         }
         /^[A-Za-z_]/ && /\(/ && !/^(typedef|struct|union|enum)[ \t]/ && !/^[^(]*=/ {
             cand = FNR; name = $0; sub(/[ \t]*\(.*/, "", name); sub(/.*[ \t*]/, "", name)
+            if (/\{[ \t]*(\/\*.*)?$/) { start = cand; cand = 0; infn = 1 }
+            else if (/[{;]/) cand = 0       # a one-line body, or a declaration
+            next
         }
-        cand && /;[ \t]*(\/\*.*)?$/ && !/\{/ { cand = 0; next }
-        cand && /\{[ \t]*(\/\*.*)?$/ { start = cand; cand = 0; infn = 1; if (/^}/) infn = 0 }
+        cand && (/^\{/ || /\{[ \t]*(\/\*.*)?$/) { start = cand; cand = 0; infn = 1; next }
+        cand && (/;[ \t]*(\/\*.*)?$/ || /^[^ \t]/) { cand = 0 }
         END { printf "scanned %d functions\n", count > "/dev/stderr"; exit bad > 0 }' "$@"
 }
 
