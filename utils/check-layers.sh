@@ -84,7 +84,7 @@ check_section() { # section
         FILENAME == ARGV[1] {
             base = $1; sub(/.*\//, "", base); sub(/\.c$/, ".o", base)
             part[base] = $1; layer[$1] = $2
-            for (i = 3; i <= NF; i++) if ($i != "-") may[$1, $i] = 1
+            for (i = 3; i <= NF; i++) if ($i != "-") { may[$1, $i] = 1; word[$i] = $1 }
             next
         }
         FILENAME == ARGV[2] { shared[$1] = 1; next }
@@ -101,6 +101,11 @@ check_section() { # section
             bad++
         }
         END {
+            for (w in word) {
+                known = (w in layer)
+                for (p in layer) if (layer[p] == w) known = 1
+                if (!known) { printf "check-layers: %s may call %s, which is no layer or part of %s\n", word[w], w, layersfile; bad++ }
+            }
             for (s in dup) { printf "check-layers: %s is defined by more than one part\n", s; bad++ }
             exit bad > 0
         }' "$tmp/rows" "$tmp/shared" "$tmp/defs" "$tmp/uses"
