@@ -17,6 +17,9 @@
 #                        skv-nic-kv (amd64, arm64); utils/make-deb.sh
 #   make install PREFIX=/usr/local
 #   make check-patches   the exported patch series matches a fresh export
+#   make check-layers    nic-kv/LAYERS holds for the objects built, and no
+#                        function of SKV's own is over 100 lines
+#                        (utils/check-layers.sh)
 #   make clean           remove build outputs, keep the patched tree
 #   make distclean       remove build/ entirely (downloads included)
 
@@ -48,7 +51,7 @@ REDIS_MAKE = $(HARDENING) $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes B
 PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
            $(wildcard deps/redis/patches/*.patch)
 
-.PHONY: all deps run test test-skv install clean distclean check-patches nic-kv-debug nic-kv-arm64 deb
+.PHONY: all deps run test test-skv install clean distclean check-patches check-layers nic-kv-debug nic-kv-arm64 deb
 
 all: deps $(REDIS)/.skv-patched
 	+$(REDIS_MAKE) -j$(JOBS) all
@@ -107,10 +110,13 @@ test: all
 
 test-skv: all
 	@utils/setup-deps.sh test
-	SKV_TEST_SUITES=skv utils/run-tests.sh
+	SKV_TEST_SUITES="layers skv" utils/run-tests.sh
 
 check-patches: deps
 	utils/patch-queue.sh check
+
+check-layers: all
+	utils/check-layers.sh
 
 install: all
 	+$(REDIS_MAKE) install PREFIX=$(PREFIX)

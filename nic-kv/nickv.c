@@ -439,10 +439,6 @@ static void nkAcceptHandler(aeEventLoop *el, int lfd, void *data, int mask) {
     }
 }
 
-int nkListeningPort(void) {
-    return nk.cfg.port ? nk.cfg.port : nk.cfg.tls_port;
-}
-
 /* port's listeners (tls: tls-port's) on every bind address: -1 if one
  * cannot listen. */
 static int nkListen(int port, int tls) {
@@ -763,16 +759,32 @@ static int mainStart(void) {
      * higher one is wired here: the backlog asks the replicas to drop the
      * owner of a pin, the fan-out threads post their events (a replica
      * gone, an ACK to relay) to the replicas' main-thread side, and the
-     * link tells the PSYNCs waiting for the stream and drops or announces
-     * the replicas. */
+     * link tells the PSYNCs waiting for the stream, drops or announces
+     * the replicas, and asks the coordinator and the members whether it
+     * may link to the master. */
     static const nkLinkReplicaOps link_replicas = {
-        nkReplicaCount, nkReplicasDropAll, nkReplicasAnnounce, nkRdmaPort, nkClientSlotsFree
+        .count = nkReplicaCount,
+        .drop_all = nkReplicasDropAll,
+        .announce = nkReplicasAnnounce,
+        .rdma_port = nkRdmaPort,
+        .slots_free = nkClientSlotsFree,
+        .fanout = nkCoordFanout,
+        .member = nkMember,
     };
     nkBacklogSetDropper(nkReplicaDrop);
     nkFanoutOnState(nkReplicaSetState);
     nkFanoutOnEvents(nkReplicasMainEvents);
     nkLinkOnStream(nkPsyncWaitersCheck);
     nkLinkOnReplicas(&link_replicas);
+    /* The failover and the probes tell SENTINEL's subscribers their events,
+     * and the probes watch the replicas streaming from us. */
+    static const nkFailoverSinks failover_sinks = {
+        .event = nkSentinelEvent,
+        .switch_master = nkSentinelSwitchMaster,
+        .replicas_init = nkReplicaIterInit,
+        .replicas_next = nkReplicaIterNext,
+    };
+    nkFailoverOnEvents(&failover_sinks);
     nk.el = aeCreateEventLoop(65536);
     nk.loop = nkLoopCreate(nk.el);
     if (nkBacklogInit(nk.cfg.backlog_size) == -1) {

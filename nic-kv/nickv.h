@@ -24,12 +24,12 @@
  * nickv_member.c   members: the nodes Nic-KV trusts with its credentials
  *
  * Layers, each calling only those below it by name (what a lower one must
- * tell a higher one goes through a callback main() sets):
- * conn < backlog < fanout < link (upstream) < server (nickv.c,
- * nickv_cmd.c, nickv_config.c, nickv_replica.c, nickv_fullsync.c);
- * nickv_resp.c and nickv_log.c call none of them, and any may use them.
- * Each file keeps its state static and offers functions, its INFO fields
- * among them.
+ * tell a higher one goes through a callback the higher one sets):
+ * log < conn < backlog < fanout < link (upstream) < server, whose parts
+ * are grouped and ordered too (the probes below the failover, main and
+ * the commands on top). nic-kv/LAYERS says which part may call which;
+ * `make check-layers` checks the objects against it. Each file keeps its
+ * state static and offers functions, its INFO fields among them.
  *
  * The protocol is described at the top of nickv.c, a replica's states at the
  * top of nickv_replica.c, the master link's at the top of nickv_upstream.c.
@@ -454,16 +454,21 @@ void nkLinkHeartbeat(void);
 int nkRdmaPort(void);
 /* Retry what the backlog could not take (called before sleeping). */
 void nkLinkResume(void);
-/* What the link needs of the layers above it (main wires nickv_replica.c
- * and nickv.c in): how many replicas there are, drop them all, tell the
- * master about them; and what the hello and the heartbeat announce: our
- * RDMA port, our free client slots. */
+/* What the link needs of the layers above it (main wires nickv_replica.c,
+ * nickv.c, nickv_coord.c and nickv_member.c in): how many replicas there
+ * are, drop them all, tell the master about them; what the hello and the
+ * heartbeat announce: our RDMA port, our free client slots; and whether
+ * it may link to the master at host:port: this Nic-KV is the one that
+ * fans out from it (nkCoordFanout), and it is a member, which may be sent
+ * our credentials (nkMember). */
 typedef struct nkLinkReplicaOps {
     unsigned long (*count)(void);
     void (*drop_all)(const char *why);
     void (*announce)(void);
     int (*rdma_port)(void);
     int (*slots_free)(void);
+    int (*fanout)(const char *host, int port);
+    int (*member)(const char *host, int port);
 } nkLinkReplicaOps;
 void nkLinkOnReplicas(const nkLinkReplicaOps *ops);
 /* The link's stats (INFO "Stats" fields link_pin_*), and CONFIG RESETSTAT. */
@@ -508,6 +513,7 @@ int nkInfoReplicaLine(const char *line, nkInfoReplica *r);
 /* nickv_probe.c: failure detection (probes of every node), min-slaves.
  * A lower layer: what it must tell the one above (the failover, which
  * owns where the master is) goes through these hooks, given at start. */
+struct nkReplicaIter;                   /* nickv_replica.c */
 typedef struct nkProbeHooks {
     /* The master's probe node answers as a master at ip:port (its RDMA
      * listener at rdma_port, 0: none), holding our lease if it needs one. */
@@ -522,16 +528,32 @@ typedef struct nkProbeHooks {
     void (*granted)(long long ms);
     /* A verdict changed or a reply came: decide now, not at the next tick. */
     void (*changed)(void);
+    /* The coordinator's word (nickv_coord.c): this Nic-KV leads (its
+     * probes grant the lease and tell the master the replicas' health);
+     * there is a coordinator; ip:port may be named valid to the master. */
+    int (*leader)(void);
+    int (*coordinated)(void);
+    int (*may_name)(const char *ip, int port);
+    /* reach:port is a replica our last promotion repointed, named joining
+     * to the master (nkFailoverJoining). */
+    int (*joining)(const char *reach, int port);
+    /* Sentinel's events about a node (+sdown, +odown, +slave ...), in
+     * nkSentinelEvent's words. */
+    void (*event)(const char *event, int is_master, const char *ip, int port, const char *master_ip,
+                  int master_port, const char *extra);
+    /* The replicas streaming from us (nkReplicaIterInit, nkReplicaIterNext). */
+    void (*replicas_init)(struct nkReplicaIter *it);
+    struct nkReplica *(*replicas_next)(struct nkReplicaIter *it);
 } nkProbeHooks;
 void nkProbeStart(const char *host, int port, const nkProbeHooks *hooks);
+
+/* nickv_busy.c: the master's watch thread tells a busy master from a dead
+ * one. The lease answers name where it listens (port 0: no thread). */
 /* The <ms> of a grant of lease_ms built on a master's clock that we read
  * at read_us: lease_ms, plus 8/10 of the time since (see NIC-KV.md,
  * "Fencing"): the lease still ends within lease_ms and its drift margin
  * of now, as the grantor counts it (hooks.granted(lease_ms)). */
 long long nkLeaseGrantMs(long long lease_ms, long long read_us, long long now_us);
-
-/* nickv_busy.c: the master's watch thread tells a busy master from a dead
- * one. The lease answers name where it listens (port 0: no thread). */
 void nkWatchTarget(const char *reach, int port, const char *token);
 void nkWatchForget(void);
 /* Every probe tick for the master (the leader's): connect, WATCH every
@@ -564,8 +586,6 @@ typedef struct nkProbeView {
     long long rtt_us;
 } nkProbeView;
 int nkProbeNodes(nkProbeView *v, int max);
-/* A numeric IPv4 or IPv6 address (a name would need DNS to probe). */
-int nkAddrNumeric(const char *a);
 /* nickv_resolve.c: name (or a numeric address) -> up to NK_RESOLVE_ADDRS
  * numeric addresses in ip, to try in turn; returns how many. 0 while it is
  * being looked up (by a thread of its own: ask again later), -1 if it
@@ -575,6 +595,15 @@ int nkAddrNumeric(const char *a);
 int nkResolve(const char *name, char ip[][NK_RESOLVE_IP], char *err, size_t errlen);
 sds nkResolveInfo(sds s);
 void nkResolveResetStats(void);
+/* ... and numeric addresses, for every layer: a numeric IPv4 or IPv6
+ * address (a name would need DNS to probe); an address's bytes (4 or 16;
+ * 0: not numeric); the same address, numerically (or the same name);
+ * "<ip>:<port>" (or "[<ipv6>]:<port>"), numeric, a member's (node lines):
+ * 1, or 0 with err. */
+int nkAddrNumeric(const char *a);
+int nkAddrBytes(const char *a, unsigned char *out);
+int nkSameAddr(const char *a, const char *b);
+int nkMemberParse(const char *word, nkNodeAddr *out, const char **err);
 /* The node at ip:port (a replica's, else the master's): 0 if none. */
 int nkProbeFind(const char *ip, int port, nkProbeView *v);
 /* Send a command (first, then arguments up to a NULL) on the node's probe
@@ -679,6 +708,19 @@ const char *nkFailoverBlocked(void);
 /* Is reach:port a replica our last promotion repointed, and valid then,
  * less than NICKV_JOINING_MS ago? (health: joining) */
 int nkFailoverJoining(const char *reach, int port);
+/* What the failover, and the probes through it, tell the layers above
+ * (main wires nickv_sentinel.c and nickv_replica.c in, before
+ * nkFailoverInit): Sentinel's events and +switch-master, to SENTINEL's
+ * subscribers; and the replicas streaming from us, which the probes
+ * watch. */
+typedef struct nkFailoverSinks {
+    void (*event)(const char *event, int is_master, const char *ip, int port, const char *master_ip,
+                  int master_port, const char *extra);
+    void (*switch_master)(const char *old_ip, int old_port, const char *new_ip, int new_port);
+    void (*replicas_init)(struct nkReplicaIter *it);
+    struct nkReplica *(*replicas_next)(struct nkReplicaIter *it);
+} nkFailoverSinks;
+void nkFailoverOnEvents(const nkFailoverSinks *sinks);
 void nkFailoverResetStats(void);
 /* Nic-KV exits: a fence-command still running is killed, with its group. */
 void nkFailoverShutdown(void);
@@ -751,12 +793,6 @@ int nkListeningPort(void);
 int nkMember(const char *ip, int port);
 /* failover and min-slaves need members: 1, or 0 with err. */
 int nkMembersCheck(const char **err);
-/* "<ip>:<port>" (or "[<ipv6>]:<port>"), numeric: 1, or 0 with err. */
-int nkMemberParse(const char *word, nkNodeAddr *out, const char **err);
-/* An address's bytes (4 or 16; 0: not numeric); the same address,
- * numerically (or the same name). */
-int nkAddrBytes(const char *a, unsigned char *out);
-int nkSameAddr(const char *a, const char *b);
 
 /* nickv_sentinel.c: SENTINEL, the part of its API clients use to find the
  * master (master-name). */

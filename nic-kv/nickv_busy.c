@@ -55,6 +55,29 @@ static struct {
     char err[128];                     /* why the last connection ended */
 } WT;
 
+/* A lease grant's <ms>, the probe's and the watch's alike.
+ *
+ * The master read its clock t (at s, real time) before we read t (at r),
+ * and a grant sent at g gives it the lease until t + ms on its clock. With
+ * ms = lease_ms + k (g - r), the lease ends at s + 1.1 (lease_ms + k (g -
+ * r)) at the latest, on our clock (a master's millisecond lasts at most
+ * 1.1 of ours), which for k <= 1 / 1.1 is before g + 1.1 lease_ms: the
+ * bound the grantor counts from g (leaseGranted in nickv_failover.c; the
+ * chain of deadlines of nickv_coord.c). k is 0.8, not 0.9: the rest of
+ * the clock's age stays slack for clocks that drift apart a little more
+ * than assumed (NIC-KV.md, "Fencing"). So a grant built on a clock read
+ * one probe interval ago is worth nearly a whole lease-time to the master,
+ * not one probe interval less. The time since is capped at lease_ms, and
+ * the sum at the most a master takes. */
+long long nkLeaseGrantMs(long long lease_ms, long long read_us, long long now_us) {
+    long long since_ms = (now_us - read_us) / 1000, ms;
+    if (lease_ms <= 0) return 0;
+    if (since_ms < 0) since_ms = 0;
+    if (since_ms > lease_ms) since_ms = lease_ms;
+    ms = lease_ms + since_ms * 8 / 10;
+    return ms > NICKV_LEASE_MAX_MS ? NICKV_LEASE_MAX_MS : ms;
+}
+
 static void watchClose(const char *why) {
     if (WT.conn) nkConnClose(WT.conn);
     WT.conn = NULL;

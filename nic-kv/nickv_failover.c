@@ -310,7 +310,7 @@ static long long try_event_epoch = -1;
 static void foTryEvent(void) {
     if (try_event_epoch == F.epoch) return;
     try_event_epoch = F.epoch;
-    nkSentinelEvent("+try-failover", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
+    foEvent("+try-failover", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
 }
 
 static void foStart(nkProbeView *m) {
@@ -357,6 +357,79 @@ static void foDistrust(foCandidate *c) {
 }
 
 /* A candidate's INFO replication. */
+/* A candidate's INFO (queryReply): is it of our history? 1 with c->offset
+ * set, or 0 with c->why saying why not. */
+static int candidateHistory(foCandidate *c, const nkInfo *in) {
+    const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
+    /* A Nic-KV that did not fan out lately (a standby that took over)
+     * knows the master's history from its INFO: its link's is another
+     * master's, from when it last fanned out. */
+    if (nkCoordOn() && !nkLinkStreamedLately() && nkProbeMasterReplid()[0]) ours = nkProbeMasterReplid();
+    const char *role = in->role, *replid = in->replid, *replid2 = in->replid2;
+    long long offset = in->slave_repl_offset, moffset = in->master_repl_offset;
+    /* A replica of our history; or one our earlier attempt promoted whose
+     * reply we never saw (a master now, our history as its replid2). */
+    /* (A replica's replid2 is ours after it was promoted and made a
+     * replica again: a late REPLICAOF NO ONE, then a repoint.) */
+    if (!ours[0] && nkCoordOn()) {
+        /* A Nic-KV of many that never learnt the master's history (a
+         * standby restarted while the master was dead, with a state file
+         * from before the history was recorded): a replica restarted empty
+         * would pass as one of ours. */
+        snprintf(c->why, sizeof(c->why), "its history cannot be checked: this Nic-KV never read the master's");
+        return 0;
+    }
+    if (!strcmp(role, "slave") && offset >= 0 && (!ours[0] || !strcmp(replid, ours) || !strcmp(replid2, ours))) {
+        c->offset = offset;
+    } else if (!strcmp(role, "master") && moffset >= 0 && ours[0] &&
+               (!strcmp(replid2, ours) || !strcmp(replid, ours))) {
+        c->offset = moffset;
+    } else {
+        snprintf(c->why, sizeof(c->why), "not a replica of our history (role %s, replid %s)", role, replid);
+        return 0;
+    }
+    return 1;
+}
+
+/* A candidate's claim (queryReply) against the master's stream: 1 if it
+ * may be a candidate (*unchecked: past the bound, so it cannot be checked;
+ * *bound: that bound), or 0 when it is a lie (c->why says so). */
+static int candidateWithinBound(foCandidate *c, long long *bound_out, int *unchecked_out) {
+    /* No replica can hold more than the master's stream. What we know of
+     * it, the bound, may be a little old: the master could write until its
+     * lease ran out (F.lease_bound_us), a direct replica get those bytes
+     * and acknowledge them, and our link not (it was down, or behind). So
+     * a claim past the bound is plausible up to twice the fastest rate the
+     * stream grew at lately over that window, and NK_STREAM_SLACK more: it
+     * cannot be checked, so it is no candidate, but its offset counts (one
+     * that holds more than every candidate calls the failover off: it may
+     * hold acknowledged writes). Beyond that it is a lie, and neither a
+     * candidate nor a reason to call the failover off. */
+    long long at_us, rate, bound = nkProbeStreamBound(&at_us, &rate);
+    int unchecked = 0;
+    *bound_out = bound;
+    if (bound > 0 && c->offset > bound) {
+        double window = (double)(F.lease_bound_us > at_us ? F.lease_bound_us - at_us : 0) / 1e6;
+        double plausible = (double)bound + NK_STREAM_SLACK + 2.0 * (double)rate * window;
+        if ((double)c->offset > plausible) {
+            snprintf(c->why, sizeof(c->why), "it claims offset %lld, beyond the %lld bytes the master's "
+                     "stream is known to hold (at most %.0f are plausible)", c->offset, bound, plausible);
+            foDistrust(c);
+            c->beyond = 1;
+            return 0;
+        }
+        /* A leader that did not fan out (a standby that took over, with a
+         * coordinator) knows the master's stream only from its INFO, once a
+         * second: every replica is past that bound under writes, and
+         * "cannot be checked" would call every such failover off. It
+         * takes a plausible claim as it is (NIC-KV.md, "Many Nic-KVs":
+         * what a standby cannot check). */
+        unchecked = !(nkCoordOn() && !nkLinkStreamedLately());
+    }
+    *unchecked_out = unchecked;
+    return 1;
+}
+
 static void queryReply(long long tag, const char *ip, int port, const char *reply, size_t len,
                        int is_error) {
     foCandidate *c = NULL;
@@ -398,9 +471,6 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
         foDistrust(c);
         return;
     }
-    /* The process the probes knew at that address before the master died,
-     * if they learnt it: another one there now is not the replica the
-     * master listed (its data may be anything). */
     /* The process the probes knew at that address while the master lived,
      * if they learnt it: another one there now is not the replica the
      * master listed. It may be that replica restarted (holding acknowledged
@@ -408,65 +478,11 @@ static void queryReply(long long tag, const char *ip, int port, const char *repl
      * every candidate calls the failover off), but it is no candidate. */
     const char *known = nkProbeRunid(c->node.ip, c->node.port);
     int other_process = known[0] && strcmp(known, in.runid);
-    const char *ours = nkLinkReplid()[0] ? nkLinkReplid() : F.known_replid;
-    /* A Nic-KV that did not fan out lately (a standby that took over)
-     * knows the master's history from its INFO: its link's is another
-     * master's, from when it last fanned out. */
-    if (nkCoordOn() && !nkLinkStreamedLately() && nkProbeMasterReplid()[0]) ours = nkProbeMasterReplid();
-    const char *role = in.role, *replid = in.replid, *replid2 = in.replid2;
-    long long offset = in.slave_repl_offset, moffset = in.master_repl_offset;
     int priority = in.priority >= 0 ? in.priority : 100, lease_off = in.lease == 0;
-    /* A replica of our history; or one our earlier attempt promoted whose
-     * reply we never saw (a master now, our history as its replid2). */
-    /* (A replica's replid2 is ours after it was promoted and made a
-     * replica again: a late REPLICAOF NO ONE, then a repoint.) */
-    if (!ours[0] && nkCoordOn()) {
-        /* A Nic-KV of many that never learnt the master's history (a
-         * standby restarted while the master was dead, with a state file
-         * from before the history was recorded): a replica restarted empty
-         * would pass as one of ours. */
-        snprintf(c->why, sizeof(c->why), "its history cannot be checked: this Nic-KV never read the master's");
-        return;
-    }
-    if (!strcmp(role, "slave") && offset >= 0 && (!ours[0] || !strcmp(replid, ours) || !strcmp(replid2, ours))) {
-        c->offset = offset;
-    } else if (!strcmp(role, "master") && moffset >= 0 && ours[0] &&
-               (!strcmp(replid2, ours) || !strcmp(replid, ours))) {
-        c->offset = moffset;
-    } else {
-        snprintf(c->why, sizeof(c->why), "not a replica of our history (role %s, replid %s)", role, replid);
-        return;
-    }
-    /* No replica can hold more than the master's stream. What we know of
-     * it, the bound, may be a little old: the master could write until its
-     * lease ran out (F.lease_bound_us), a direct replica get those bytes
-     * and acknowledge them, and our link not (it was down, or behind). So
-     * a claim past the bound is plausible up to twice the fastest rate the
-     * stream grew at lately over that window, and NK_STREAM_SLACK more: it
-     * cannot be checked, so it is no candidate, but its offset counts (one
-     * that holds more than every candidate calls the failover off: it may
-     * hold acknowledged writes). Beyond that it is a lie, and neither a
-     * candidate nor a reason to call the failover off. */
-    long long at_us, rate, bound = nkProbeStreamBound(&at_us, &rate);
-    int unchecked = 0;
-    if (bound > 0 && c->offset > bound) {
-        double window = (double)(F.lease_bound_us > at_us ? F.lease_bound_us - at_us : 0) / 1e6;
-        double plausible = (double)bound + NK_STREAM_SLACK + 2.0 * (double)rate * window;
-        if ((double)c->offset > plausible) {
-            snprintf(c->why, sizeof(c->why), "it claims offset %lld, beyond the %lld bytes the master's "
-                     "stream is known to hold (at most %.0f are plausible)", c->offset, bound, plausible);
-            foDistrust(c);
-            c->beyond = 1;
-            return;
-        }
-        /* A leader that did not fan out (a standby that took over, with a
-         * coordinator) knows the master's stream only from its INFO, once a
-         * second: every replica is past that bound under writes, and
-         * "cannot be checked" would call every such failover off. It
-         * takes a plausible claim as it is (NIC-KV.md, "Many Nic-KVs":
-         * what a standby cannot check). */
-        unchecked = !(nkCoordOn() && !nkLinkStreamedLately());
-    }
+    if (!candidateHistory(c, &in)) return;
+    long long bound;
+    int unchecked;
+    if (!candidateWithinBound(c, &bound, &unchecked)) return;
     c->priority = priority;
     c->usable = 1;
     c->vetted = known[0] && !other_process;
@@ -842,8 +858,8 @@ static void foPromoted(void) {
      * PSYNC before): probeReadView. */
     nkProbeRetargetMaster(F.winner.reach, F.winner.port);
     stateSave();
-    nkSentinelEvent("+failover-end", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
-    nkSentinelSwitchMaster(F.old.reach, F.old.port, F.winner.reach, F.winner.port);
+    foEvent("+failover-end", 1, F.old.reach, F.old.port, F.old.reach, F.old.port, NULL);
+    foSwitchMaster(F.old.reach, F.old.port, F.winner.reach, F.winner.port);
     F.failovers++;
     F.last_ms = took;
     snprintf(F.last_why, sizeof(F.last_why), "promoted %.60s:%d in place of %.60s:%d%s%.16s", F.winner.reach,
@@ -1378,6 +1394,12 @@ static const nkProbeHooks probe_hooks = {
     .lease_time = leaseTime,
     .granted = leaseGranted,
     .changed = probeChanged,
+    .leader = nkCoordLeader,
+    .coordinated = nkCoordOn,
+    .may_name = nkCoordMayName,
+    .joining = nkFailoverJoining,
+    /* event, replicas_init, replicas_next: the sinks main gives us
+     * (nkFailoverOnEvents), at nkFailoverStart. */
 };
 
 static const nkCoordHooks coord_hooks = {
@@ -1391,12 +1413,37 @@ static const nkCoordHooks coord_hooks = {
     .changed = probeChanged,
 };
 
+/* The layers above, which main wires in before nkFailoverInit: SENTINEL's
+ * events, and the replicas the probes watch. */
+static const nkFailoverSinks *sinks;
+
+void nkFailoverOnEvents(const nkFailoverSinks *s) {
+    sinks = s;
+}
+
+void foEvent(const char *event, int is_master, const char *ip, int port, const char *master_ip, int master_port,
+             const char *extra) {
+    if (sinks) sinks->event(event, is_master, ip, port, master_ip, master_port, extra);
+}
+
+void foSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int new_port) {
+    if (sinks) sinks->switch_master(old_ip, old_port, new_ip, new_port);
+}
+
 int nkFailoverStart(void) {
+    nkProbeHooks hooks = probe_hooks;
+    if (!sinks) {
+        nkBug("Failover: started before main gave it its sinks (nkFailoverOnEvents)");
+        return -1;
+    }
+    hooks.event = sinks->event;
+    hooks.replicas_init = sinks->replicas_init;
+    hooks.replicas_next = sinks->replicas_next;
     if (nkCoordInit(&coord_hooks) == -1) return -1;
     /* Created before the probes' timer: ae runs the newest first, so a
      * tick due with a probe round runs after it, on its verdicts. */
     aeCreateTimeEvent(nk.el, 1, foTimer, NULL, NULL);
-    nkProbeStart(F.master.reach, F.master.port, &probe_hooks);
+    nkProbeStart(F.master.reach, F.master.port, &hooks);
     return 0;
 }
 

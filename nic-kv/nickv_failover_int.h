@@ -171,6 +171,12 @@ int stateSave(void);
 void foMasterServes(const char *ip, int port, int rdma_port);
 void foFollow(const char *ip, int port, long long epoch);
 
+/* nickv_failover.c: Sentinel's events and +switch-master, to the sinks
+ * main gave (nkFailoverOnEvents): SENTINEL's subscribers. */
+void foEvent(const char *event, int is_master, const char *ip, int port, const char *master_ip, int master_port,
+             const char *extra);
+void foSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int new_port);
+
 /* nickv_repoint.c: the nodes that are made replicas of the master after a
  * promotion (F.repoint[]). Add one (read from the state file, or named by
  * the failover), take one off, and send them what they still need (every

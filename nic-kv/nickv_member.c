@@ -37,79 +37,10 @@
 
 #include "nickv.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
-#include "util.h"
 #include "zmalloc.h"
-
-/* An address's bytes (4 for IPv4, an IPv4-mapped IPv6 address included;
- * 16 for IPv6): 0 when it is not numeric. */
-int nkAddrBytes(const char *a, unsigned char *out) {
-    struct in_addr v4;
-    struct in6_addr v6;
-    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (inet_pton(AF_INET, a, &v4) == 1) {
-        memcpy(out, &v4, 4);
-        return 4;
-    }
-    if (inet_pton(AF_INET6, a, &v6) != 1) return 0;
-    if (!memcmp(v6.s6_addr, mapped, 12)) {
-        memcpy(out, v6.s6_addr + 12, 4);
-        return 4;
-    }
-    memcpy(out, v6.s6_addr, 16);
-    return 16;
-}
-
-/* The same address: numerically when both are numeric, else the same text
- * (a host name, compared without case). */
-int nkSameAddr(const char *a, const char *b) {
-    unsigned char x[16], y[16];
-    int lx = nkAddrBytes(a, x), ly = nkAddrBytes(b, y);
-    if (lx && ly) return lx == ly && !memcmp(x, y, lx);
-    return !lx && !ly && !strcasecmp(a, b);
-}
-
-/* "<ip>:<port>" or "[<ipv6>]:<port>" into a node: 1, or 0 with err. */
-int nkMemberParse(const char *word, nkNodeAddr *out, const char **err) {
-    const char *colon = strrchr(word, ':');
-    long long port;
-    size_t alen;
-    const char *a = word;
-    unsigned char bytes[16];
-    if (!colon || colon == word) {
-        *err = "a node is <ip>:<port>";
-        return 0;
-    }
-    alen = (size_t)(colon - word);
-    if (word[0] == '[') {
-        if (alen < 3 || word[alen - 1] != ']') {
-            *err = "a node is <ip>:<port> ([<ipv6>]:<port>)";
-            return 0;
-        }
-        a++;
-        alen -= 2;
-    }
-    if (alen >= sizeof(out->ip)) {
-        *err = "the node's address is too long";
-        return 0;
-    }
-    memcpy(out->ip, a, alen);
-    out->ip[alen] = '\0';
-    if (!nkAddrBytes(out->ip, bytes)) {
-        *err = "a node's address must be numeric (IPv4 or IPv6): Nic-KV resolves no name it is to trust";
-        return 0;
-    }
-    if (!string2ll(colon + 1, strlen(colon + 1), &port) || port < 1 || port > 65535) {
-        *err = "a node's port must be 1-65535";
-        return 0;
-    }
-    out->port = (int)port;
-    return 1;
-}
 
 /* Is ip:port (where Nic-KV connects) a member? */
 int nkMember(const char *ip, int port) {

@@ -187,15 +187,6 @@ static int addrSendable(const char *a) {
     return 1;
 }
 
-/* A replica is probed at a numeric address only: its address is what it
- * announced, and Nic-KV looks up no name a peer gives it (the master's
- * name is looked up off the loop: nickv_resolve.c). */
-int nkAddrNumeric(const char *a) {
-    struct in_addr v4;
-    struct in6_addr v6;
-    return inet_pton(AF_INET, a, &v4) == 1 || inet_pton(AF_INET6, a, &v6) == 1;
-}
-
 static int addrLoopback(const char *a) {
     return !strncmp(a, "127.", 4) || !strcmp(a, "::1") || !strcmp(a, "localhost");
 }
@@ -233,13 +224,13 @@ static const char *nodeRole(const probeNode *n) {
     return n->is_master ? "master" : "replica";
 }
 
-/* A Sentinel event about n (nkSentinelEvent); the master's sdown is its
- * odown too: the probes are the one judge. */
+/* A Sentinel event about n (hooks.event: nkSentinelEvent); the master's
+ * sdown is its odown too: the probes are the one judge. */
 static void probeEvent(probeNode *n, int down) {
     probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : n;
-    nkSentinelEvent(down ? "+sdown" : "-sdown", n->is_master, n->reach, n->port, m->reach, m->port, NULL);
+    hooks.event(down ? "+sdown" : "-sdown", n->is_master, n->reach, n->port, m->reach, m->port, NULL);
     if (n->is_master)
-        nkSentinelEvent(down ? "+odown" : "-odown", 1, n->reach, n->port, m->reach, m->port,
+        hooks.event(down ? "+odown" : "-odown", 1, n->reach, n->port, m->reach, m->port,
                         down ? "#quorum 1/1" : NULL);
 }
 
@@ -560,7 +551,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         sdsfreesplitres(lines, count);
         return;
     }
-    if (master_lease == 1 && !granted && nkCoordLeader()) {
+    if (master_lease == 1 && !granted && hooks.leader()) {
         /* It serves no PSYNC before our first grant: the link follows it
          * once an INFO sent after a grant is answered (the next tick's). */
         sdsfreesplitres(lines, count);
@@ -577,7 +568,7 @@ static void probeReadView(probeNode *m, const char *info, size_t len, int grante
         /* Those behind a Nic-KV are its own (nodesRefresh) ... unless
          * another Nic-KV fans out (a coordinator): then the master's list
          * is how we know them. */
-        if ((via && !nkCoordOn()) || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
+        if ((via && !hooks.coordinated()) || strcmp(state, "online") || !ip[0] || port <= 0 || port > 65535) continue;
         if ((port == nk.cfg.port || port == nk.cfg.tls_port) && port && addrOurs(ip))
             continue;   /* our own link, to a master that does not offload to us */
         if (ndirect == NICKV_HEALTH_MAX) break;
@@ -903,7 +894,7 @@ static void probeConnected(nkConn *conn, void *data) {
      * answer as +PONG: no password goes to an address a replica announced. */
     int trusted = n->is_master && probeTrusted(n);
     if (trusted && nk.cfg.masterauth) probeSend(n, PROBE_AUTH);
-    probeSend(n, trusted && nkCoordLeader() ? PROBE_LEASE : PROBE_PING);
+    probeSend(n, trusted && hooks.leader() ? PROBE_LEASE : PROBE_PING);
     /* Which process a replica is, while it is one the master lists: a
      * failover promotes only that process (nickv_failover.c). Asked
      * without a password (see above): a replica that requires one says
@@ -988,27 +979,6 @@ static void probeSend(probeNode *n, probeKind kind) {
     probeSendCmd(n, kind, NULL, NULL, 0);
 }
 
-/* The master read its clock t (at s, real time) before we read t (at r),
- * and a grant sent at g gives it the lease until t + ms on its clock. With
- * ms = lease_ms + k (g - r), the lease ends at s + 1.1 (lease_ms + k (g -
- * r)) at the latest, on our clock (a master's millisecond lasts at most
- * 1.1 of ours), which for k <= 1 / 1.1 is before g + 1.1 lease_ms: the
- * bound the grantor counts from g (leaseGranted in nickv_failover.c; the
- * chain of deadlines of nickv_coord.c). k is 0.8, not 0.9: the rest of
- * the clock's age stays slack for clocks that drift apart a little more
- * than assumed (NIC-KV.md, "Fencing"). So a grant built on a clock read
- * one probe interval ago is worth nearly a whole lease-time to the master,
- * not one probe interval less. The time since is capped at lease_ms, and
- * the sum at the most a master takes. */
-long long nkLeaseGrantMs(long long lease_ms, long long read_us, long long now_us) {
-    long long since_ms = (now_us - read_us) / 1000, ms;
-    if (lease_ms <= 0) return 0;
-    if (since_ms < 0) since_ms = 0;
-    if (since_ms > lease_ms) since_ms = lease_ms;
-    ms = lease_ms + since_ms * 8 / 10;
-    return ms > NICKV_LEASE_MAX_MS ? NICKV_LEASE_MAX_MS : ms;
-}
-
 /* ---------------------------------------------------------------- Nodes --- */
 
 static probeNode *nodeFind(const char *ip, int port, int is_master) {
@@ -1038,7 +1008,7 @@ static probeNode *nodeAdd(const char *ip, int port, int is_master) {
     health_dirty = 1;
     if (!is_master && listLength(nodes) > 1) {
         probeNode *m = listNodeValue(listFirst(nodes));
-        nkSentinelEvent("+slave", 0, n->reach, n->port, m->reach, m->port, NULL);
+        hooks.event("+slave", 0, n->reach, n->port, m->reach, m->port, NULL);
     }
     return n;
 }
@@ -1115,8 +1085,8 @@ static void nodesRefresh(void) {
         if (view_read) n->remembered = 0;
         n->seen = n->remembered;
     }
-    nkReplicaIterInit(&it);
-    while ((r = nkReplicaIterNext(&it)))
+    hooks.replicas_init(&it);
+    while ((r = hooks.replicas_next(&it)))
         if (!atomic_load(&r->kill) && atomic_load(&r->state) == NK_REPLICA_ONLINE && r->port > 0)
             nodeSeen(r->ip, r->port, 1);
     for (int i = 0; i < ndirect; i++) {
@@ -1164,7 +1134,7 @@ static void healthSend(void) {
      * A link that went: they go on the probe connection from now on. */
     if (streaming != was_streaming) health_dirty = 1;
     was_streaming = streaming;
-    if (!view_read || !nkCoordLeader()) return;
+    if (!view_read || !hooks.leader()) return;
     /* Without the link, the master counts our verdicts only while we grant
      * it the lease (src/nickv_server.c, nickvHealthActive): they go with
      * the grants, on the master's probe connection. */
@@ -1194,13 +1164,13 @@ static void healthSend(void) {
          * after us hears it before promoting (nickv_coord.c, 5.). A node
          * that is no member is never named: the master then counts it for
          * neither min-slaves nor WAIT (nickv_member.c). */
-        if (!nkCoordMayName(n->ip, n->port) || !nkMember(n->reach, n->port)) continue;
+        if (!hooks.may_name(n->ip, n->port) || !nkMember(n->reach, n->port)) continue;
         list = sdscatprintf(list, " %s %d", n->ip, n->port);
         n->named_ms = nowMs();
         nvalid++;
         /* Just repointed here by a failover: it counts before its PSYNC
          * is done (nickv_proto.h, NICKV_JOINING_MS). */
-        if (nkFailoverJoining(n->reach, n->port)) {
+        if (hooks.joining(n->reach, n->port)) {
             joining = sdscatprintf(joining, " %s %d", n->ip, n->port);
             njoining++;
         }
@@ -1230,7 +1200,7 @@ static void healthSend(void) {
 static void nodeTick(probeNode *n, long long now) {
     long long wait_us = nk.cfg.waiting_time * 1000LL;
     /* The master's watch: with the leader's grants, as the probe's. */
-    if (n->is_master && nkCoordLeader()) {
+    if (n->is_master && hooks.leader()) {
         int may_grant = master_identified && !master_restarted && hooks.granting();
         long long lease_ms = may_grant ? hooks.lease_time() : 0;
         if (nkWatchTick(now, may_grant, lease_ms)) hooks.granted(lease_ms);
@@ -1242,7 +1212,7 @@ static void nodeTick(probeNode *n, long long now) {
          * failover began): its answer says which process it is. */
         /* With a coordinator only the leader speaks the lease: a standby
          * PINGs the master like any node (nickv_coord.c). */
-        probeSend(n, n->is_master && nkCoordLeader() && probeTrusted(n) ? PROBE_LEASE : PROBE_PING);
+        probeSend(n, n->is_master && hooks.leader() && probeTrusted(n) ? PROBE_LEASE : PROBE_PING);
         /* The master's INFO once a second; every time until it is read
          * (a master we just moved to: see probeReadView). */
         if (n->is_master && (now >= next_info_us || (!view_read && !view_err[0]))) {

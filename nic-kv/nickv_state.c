@@ -265,29 +265,28 @@ static int stateDirMissing(const char *path, char *dir, size_t len) {
     return stat(dir, &st) == -1 && (errno == ENOENT || errno == ENOTDIR);
 }
 
-int nkFailoverInit(void) {
-    const char *path = nk.cfg.state_file;
+/* What the state file says, as nkFailoverInit reads it. */
+typedef struct {
+    long long lease_max, epoch;
+    char mhost[NK_ADDR_LEN], chost[NK_ADDR_LEN];
+    int mport, cport;
+    struct { char ip[NK_ADDR_LEN]; int port, old; } rp[NK_FO_REPOINT];
+    int nrp, known_lease, nknown, cluster;
+    struct { char ip[NK_ADDR_LEN]; int port; } known[NK_FO_CANDIDATES];
+} stateFile;
+
+/* Read the state file at path into sf (the master's run id and our
+ * stream's history straight into F, the cluster's lines into
+ * nickv_cluster.c): 0; 1 when there is none; -1 when it cannot be read or
+ * is damaged (logged). */
+static int stateParse(const char *path, stateFile *sf) {
     FILE *fp;
     sds text;
-    char line[4096], why[300], dir[PATH_MAX];
-    long long lease_max = 0, epoch = 0;
-    char mhost[NK_ADDR_LEN] = "", chost[NK_ADDR_LEN] = "";
-    int mport = 0, cport = 0, lineno = 0, missing;
-    struct { char ip[NK_ADDR_LEN]; int port, old; } rp[NK_FO_REPOINT];
-    int nrp = 0, known_lease = -1, nknown = 0, cluster = 0;
-    struct { char ip[NK_ADDR_LEN]; int port; } known[NK_FO_CANDIDATES];
-
-    F.state = FO_WATCHING;
-    F.lease_max_ms = nk.cfg.lease_time;
-    F.known_lease = -1;
-    if (!path) {
-        if (nk.cfg.failover)
-            nkLog(LL_WARNING, "Failover: no state-file: a restart forgets a failover");
-        goto start;
-    }
+    char line[4096], why[300];
+    int lineno = 0, missing;
     text = stateRead(path, &missing, why, sizeof(why));
     if (!text) {
-        if (missing) goto start;
+        if (missing) return 1;
         stateDamaged(path, why);
         return -1;
     }
@@ -307,13 +306,17 @@ int nkFailoverInit(void) {
         if (!argv) ok = 0;
         else if (argc == 0) ;
         else if (!strcmp(argv[0], "version")) ;     /* checked by stateRead */
-        else if (!strcmp(argv[0], "epoch") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) && v >= 0) epoch = v;
+        else if (!strcmp(argv[0], "epoch") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) && v >= 0)
+            sf->epoch = v;
         else if (!strcmp(argv[0], "lease-max-ms") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) &&
-                 v >= 0 && v <= NICKV_LEASE_MAX_MS) lease_max = v;
+                 v >= 0 && v <= NICKV_LEASE_MAX_MS) sf->lease_max = v;
         else if ((!strcmp(argv[0], "master") || !strcmp(argv[0], "configured")) && argc == 3 &&
                  sdslen(argv[1]) < NK_ADDR_LEN && string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536) {
-            if (argv[0][0] == 'm') { snprintf(mhost, sizeof(mhost), "%s", argv[1]); mport = (int)v; }
-            else { snprintf(chost, sizeof(chost), "%s", argv[1]); cport = (int)v; }
+            if (argv[0][0] == 'm') {
+                snprintf(sf->mhost, sizeof(sf->mhost), "%s", argv[1]);
+                sf->mport = (int)v;
+            }
+            else { snprintf(sf->chost, sizeof(sf->chost), "%s", argv[1]); sf->cport = (int)v; }
         } else if (!strcmp(argv[0], "master-runid") && argc == 2 && sdslen(argv[1]) == NK_RUNID_SIZE) {
             memcpy(F.known_runid, argv[1], NK_RUNID_SIZE + 1);
         } else if (!strcmp(argv[0], "stream") && argc == 3 && sdslen(argv[1]) == NK_RUNID_SIZE &&
@@ -322,23 +325,23 @@ int nkFailoverInit(void) {
             F.known_offset = v;
         } else if (!strcmp(argv[0], "master-lease") && argc == 2 && string2ll(argv[1], sdslen(argv[1]), &v) &&
                    (v == 0 || v == 1)) {
-            known_lease = (int)v;
+            sf->known_lease = (int)v;
         } else if (!strcmp(argv[0], "replica") && argc == 3 && sdslen(argv[1]) < NK_ADDR_LEN &&
                    string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536) {
-            if (nknown < NK_FO_CANDIDATES) {
-                snprintf(known[nknown].ip, sizeof(known[nknown].ip), "%s", argv[1]);
-                known[nknown].port = (int)v;
-                nknown++;
+            if (sf->nknown < NK_FO_CANDIDATES) {
+                snprintf(sf->known[sf->nknown].ip, sizeof(sf->known[sf->nknown].ip), "%s", argv[1]);
+                sf->known[sf->nknown].port = (int)v;
+                sf->nknown++;
             }
         } else if (!strncmp(argv[0], "cluster", 7)) {
             ok = nkClusterStateRead(argc, argv) == 0;
-            cluster = 1;
+            sf->cluster = 1;
         } else if (!strcmp(argv[0], "repoint") && argc == 4 && sdslen(argv[1]) < NK_ADDR_LEN &&
-                   string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536 && nrp < NK_FO_REPOINT) {
-            snprintf(rp[nrp].ip, sizeof(rp[nrp].ip), "%s", argv[1]);
-            rp[nrp].port = (int)v;
-            rp[nrp].old = atoi(argv[3]) != 0;
-            nrp++;
+                   string2ll(argv[2], sdslen(argv[2]), &v) && v > 0 && v < 65536 && sf->nrp < NK_FO_REPOINT) {
+            snprintf(sf->rp[sf->nrp].ip, sizeof(sf->rp[sf->nrp].ip), "%s", argv[1]);
+            sf->rp[sf->nrp].port = (int)v;
+            sf->rp[sf->nrp].old = atoi(argv[3]) != 0;
+            sf->nrp++;
         } else ok = 0;
         if (argv) sdsfreesplitres(argv, argc);
         if (!ok) {
@@ -351,39 +354,53 @@ int nkFailoverInit(void) {
     }
     fclose(fp);
     sdsfree(text);
-    if (lease_max > F.lease_max_ms) F.lease_max_ms = lease_max;
-    if (strcmp(chost, nk.cfg.master_host) || cport != nk.cfg.master_port) {
+    return 0;
+}
+
+/* What a state file read whole says takes effect: the master it names is
+ * followed, its nodes repointed; only what concerns the lease when it is
+ * for another configured master. */
+static void stateApply(const char *path, const stateFile *sf) {
+    if (sf->lease_max > F.lease_max_ms) F.lease_max_ms = sf->lease_max;
+    if (strcmp(sf->chost, nk.cfg.master_host) || sf->cport != nk.cfg.master_port) {
         nkLog(LL_WARNING, "Failover: the state file %s is for the master configured as %s:%d, not "
-              "%s:%d: ignoring what it says of the topology", path, chost, cport,
+              "%s:%d: ignoring what it says of the topology", path, sf->chost, sf->cport,
               nk.cfg.master_host, nk.cfg.master_port);
-        F.epoch = epoch;
+        F.epoch = sf->epoch;
         F.known_runid[0] = F.known_replid[0] = '\0';
         nkClusterStateApply(0);
-        goto start;
+        return;
     }
-    F.epoch = epoch;
-    nkClusterStateApply(cluster);
-    if (mhost[0]) {
+    F.epoch = sf->epoch;
+    nkClusterStateApply(sf->cluster);
+    if (sf->mhost[0]) {
         const char *h;
         int p;
         nkLinkMaster(&h, &p);
-        snprintf(F.master.ip, sizeof(F.master.ip), "%s", mhost);
-        snprintf(F.master.reach, sizeof(F.master.reach), "%s", mhost);
-        F.master.port = mport;
+        snprintf(F.master.ip, sizeof(F.master.ip), "%s", sf->mhost);
+        snprintf(F.master.reach, sizeof(F.master.reach), "%s", sf->mhost);
+        F.master.port = sf->mport;
         F.have_master = 1;
-        if (strcmp(h, mhost) || p != mport) {
+        if (strcmp(h, sf->mhost) || p != sf->mport) {
             nkLog(LL_WARNING, "Failover: the state file says the master is %s:%d (epoch %lld), "
-                  "not the configured %s:%d: following it", mhost, mport, epoch, h, p);
-            nkLinkFollow(mhost, mport, 0);
+                  "not the configured %s:%d: following it", sf->mhost, sf->mport, sf->epoch, h, p);
+            nkLinkFollow(sf->mhost, sf->mport, 0);
         }
     }
-    for (int i = 0; i < nrp; i++) repointAdd(rp[i].ip, rp[i].port, rp[i].old);
-    F.known_lease = known_lease;
-    F.nknown = nknown;
-    memcpy(F.known, known, sizeof(known[0]) * (size_t)nknown);
+    for (int i = 0; i < sf->nrp; i++) repointAdd(sf->rp[i].ip, sf->rp[i].port, sf->rp[i].old);
+    F.known_lease = sf->known_lease;
+    F.nknown = sf->nknown;
+    memcpy(F.known, sf->known, sizeof(sf->known[0]) * (size_t)sf->nknown);
     nkLog(LL_NOTICE, "Failover: state file %s read: epoch %lld, master %s:%d, %d node(s) to repoint",
-          path, epoch, mhost[0] ? mhost : nk.cfg.master_host, mhost[0] ? mport : nk.cfg.master_port, nrp);
-start:
+          path, sf->epoch, sf->mhost[0] ? sf->mhost : nk.cfg.master_host,
+          sf->mhost[0] ? sf->mport : nk.cfg.master_port, sf->nrp);
+}
+
+/* Whatever the state file said: the lease our previous run may have
+ * granted, the master, and a state file that can be written. 0, or -1
+ * when failover yes cannot record itself. */
+static int stateStart(const char *path) {
+    char dir[PATH_MAX];
     /* Our previous run may have granted a lease that still holds. */
     F.lease_bound_us = foNowUs() + F.lease_max_ms * 1000 +
                        F.lease_max_ms * NK_LEASE_DRIFT_PPM / 1000 + NK_LEASE_MARGIN_US;
@@ -413,6 +430,24 @@ start:
     return 0;
 }
 
+int nkFailoverInit(void) {
+    const char *path = nk.cfg.state_file;
+    stateFile sf = {.known_lease = -1};
+
+    F.state = FO_WATCHING;
+    F.lease_max_ms = nk.cfg.lease_time;
+    F.known_lease = -1;
+    if (!path) {
+        if (nk.cfg.failover)
+            nkLog(LL_WARNING, "Failover: no state-file: a restart forgets a failover");
+    } else {
+        int read = stateParse(path, &sf);
+        if (read == -1) return -1;
+        if (read == 0) stateApply(path, &sf);
+    }
+    return stateStart(path);
+}
+
 void foMasterServes(const char *ip, int port, int rdma_port) {
     nkLinkFollow(ip, port, rdma_port);
     if (F.have_master && F.master.port == port && !strcmp(F.master.reach, ip)) return;
@@ -426,7 +461,7 @@ void foMasterServes(const char *ip, int port, int rdma_port) {
      * again, and dropped it from the nodes to repoint. */
     if (F.state != FO_WATCHING) return;
     nkLog(LL_NOTICE, "Failover: the master is now %s:%d (epoch %lld)", ip, port, F.epoch + 1);
-    if (F.have_master) nkSentinelSwitchMaster(F.master.reach, F.master.port, ip, port);
+    if (F.have_master) foSwitchMaster(F.master.reach, F.master.port, ip, port);
     snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
     snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
     F.master.port = port;
@@ -443,7 +478,7 @@ void foFollow(const char *ip, int port, long long epoch) {
     if (F.state != FO_WATCHING) return;
     if (!F.have_master || F.master.port != port || strcmp(F.master.reach, ip)) {
         nkLog(LL_NOTICE, "Failover: the record in etcd names the master %s:%d (epoch %lld)", ip, port, epoch);
-        if (F.have_master) nkSentinelSwitchMaster(F.master.reach, F.master.port, ip, port);
+        if (F.have_master) foSwitchMaster(F.master.reach, F.master.port, ip, port);
         snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
         snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
         F.master.port = port;

@@ -161,3 +161,9 @@ void *nkTlsSession(int server) {
 }
 
 #endif
+
+/* The port replicas reach us on (REPLCONF listening-port): port, or
+ * tls-port when port is 0. */
+int nkListeningPort(void) {
+    return nk.cfg.port ? nk.cfg.port : nk.cfg.tls_port;
+}

@@ -130,6 +130,16 @@ void nkLinkOnReplicas(const nkLinkReplicaOps *ops) {
     R = ops;
 }
 
+/* May the link go to the master now (see nkLinkReplicaOps)? Not before
+ * main wires it in. */
+static int linkMayFanout(void) {
+    return R && R->fanout(M.host, M.port);
+}
+
+static int linkMasterMember(void) {
+    return R && R->member(M.host, M.port);
+}
+
 static unsigned long replicaCount(void) {
     return R ? R->count() : 0;
 }
@@ -714,9 +724,9 @@ static void linkConnect(void) {
     int rdma = M.rdma_port > 0;
     int port = rdma ? M.rdma_port : M.port;
     /* With a coordinator only the leader on the master's server links. */
-    if (!nkCoordFanout(M.host, M.port)) return;
+    if (!linkMayFanout()) return;
     /* Our credentials and key go to members only (nickv_member.c). */
-    if (!nkMember(M.host, M.port)) {
+    if (!linkMasterMember()) {
         nkLogRepeat(LL_WARNING, NULL, "Not linking to the master %s:%d: it is not a member (no node line "
                     "names it), and the link authenticates with Nic-KV's credentials", M.host, M.port);
         return;
@@ -779,7 +789,7 @@ int nkLinkStreamedLately(void) {
 
 void nkLinkFanoutCheck(void) {
     if (leaving) return;
-    if (!nkCoordFanout(M.host, M.port)) {
+    if (!linkMayFanout()) {
         if (L.link_state != NK_LINK_NONE) linkClose("not the Nic-KV that fans out now (INFO coordinator)");
     } else if (L.link_state == NK_LINK_NONE) {
         linkConnect();

@@ -194,6 +194,13 @@ static void leaseConfirmed(long long t) {
     if (offset > LE.confirmed) LE.confirmed = offset;
 }
 
+/* What the watch thread does to the lease: it calls back, as it knows
+ * nothing of this file. */
+static const nickvWatchLeaseOps watch_lease = {
+    .prolong = nickvLeaseProlong,
+    .left_ms_at = nickvLeaseLeftMsAt,
+};
+
 /* REPLCONF nickv "lease <t> <ms> <instance> <key>" (argv[0] is "lease"),
  * from the grantor (bound: it became the grantor with this message). */
 void nickvLeaseGrant(client *c, int argc, sds *argv, int bound) {
@@ -218,7 +225,7 @@ void nickvLeaseGrant(client *c, int argc, sds *argv, int bound) {
      * grant goes past this one's ms (nickvWatchGrantor). */
     const char *token = "";
     if (nickvLease && !server.masterhost) {
-        nickvWatchStart();
+        nickvWatchStart(&watch_lease);
         char ip[NET_IP_STR_LEN] = "";
         if (connPeerToString(c->conn, ip, sizeof(ip), NULL) == -1) ip[0] = '\0';
         token = nickvWatchGrantor(argv[3], ip, bound, t > 0 ? ms : 0);

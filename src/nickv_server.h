@@ -80,7 +80,13 @@ long long nickvLeaseLeftMsAt(long long now);
  * main thread's state (src/nickv_watch.c). -1: none, 0: a port the kernel
  * picks. */
 extern int nickvWatchPort;
-void nickvWatchStart(void);
+/* What the thread does to the lease (src/nickv_lease.c, which starts the
+ * thread, gives them): prolong it to t + ms; what is left of it at now. */
+typedef struct nickvWatchLeaseOps {
+    void (*prolong)(long long t, long long ms);
+    long long (*left_ms_at)(long long now);
+} nickvWatchLeaseOps;
+void nickvWatchStart(const nickvWatchLeaseOps *lease);
 /* The main thread leaves its event loop's wait / goes back to it / begins
  * a client's command. */
 void nickvWatchAwake(void);

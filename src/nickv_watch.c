@@ -102,6 +102,7 @@ static struct {
     char grantor_ip[NET_IP_STR_LEN];  /* ... its connection's peer address */
     unsigned long long gen;           /* bumped with every new token */
     long long grant_cap;              /* the grantor's last probe grant's ms (0: none) */
+    const nickvWatchLeaseOps *lease;  /* the lease (nickvWatchStart), set before the thread */
 } W = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The main thread's state, written by it, read by the watch thread. */
@@ -293,7 +294,7 @@ static void watchRequest(watchConn *c, int argc, sds *argv) {
     if (ms > W.grant_cap) ms = W.grant_cap;
     if (grantor && t > 0 && ms > 0 && atomic_load_explicit(&is_master, memory_order_relaxed) &&
         atomic_load_explicit(&may_prolong, memory_order_relaxed))
-        nickvLeaseProlong(t, ms);
+        W.lease->prolong(t, ms);
     pthread_mutex_unlock(&W.lock);
     if (!grantor) {
         watchReply(c, "-ERR not the Nic-KV that grants this master's lease\r\n");
@@ -308,7 +309,7 @@ static void watchRequest(watchConn *c, int argc, sds *argv) {
     if (busy && since && since >= awake && watchCommandName(name)) what = name;
     c->sent[c->sent_next] = now;
     c->sent_next = (c->sent_next + 1) % WATCH_SENT;
-    watchReply(c, "+WATCH %lld %lld %s %lld\r\n", now, busy, what, nickvLeaseLeftMsAt(now));
+    watchReply(c, "+WATCH %lld %lld %s %lld\r\n", now, busy, what, W.lease->left_ms_at(now));
 }
 
 /* Are the two tokens (NICKV_INSTANCE_LEN bytes each) equal? In a time
@@ -567,12 +568,13 @@ static int watchTlsContext(void) {
 /* From the lease's first grant: the thread starts once, and runs until the
  * process exits. Nothing is lost without it: Nic-KV then judges by the
  * main thread alone, as before. */
-void nickvWatchStart(void) {
+void nickvWatchStart(const nickvWatchLeaseOps *lease) {
     static time_t tried;
     pthread_t tid;
     /* A port that could not be bound is tried again, every 10 s at most. */
     if (W.started || nickvWatchPort < 0 || server.bindaddr_count == 0 || (tried && server.unixtime - tried < 10))
         return;
+    W.lease = lease;            /* before the thread, which reads it */
     tried = server.unixtime;
     for (int i = 0; i < WATCH_CONNS; i++) W.conns[i].fd = -1;
     if (server.tls_replication && !W.ssl_ctx && watchTlsContext() == -1) return;

@@ -3,11 +3,15 @@
 #
 # Run by `make test` after the build. Suites, in order (SKV_TEST_SUITES
 # selects a subset, e.g. SKV_TEST_SUITES="skv"):
+#   layers    SKV's own code keeps to nic-kv/LAYERS and has no function over
+#             100 lines: tests/unit/check-layers.tcl (utils/check-layers.sh,
+#             as `make check-layers`), first, as it takes seconds
 #   patches   the committed patch series matches a fresh export
 #   upstream  upstream's Tcl suite, every unit and integration test
 #   sentinel  upstream's Sentinel suite
 #   cluster   upstream's Cluster suite
-#   skv       SKV's own tests (tests/unit, tests/integration), in upstream's harness
+#   skv       SKV's own tests (tests/unit, tests/integration), in upstream's
+#             harness; unit/check-layers is the layers suite's
 #   skv-debug the Nic-KV tests (tests/integration/nickv*) again, against
 #             nic-kv-debug (make nic-kv-debug): its invariants checked, a
 #             broken one (nkBug) aborting the daemon
@@ -42,7 +46,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree="$top/build/redis"
 logs="$top/build/test-logs"
-suites=${SKV_TEST_SUITES:-patches upstream sentinel cluster skv skv-debug arm64 deb rdma}
+suites=${SKV_TEST_SUITES:-layers patches upstream sentinel cluster skv skv-debug arm64 deb rdma}
 clients=${SKV_TEST_CLIENTS:-4}
 
 [ -x "$tree/src/redis-server" ] || { echo "run-tests: build first (make)" >&2; exit 1; }
@@ -153,6 +157,9 @@ skv_units() {
 
 for suite in $suites; do
     case $suite in
+    layers)
+        run_suite layers count_runtest \
+            bash -c "cd '$tree' && ./runtest --clients 1 --single skv/unit/check-layers ${SKV_RUNTEST_ARGS:-}" ;;
     patches)
         run_suite patches count_check "$top/utils/patch-queue.sh" check ;;
     upstream)
@@ -166,7 +173,7 @@ for suite in $suites; do
         run_suite cluster count_instances bash -c "cd '$tree' && ./runtest-cluster" ;;
     skv)
         args=()
-        for u in $(skv_units); do args+=(--single "skv/$u"); done
+        for u in $(skv_units | grep -v '^unit/check-layers$'); do args+=(--single "skv/$u"); done
         if [ ${#args[@]} = 0 ]; then echo "no SKV tests found in tests/" >&2; total_fail=$((total_fail+1)); continue; fi
         run_suite skv count_runtest \
             bash -c "cd '$tree' && ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}"
