@@ -65,7 +65,7 @@ static struct {
  * bound the grantor counts from g (leaseGranted in nickv_failover.c; the
  * chain of deadlines of nickv_coord.c). k is 0.8, not 0.9: the rest of
  * the clock's age stays slack for clocks that drift apart a little more
- * than assumed (NIC-KV.md, "Fencing"). So a grant built on a clock read
+ * than assumed (DESIGN.md, "Fencing"). So a grant built on a clock read
  * one probe interval ago is worth nearly a whole lease-time to the master,
  * not one probe interval less. The time since is capped at lease_ms, and
  * the sum at the most a master takes. */

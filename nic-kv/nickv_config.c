@@ -452,7 +452,7 @@ static nkConfigOption nkConfigs[] = {
     {"confirm-claims", NK_CFG_BOOL, 0, &nk.cfg.confirm_claims, 0, 1, 0, NULL, NULL, NULL, NULL, NULL,
      "yes|no", "take a replica's offset past the master's known\n"
      "                        stream when a replica at another address claims as much;\n"
-     "                        only with one replica per host (NIC-KV.md, Fencing)"},
+     "                        only with one replica per host (DESIGN.md, Fencing)"},
     {"fence-command", NK_CFG_STRING, PROT, &nk.cfg.fence_command, 0, 0, 0, NULL, NULL, NULL, NULL,
      NULL, "<cmd>", "run before a promotion with <old-ip> <old-port>\n"
      "                        <new-ip> <new-port> <epoch>; must exit 0 within 5 s\n"

@@ -522,7 +522,7 @@ static int sameAddr(const char *a, const char *b) {
  * ip-address), and one host may own several. So this holds only where
  * the replicas' password is held by the replicas alone, one per host: a
  * process with that password reachable at two addresses would confirm its
- * own claim. Off by default (NIC-KV.md, "Fencing"). On equal offsets a
+ * own claim. Off by default (DESIGN.md, "Fencing"). On equal offsets a
  * confirmed claim ranks after one that needed no confirmation (better()). */
 static void foCorroborate(void) {
     if (!nk.cfg.confirm_claims) return;
@@ -763,7 +763,7 @@ static void foChoose(void) {
     if (best->offset < most) {
         /* A replica that cannot be promoted has bytes no candidate has:
          * they may be acknowledged writes. Better no master than losing
-         * them: an operator decides (NIC-KV.md, "The state machine"). */
+         * them: an operator decides (DESIGN.md, "The state machine"). */
         char why[500];
         snprintf(why, sizeof(why), "%.64s:%d (%.200s) is at offset %lld, the best candidate %.64s:%d at "
                  "%lld: promoting it could lose acknowledged writes", ahead->node.reach,
