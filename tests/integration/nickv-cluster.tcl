@@ -38,6 +38,27 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
         assert_match {*not in cluster mode*} $e
     }
 
+    test {Nic-KV in cluster mode: min-slaves as high as the shard's replica count is warned of} {
+        # One replica in the shard: after a failover the new master would
+        # have none, and min-slaves 1 would stall the shard until the dead
+        # node is back (issue 33).
+        wait_for_condition 50 100 {
+            [nickv_info $nk cluster_shard_replicas] == 1
+        } else {
+            fail "the shard's replicas are not counted: [nickv_cmd $nk info cluster]"
+        }
+        assert_equal no [nickv_info $nk cluster_min_slaves_stalls]
+        assert_equal OK [nickv_cmd $nk config set min-slaves 1]
+        wait_for_condition 50 100 {
+            [nickv_info $nk cluster_min_slaves_stalls] eq {yes} &&
+            ![catch {exec grep -q "Cluster: min-slaves 1 with 1 replica(s) in this shard" [dict get $nk log]}]
+        } else {
+            fail "no warning: [nickv_cmd $nk info cluster]"
+        }
+        assert_equal OK [nickv_cmd $nk config set min-slaves 0]
+        assert_equal no [nickv_info $nk cluster_min_slaves_stalls]
+    }
+
     test {Nic-KV follows CLUSTER FAILOVER: the link goes to the shard's new master, the fan-out kept, no full sync} {
         set full_a [status $a sync_full]
         set full_b [status $b sync_full]
