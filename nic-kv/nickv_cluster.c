@@ -641,6 +641,7 @@ int nkClusterDirty(void) {
 sds nkClusterInfo(sds s) {
     return sdscatprintf(s,
         "# Cluster\r\n"
+        "cluster_enabled:%d\r\n"           /* redis-server's name for it (redis_exporter) */
         "cluster_mode:%s\r\n"
         "cluster_mode_from:%s\r\n"
         "cluster_shard:%s\r\n"
@@ -653,7 +654,7 @@ sds nkClusterInfo(sds s) {
         "cluster_follows:%lld\r\n"
         "cluster_shard_replicas:%d\r\n"
         "cluster_min_slaves_stalls:%s\r\n\r\n",
-        C.mode == 1 ? "yes" : (C.mode == 0 ? "no" : "unknown"), C.mode_from, C.mode == 1 ? C.state : "",
+        C.mode == 1, C.mode == 1 ? "yes" : (C.mode == 0 ? "no" : "unknown"), C.mode_from, C.mode == 1 ? C.state : "",
         S.have ? S.id : "", S.epoch, slotCount(S.slots), S.nmembers, C.views, C.view_errors, C.follows,
         C.replicas, minSlavesStalls() ? "yes" : "no");
 }

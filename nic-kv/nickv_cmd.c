@@ -14,6 +14,7 @@
  */
 
 #include "nickv_int.h"
+#include "monotonic.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +210,27 @@ static sds infoCpu(sds s) {
     return s;
 }
 
+/* The sections redis-server has and tools ask for (redis_exporter, redis-cli
+ * --stat): what applies to Nic-KV, which keeps no keys and persists
+ * nothing but its state file. commandstats: each command's calls and time
+ * (nkCommandStats); errorstats: none kept. Only when asked by name, as
+ * upstream's "everything" sections are. */
+static sds nkCommandStats(sds s);
+
+static sds infoUpstreamOnly(sds s, int nsec, sds *secs) {
+    for (int i = 0; i < nsec; i++) {
+        if (!strcasecmp(secs[i], "persistence"))
+            s = sdscat(s, "# Persistence\r\nloading:0\r\nasync_loading:0\r\n\r\n");
+        else if (!strcasecmp(secs[i], "keyspace"))
+            s = sdscat(s, "# Keyspace\r\n\r\n");
+        else if (!strcasecmp(secs[i], "errorstats"))
+            s = sdscat(s, "# Errorstats\r\n\r\n");
+        else if (!strcasecmp(secs[i], "commandstats"))
+            s = nkCommandStats(sdscat(s, "# Commandstats\r\n"));
+    }
+    return s;
+}
+
 /* INFO [section ...]: the sections asked for (infoWants), as upstream 7.0
  * takes them; each part of Nic-KV writes its own. */
 static sds genInfo(int nsec, sds *secs) {
@@ -237,6 +259,7 @@ static sds genInfo(int nsec, sds *secs) {
     if (infoWants(nsec, secs, "clients", NULL)) s = infoClients(s);
     if (infoWants(nsec, secs, "memory", NULL)) s = infoMemory(s);
     if (infoWants(nsec, secs, "cpu", NULL)) s = infoCpu(s);
+    s = infoUpstreamOnly(s, nsec, secs);
     if (sdslen(s) >= 2) sdsrange(s, 0, -3);   /* no blank line at the end */
     return s;
 }
@@ -452,11 +475,17 @@ static sds catClientInfo(sds s, nkClient *c) {
     static const char *states[NK_CLIENT_STATES] = {"N", "W", "F", "H", "c"};
     long long now = nkMstime();
     size_t qmem = sdsAllocSize(c->querybuf), omem = sdsAllocSize(c->outbuf);
+    int subscribed = (c->channels && listLength(c->channels)) || (c->patterns && listLength(c->patterns));
+    char flags[4] = "";
+    /* Upstream's letters: P a subscriber, N nothing else to say. */
+    if (c->state < NK_CLIENT_STATES && strcmp(states[c->state], "N")) strcat(flags, states[c->state]);
+    else if (c->state >= NK_CLIENT_STATES) strcat(flags, "?");
+    if (subscribed) strcat(flags, "P");
+    if (!flags[0]) strcat(flags, "N");
     s = sdscatfmt(s, strchr(c->ip, ':') ? "id=%I addr=[%s]:%i" : "id=%I addr=%s:%i", c->id, c->ip, c->port);
     s = sdscatfmt(s, " fd=%i name=%s age=%I idle=%I flags=%s db=0 sub=%i psub=%i multi=-1",
                   c->conn ? nkConnFd(c->conn) : -1, c->name ? c->name : "",
-                  (now - c->ctime_ms) / 1000, (now - c->last_cmd_ms) / 1000,
-                  c->state < NK_CLIENT_STATES ? states[c->state] : "?",
+                  (now - c->ctime_ms) / 1000, (now - c->last_cmd_ms) / 1000, flags,
                   c->channels ? (int)listLength(c->channels) : 0,
                   c->patterns ? (int)listLength(c->patterns) : 0);
     s = sdscatfmt(s, " qbuf=%U qbuf-free=%U argv-mem=0 obl=%U oll=0 omem=%U tot-mem=%U",
@@ -624,6 +653,24 @@ static const nkCommand nkCommands[] = {
     {NULL, 0, 0, NULL, NULL, NULL}
 };
 
+/* Calls and time per row of nkCommands[] (INFO commandstats; CONFIG
+ * RESETSTAT clears them). */
+static struct { long long calls, usec; } cmdstats[sizeof(nkCommands) / sizeof(nkCommands[0])];
+
+static sds nkCommandStats(sds s) {
+    for (size_t i = 0; nkCommands[i].name; i++) {
+        if (!cmdstats[i].calls) continue;
+        s = sdscatprintf(s, "cmdstat_%s:calls=%lld,usec=%lld,usec_per_call=%.2f,rejected_calls=0,failed_calls=0\r\n",
+                         nkCommands[i].name, cmdstats[i].calls, cmdstats[i].usec,
+                         (double)cmdstats[i].usec / cmdstats[i].calls);
+    }
+    return sdscat(s, "\r\n");
+}
+
+void nkCommandStatsReset(void) {
+    memset(cmdstats, 0, sizeof(cmdstats));
+}
+
 static const nkCommand *nkLookupCommand(const char *name) {
     for (const nkCommand *cmd = nkCommands; cmd->name; cmd++)
         if (!strcasecmp(name, cmd->name)) return cmd;
@@ -694,16 +741,12 @@ static void syncCommand(nkClient *c, int argc, sds *argv) {
 /* INFO: a bulk string, or to a RESP3 client a verbatim one ("txt"), as
  * upstream 7.0's redis-server answers. */
 static void infoCommand(nkClient *c, int argc, sds *argv) {
+    /* A section Nic-KV does not have answers empty, as upstream's unknown
+     * ones do: tools ask for sections by name (keyspace, errorstats...). */
     sds info = genInfo(argc - 1, argv + 1);
-    if (sdslen(info) == 0) {
-        /* Not a section we have: say so rather than answer nothing. */
-        nkClientReply(c, "-ERR no such INFO section (Nic-KV has server, upstream, backlog, "
-                      "replicas, stats, failover, rdma, clients, memory, cpu)\r\n");
-    } else {
-        sds out = nkCatVerbatim(sdsempty(), c->resp, info, sdslen(info));
-        nkClientWriteRaw(c, out, sdslen(out));
-        sdsfree(out);
-    }
+    sds out = nkCatVerbatim(sdsempty(), c->resp, info, sdslen(info));
+    nkClientWriteRaw(c, out, sdslen(out));
+    sdsfree(out);
     sdsfree(info);
 }
 
@@ -822,6 +865,10 @@ static void latencyCommand(nkClient *c, int argc, sds *argv) {
         nkClientReply(c, "*0\r\n");
     } else if (!strcasecmp(argv[1], "reset")) {
         nkClientReply(c, ":0\r\n");
+    } else if (!strcasecmp(argv[1], "histogram")) {
+        /* Per-command latency histograms: none kept (upstream answers a
+         * map of the commands it has one for). */
+        nkClientReply(c, c->resp >= 3 ? "%%0\r\n" : "*0\r\n");
     } else if (!strcasecmp(argv[1], "doctor") && argc == 2) {
         const char *t = "Nic-KV measures no latency events: nothing to report. "
                         "INFO stats and INFO failover show the link's and the probes' timings.\n";
@@ -829,7 +876,8 @@ static void latencyCommand(nkClient *c, int argc, sds *argv) {
         nkClientWriteRaw(c, out, sdslen(out));
         sdsfree(out);
     } else {
-        nkClientReply(c, "-ERR syntax: LATENCY LATEST | HISTORY <event> | RESET [event...] | DOCTOR\r\n");
+        nkClientReply(c, "-ERR syntax: LATENCY LATEST | HISTORY <event> | RESET [event...] | DOCTOR | "
+                      "HISTOGRAM [command...]\r\n");
     }
 }
 
@@ -914,6 +962,9 @@ void execCommand(nkClient *c, int argc, sds *argv) {
         nkReplyNoPerm(c, admin);
         return;
     }
+    long long start = (long long)getMonotonicUs();
     cmd->proc(c, argc, argv);     /* (may free c) */
     stats.commands++;             /* after it, as Redis counts: INFO does not count itself */
+    cmdstats[cmd - nkCommands].calls++;
+    cmdstats[cmd - nkCommands].usec += (long long)getMonotonicUs() - start;
 }

@@ -926,6 +926,7 @@ void configCommand(nkClient *c, int argc, sds *argv) {
         nkProbeResetStats();
         nkFailoverResetStats();
         nkClusterResetStats();
+        nkCommandStatsReset();
         rdmaResetStats();
         nkClientReply(c, "+OK\r\n");
     } else if (argc == 2 && !strcasecmp(argv[1], "rewrite")) {

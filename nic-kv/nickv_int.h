@@ -48,6 +48,7 @@ int nkAllowProtected(nkClient *c);
 void nkAuthFailuresCron(void);
 /* Run one command a client sent (nkClientReadable, nickv.c). */
 void execCommand(nkClient *c, int argc, sds *argv);
+void nkCommandStatsReset(void);      /* INFO commandstats' counters (CONFIG RESETSTAT) */
 
 /* nickv_config.c, for main() (nickv.c): the defaults, the config file
  * and the command line, --help, the checks made at start. */
