@@ -620,7 +620,7 @@ typedef struct nkCommand {
     const char *summary;
 } nkCommand;
 
-static nkCommandProc pingCommand, replconfCommand, syncCommand, infoCommand, roleCmd,
+static nkCommandProc sentinelCommand, pingCommand, replconfCommand, syncCommand, infoCommand, roleCmd,
     echoCommand, timeCommand, aclCommand, commandCommand, slowlogCommand, latencyCommand,
     memoryCommand, failoverCommand, shutdownCommand, quitCommand;
 
@@ -642,7 +642,8 @@ static const nkCommand nkCommands[] = {
     {"slowlog", -2, 0, slowlogCommand, "server", "Empty: Nic-KV keeps no slow log"},
     {"latency", -2, 0, latencyCommand, "server", "Empty: Nic-KV measures no latency events"},
     {"memory", -2, 0, memoryCommand, "server", "STATS: Nic-KV's memory"},
-    {"sentinel", -2, 0, nkSentinelCommand, "sentinel", "Find the master, as through Redis Sentinel"},
+    {"sentinel", -2, 0, sentinelCommand, "sentinel", "Find the master, as through Redis Sentinel; "
+     "FAILOVER, SET, RESET (admin)"},
     {"subscribe", -2, 0, nkPubsubCommand, "pubsub", "Listen for Sentinel's events (+switch-master, +sdown...)"},
     {"psubscribe", -2, 0, nkPubsubCommand, "pubsub", "Listen for channels matching patterns"},
     {"unsubscribe", -1, 0, nkPubsubCommand, "pubsub", "Stop listening for channels"},
@@ -684,6 +685,11 @@ static const char *nkAdminName(const nkCommand *cmd, int argc, sds *argv) {
     if (!strcmp(cmd->name, "client") && argc >= 2) {
         if (!strcasecmp(argv[1], "list")) return "client|list";
         if (!strcasecmp(argv[1], "kill")) return "client|kill";
+    }
+    if (!strcmp(cmd->name, "sentinel") && argc >= 2) {
+        if (!strcasecmp(argv[1], "failover")) return "sentinel|failover";
+        if (!strcasecmp(argv[1], "set")) return "sentinel|set";
+        if (!strcasecmp(argv[1], "reset")) return "sentinel|reset";
     }
     return NULL;
 }
@@ -915,6 +921,77 @@ static void failoverCommand(nkClient *c, int argc, sds *argv) {
         nkClientReply(c, "-ERR FAILOVER: %s\r\n", err);
     } else {
         nkClientReply(c, "+OK\r\n");
+    }
+}
+
+/* SENTINEL's subcommands that change something, for an admin (nkAdminName):
+ * FAILOVER <name> is Nic-KV's FAILOVER (a planned handover: Sentinel's
+ * forces one without agreement; Nic-KV's fencing always applies); SET
+ * <name> <option> <value>... maps the options that mean something to
+ * Nic-KV onto its own, CONFIG SET's way (all or none), and refuses the
+ * others by name. The rest is nickv_sentinel.c's. */
+static const struct { const char *sentinel, *nickv, *why; } sentinelSetOptions[] = {
+    {"down-after-milliseconds", "waiting-time", NULL},
+    {"auth-pass", "masterauth", NULL},
+    {"auth-user", "masteruser", NULL},
+    {"quorum", NULL, "one Nic-KV decides, or the coordinator's leader through etcd: no quorum to set"},
+    {"failover-timeout", NULL, "a failover's steps have deadlines of their own (DESIGN.md, \"The chain of deadlines\")"},
+    {"parallel-syncs", NULL, "replicas resync from Nic-KV's backlog, not from the new master"},
+    {"notification-script", NULL, "Nic-KV runs no scripts a client names (fence-command is set on the DPU)"},
+    {"client-reconfig-script", NULL, "Nic-KV runs no scripts a client names (fence-command is set on the DPU)"},
+    {"master-reboot-down-after-period", NULL, "not supported"},
+    {"rename-command", NULL, "not supported"},
+    {NULL, NULL, NULL}
+};
+
+static void sentinelSetCommand(nkClient *c, int argc, sds *argv) {
+    sds *cargv;
+    int cargc = 2;
+    if (argc < 5 || (argc - 3) % 2) {
+        nkClientReply(c, "-ERR wrong number of arguments for 'sentinel|set' command\r\n");
+        return;
+    }
+    if (strcmp(argv[2], nk.cfg.master_name)) {
+        nkClientReply(c, "-ERR No such master with that name\r\n");
+        return;
+    }
+    cargv = zmalloc(sizeof(sds) * (2 + (argc - 3)));
+    cargv[0] = sdsnew("config");
+    cargv[1] = sdsnew("set");
+    for (int i = 3; i + 1 < argc; i += 2) {
+        int j;
+        for (j = 0; sentinelSetOptions[j].sentinel; j++)
+            if (!strcasecmp(argv[i], sentinelSetOptions[j].sentinel)) break;
+        if (!sentinelSetOptions[j].sentinel || !sentinelSetOptions[j].nickv) {
+            sds a = sdscatrepr(sdsempty(), argv[i], sdslen(argv[i]) > 64 ? 64 : sdslen(argv[i]));
+            nkClientReply(c, "-ERR SENTINEL SET %s: %s\r\n", a, sentinelSetOptions[j].sentinel ?
+                          sentinelSetOptions[j].why : "unknown option (Nic-KV maps down-after-milliseconds, "
+                          "auth-pass, auth-user)");
+            sdsfree(a);
+            goto end;
+        }
+        cargv[cargc++] = sdsnew(sentinelSetOptions[j].nickv);
+        cargv[cargc++] = sdsdup(argv[i + 1]);
+    }
+    configCommand(c, cargc, cargv);
+end:
+    for (int i = 0; i < cargc; i++) sdsfree(cargv[i]);
+    zfree(cargv);
+}
+
+static void sentinelCommand(nkClient *c, int argc, sds *argv) {
+    char err[512];
+    if (!strcasecmp(argv[1], "set")) {
+        sentinelSetCommand(c, argc, argv);
+    } else if (!strcasecmp(argv[1], "failover") && argc == 3) {
+        if (strcmp(argv[2], nk.cfg.master_name))
+            nkClientReply(c, "-ERR No such master with that name\r\n");
+        else if (nkFailoverPlanned(NULL, 0, "SENTINEL FAILOVER", err, sizeof(err)) == -1)
+            nkClientReply(c, "-ERR FAILOVER: %s\r\n", err);
+        else
+            nkClientReply(c, "+OK\r\n");
+    } else {
+        nkSentinelCommand(c, argc, argv);
     }
 }
 

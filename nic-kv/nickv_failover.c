@@ -862,7 +862,7 @@ static void foPromoted(void) {
     foSwitchMaster(F.old.reach, F.old.port, F.winner.reach, F.winner.port);
     F.failovers++;
     F.last_ms = took;
-    snprintf(F.last_why, sizeof(F.last_why), "promoted %.60s:%d in place of %.60s:%d%s%.16s", F.winner.reach,
+    snprintf(F.last_why, sizeof(F.last_why), "promoted %.60s:%d in place of %.60s:%d%s%.63s", F.winner.reach,
              F.winner.port, F.old.reach, F.old.port, F.planned ? " by " : "", F.planned ? F.planned_why : "");
     if (F.planned) F.planned_done++;
     if (F.winner_corroborated) F.corroborated++;

@@ -182,6 +182,28 @@ sds nkSentinelInfo(sds s) {
         nk.cfg.master_name, status, addr, nreplicas);
 }
 
+/* SENTINEL CKQUORUM <name>: as Sentinel words it (redis_exporter reads the
+ * "+OK"), the Nic-KVs that can decide a failover: this one, or with a
+ * coordinator the group through etcd; -NOQUORUM when none will (failover
+ * no). SENTINEL RESET <pattern>: the masters matched (this one or none).
+ * Sentinel then forgets the replicas and Sentinels it learnt; Nic-KV
+ * keeps no such list (it names what the master lists, and its members
+ * come from its configuration or etcd), so there is nothing to forget.
+ * NULL: CKQUORUM of another name. */
+static sds sentinelCheckOrReset(const char *sub, sds name) {
+    if (!strcasecmp(sub, "reset"))
+        return sdscatfmt(sdsempty(), ":%i\r\n", stringmatchlen(name, (int)sdslen(name), nk.cfg.master_name,
+                                                              (int)strlen(nk.cfg.master_name), 0) ? 1 : 0);
+    if (!isOurName(name)) return NULL;
+    if (!nk.cfg.failover && !nkClusterOn())
+        return sdsnew("-NOQUORUM Nic-KV does not fail this master over (failover no)\r\n");
+    return sdsnew(nkClusterOn() ? "+OK 1 usable Sentinels. The cluster fails this shard over; Nic-KV follows\r\n"
+                                : (nkCoordOn() ? "+OK 1 usable Sentinels. Quorum and failover authorization can be "
+                                                 "reached (etcd: the coordinator's leader fails over)\r\n"
+                                               : "+OK 1 usable Sentinels. Quorum and failover authorization can be "
+                                                 "reached\r\n"));
+}
+
 void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
     static nkProbeView v[NK_SENTINEL_NODES];
     int n, nreplicas;
@@ -223,11 +245,19 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
             for (int i = 1; i < n; i++)
                 if (v[i].listed) out = replicaState(out, c->resp, &v[i], &v[0]);
         }
+    } else if (!strcasecmp(sub, "myid") && argc == 2) {
+        out = bulk(sdsempty(), nk.instance);
+    } else if ((!strcasecmp(sub, "ckquorum") || !strcasecmp(sub, "reset")) && argc == 3) {
+        out = sentinelCheckOrReset(sub, argv[2]);
+        if (!out) {
+            nkClientReply(c, "-ERR No such master with that name\r\n");
+            return;
+        }
     } else {
         sds a = sdscatrepr(sdsempty(), argv[1], sdslen(argv[1]) > 64 ? 64 : sdslen(argv[1]));
         nkClientReply(c, "-ERR unknown SENTINEL subcommand or wrong number of arguments for %s "
                       "(Nic-KV answers MASTERS, MASTER, GET-MASTER-ADDR-BY-NAME, REPLICAS, SLAVES, "
-                      "SENTINELS)\r\n", a);
+                      "SENTINELS, MYID, CKQUORUM, RESET, and to an admin FAILOVER, SET)\r\n", a);
         sdsfree(a);
         return;
     }

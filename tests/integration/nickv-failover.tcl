@@ -326,6 +326,48 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             nickv_assert_digests $om $others
             foreach c $others { $c close }
             $om close
+        }
+
+        test {Nic-KV answers SENTINEL FAILOVER, CKQUORUM, MYID, SET and RESET as operators and tools send them} {
+            assert_equal OK [nickv_cmd $nk config set failback no]
+            assert_equal [nickv_info $nk run_id] [nickv_cmd $nk sentinel myid]
+            assert_match {OK 1 usable Sentinels. Quorum and failover authorization can be reached*} \
+                [nickv_cmd $nk sentinel ckquorum mymaster]
+            assert_equal {ERR No such master with that name} [nickv_cmd $nk sentinel ckquorum other]
+            assert_equal 1 [nickv_cmd $nk sentinel reset my*]
+            assert_equal 0 [nickv_cmd $nk sentinel reset other*]
+            # SET: the options with a meaning for Nic-KV become its own, as
+            # CONFIG SET takes them (all or none); the others are refused by name.
+            set wt [lindex [nickv_cmd $nk config get waiting-time] 1]
+            assert_equal OK [nickv_cmd $nk sentinel set mymaster down-after-milliseconds 700]
+            assert_equal {waiting-time 700} [nickv_cmd $nk config get waiting-time]
+            assert_match {ERR SENTINEL SET "quorum": one Nic-KV decides*} \
+                [nickv_cmd $nk sentinel set mymaster down-after-milliseconds 800 quorum 2]
+            assert_equal {waiting-time 700} [nickv_cmd $nk config get waiting-time]
+            assert_match {ERR SENTINEL SET "notification-script": Nic-KV runs no scripts*} \
+                [nickv_cmd $nk sentinel set mymaster notification-script /tmp/x.sh]
+            assert_match {ERR CONFIG SET failed (possibly related to argument 'waiting-time')*} \
+                [nickv_cmd $nk sentinel set mymaster down-after-milliseconds 1]
+            assert_equal OK [nickv_cmd $nk sentinel set mymaster down-after-milliseconds $wt]
+            # FAILOVER <name>: Nic-KV's planned handover (its fencing kept).
+            set before [nickv_info $nk failovers]
+            assert_equal OK [nickv_cmd $nk sentinel failover mymaster]
+            fo_wait_failovers $nk [expr {$before + 1}]
+            assert_match "*in place of 127.0.0.1:$mport by SENTINEL FAILOVER" [nickv_info $nk last_failover]
+            lassign [nickv_master_addr $nk] nhost nport
+            assert {$nport != $mport}
+            set nm [fo_client $nport]
+            nickv_wait_served $nm
+            set others {}
+            foreach p [lsort -unique [concat $mport $ports]] {
+                if {$p != $nport} {
+                    fo_wait_replica_of $p $nport
+                    lappend others [fo_client $p]
+                }
+            }
+            nickv_assert_digests $nm $others
+            foreach c $others { $c close }
+            $nm close
             nickv_stop $nk
         }
     }

@@ -193,6 +193,12 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
         assert_equal [adm_noperm_pass shutdown] [adm_remote $adm_net $nk -a $adm_replpw shutdown]
         # From loopback too, once adminpass is set.
         assert_equal "[adm_noperm_pass failover]" [adm_local $nk $adm_replpw failover]
+        # SENTINEL's subcommands that change something are admin ones too.
+        foreach sub {failover set reset} {
+            assert_equal "[adm_noperm_pass sentinel|$sub]" \
+                [adm_local $nk $adm_replpw sentinel $sub mymaster down-after-milliseconds 700]
+        }
+        assert_match "*mymaster*" [adm_local $nk $adm_replpw sentinel masters]
         # AUTH <adminpass> and AUTH admin <adminpass>.
         assert_equal OK [adm_remote $adm_net $nk -a $adm_adminpw config set loglevel verbose]
         assert_equal "loglevel\nverbose" \
