@@ -158,13 +158,15 @@ static int hasScript(client *c) {
 /* processCommand(): 1 if the command was refused (the reply is sent).
  * What a stale replica refuses (denystale: not flagged CMD_STALE), and
  * scripts, need the lease; INFO, ROLE, HELLO, REPLICAOF, CONFIG, AUTH,
- * CLIENT and the like never do, nor PING (not flagged CMD_STALE, but it
- * reads no data): a liveness check by PING (a load balancer, Kubernetes)
- * must not take a master that waits for its lease for a dead one. */
+ * CLIENT and the like never do. PING does (not flagged CMD_STALE): a
+ * replica's handshake starts with it, and one that got past it would meet
+ * the refusal at PSYNC, which a Redis replica takes for "PSYNC not
+ * supported" and falls back to SYNC (nickv-failover-edges.tcl failed
+ * five ways when PING answered). A liveness check should ask ROLE or
+ * INFO (NIC-KV.md, "Failover"). */
 int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
     nickvWatchCommand(c);
-    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) ||
-        c->cmd->proc == pingCommand || nickvLeaseHeld())
+    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || nickvLeaseHeld())
         return 0;
     LE.refused++;
     if (is_write)
