@@ -274,7 +274,7 @@ print(s.sentinels\[0\].client_info()\['resp'\])
         }
         assert_equal {{ping -1 fast 0 0 0 {} {} {} {}} {config -2 admin 0 0 0 {} {} {} {}} {}} \
             [$c command info ping config get]
-        assert_equal {sentinel {summary {Find the master, as through Redis Sentinel} since 0.1.0 group sentinel}} \
+        assert_equal {sentinel {summary {Find the master, as through Redis Sentinel; FAILOVER, SET, RESET (admin)} since 0.1.0 group sentinel}} \
             [string map [list $version 0.1.0] [$c command docs sentinel]]
         catch {$c command getkeys get x} e
         assert_equal {ERR unknown subcommand or wrong number of arguments for COMMAND "getkeys" (Nic-KV serves COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS)} $e
