@@ -26,8 +26,9 @@
  *              again NK_FENCE_RETRY_MS later)--> WATCHING
  *   PROMOTING --+OK (foPromoted): the probes and the link go to it, the
  *              other replicas and the old master are repointed--> WATCHING
- *   PROMOTING --an error, or no answer in 2 x waiting-time (foAbort: the
- *              state file names the old master again)--> WATCHING
+ *   PROMOTING --an error, or no answer in 2 x waiting-time (promoteUndo:
+ *              the state file names the old master again, under a new
+ *              epoch; foAbort)--> WATCHING
  *
  * (foSetState makes the moves and checks them against this diagram; each
  * state has its tick, tickWatching ... tickPromoting, run by foTick on the
@@ -35,8 +36,9 @@
  * coordinator's thread brings news from etcd, and when the lease's bound
  * passes.)
  *
- * One owner of where the master is. F.master is it, for the whole daemon:
- * the failover starts the coordinator and the probes (nkFailoverStart)
+ * One owner of where the master is. F.master is it, for the whole daemon,
+ * and foMasterSet is its one writer (fields and epoch, state file, then
+ * +switch-master: recorded before anyone is told). The failover starts the coordinator and the probes (nkFailoverStart)
  * and hears from them through hooks; it alone moves the probes
  * (nkProbeRetargetMaster, nkProbeFollowMaster), the link (nkLinkFollow,
  * from foMasterServes) and what SENTINEL answers (nkFailoverMaster). What
