@@ -38,8 +38,9 @@
  *
  * One owner of where the master is. F.master is it, for the whole daemon,
  * and foMasterSet is its one writer (fields and epoch, state file, then
- * +switch-master: recorded before anyone is told). The failover starts the coordinator and the probes (nkFailoverStart)
- * and hears from them through hooks; it alone moves the probes
+ * +switch-master: recorded before anyone is told). The failover starts
+ * the coordinator and the probes (nkFailoverStart) and hears from them
+ * through hooks; it alone moves the probes
  * (nkProbeRetargetMaster, nkProbeFollowMaster), the link (nkLinkFollow,
  * from foMasterServes) and what SENTINEL answers (nkFailoverMaster). What
  * it hears:
