@@ -26,8 +26,9 @@
  *              again NK_FENCE_RETRY_MS later)--> WATCHING
  *   PROMOTING --+OK (foPromoted): the probes and the link go to it, the
  *              other replicas and the old master are repointed--> WATCHING
- *   PROMOTING --an error, or no answer in 2 x waiting-time (foAbort: the
- *              state file names the old master again)--> WATCHING
+ *   PROMOTING --an error, or no answer in 2 x waiting-time (promoteUndo:
+ *              the state file names the old master again, under a new
+ *              epoch; foAbort)--> WATCHING
  *
  * (foSetState makes the moves and checks them against this diagram; each
  * state has its tick, tickWatching ... tickPromoting, run by foTick on the
@@ -35,9 +36,11 @@
  * coordinator's thread brings news from etcd, and when the lease's bound
  * passes.)
  *
- * One owner of where the master is. F.master is it, for the whole daemon:
- * the failover starts the coordinator and the probes (nkFailoverStart)
- * and hears from them through hooks; it alone moves the probes
+ * One owner of where the master is. F.master is it, for the whole daemon,
+ * and foMasterSet is its one writer (fields and epoch, state file, then
+ * +switch-master: recorded before anyone is told). The failover starts
+ * the coordinator and the probes (nkFailoverStart) and hears from them
+ * through hooks; it alone moves the probes
  * (nkProbeRetargetMaster, nkProbeFollowMaster), the link (nkLinkFollow,
  * from foMasterServes) and what SENTINEL answers (nkFailoverMaster). What
  * it hears:
@@ -130,12 +133,136 @@ static const unsigned foMoves[] = {
  * and nickv_repoint.c. */
 struct foFailover F;
 
+static int foSameNode(const foNode *a, const foNode *b) {
+    return a->port == b->port && !strcmp(a->reach, b->reach);
+}
+
+/* What must hold of F in each state, in the manner of SQLite's
+ * assert_pager_state(): checked at every move (foSetState) and after every
+ * change of the master (foMasterSet), in the debug build only (NK_DEBUG:
+ * make nic-kv-debug; nkBug aborts there). Our own state, never a peer's.
+ *   every state: the master is known (nkFailoverInit sets it before any
+ *       tick) at a valid port, the epoch is not negative; a fence-command
+ *       runs only in FENCE_CMD (fenceReap before any move out of it);
+ *   FENCING .. PROMOTING: an attempt is under way: its tag is set and the
+ *       master being replaced (F.old) is known;
+ *   FENCE_CMD, PROMOTING: a winner is chosen, and it is not the old master;
+ *   PROMOTING: F.master is the winner (foPromote), or the old master again
+ *       once promoteUndo put it back, on its way to WATCHING; a reply to
+ *       REPLICAOF NO ONE only once it went.
+ * (Not checked: that F.master is F.old while FENCING or QUERYING. F.old is
+ * the probes' master, which may run ahead of F.master along a REPLICAOF
+ * chain.) */
+#ifdef NK_DEBUG
+static int foNodeValid(const foNode *n) {
+    return n->reach[0] && n->port > 0 && n->port < 65536;
+}
+
+static void foCheckState(void) {
+    const char *st = F.state < FO_STATES ? foStateNames[F.state] : "?";
+    if (F.state >= FO_STATES) nkBug("failover: state %d out of range", (int)F.state);
+    if (!F.have_master || !foNodeValid(&F.master))
+        nkBug("failover (%s): no valid master recorded (%s:%d)", st, F.master.reach, F.master.port);
+    if (F.epoch < 0) nkBug("failover (%s): epoch %lld", st, F.epoch);
+    if (F.fence_pid && F.state != FO_FENCE_CMD)
+        nkBug("failover (%s): fence-command process %d left running", st, (int)F.fence_pid);
+    if (F.state == FO_WATCHING) return;
+    if (F.tag <= 0 || !foNodeValid(&F.old))
+        nkBug("failover (%s): attempt %lld, old master %s:%d", st, F.tag, F.old.reach, F.old.port);
+    if (F.state < FO_FENCE_CMD) return;
+    if (!foNodeValid(&F.winner) || foSameNode(&F.winner, &F.old))
+        nkBug("failover (%s): the winner %s:%d, the old master %s:%d", st, F.winner.reach, F.winner.port,
+              F.old.reach, F.old.port);
+    if (F.state != FO_PROMOTING) return;
+    if (!foSameNode(&F.master, &F.winner) && !foSameNode(&F.master, &F.old))
+        nkBug("failover (%s): the master %s:%d is neither the winner %s:%d nor the old master %s:%d", st,
+              F.master.reach, F.master.port, F.winner.reach, F.winner.port, F.old.reach, F.old.port);
+    if (F.promote_reply < -1 || F.promote_reply > 1 || (!F.promote_sent && F.promote_reply))
+        nkBug("failover (%s): reply %d, REPLICAOF NO ONE sent %d", st, F.promote_reply, F.promote_sent);
+}
+#else
+#define foCheckState() ((void)0)
+#endif
+
 static void foSetState(foState to) {
     if (!(foMoves[F.state] & (1u << to)))
         nkBug("failover: no move from %s to %s", foStateNames[F.state], foStateNames[to]);
     nkLog(LL_VERBOSE, "Failover: %s -> %s", foStateNames[F.state], foStateNames[to]);
     F.state = to;
     F.step_us = foNowUs();
+    foCheckState();
+}
+
+/* --------------------------------------------------------- The master --- */
+
+/* The one writer of F.master (and of what goes with it: have_master, the
+ * master's process and RDMA port, the epoch). In one order, every time:
+ *   1. the fields, and the epoch (which only grows: the larger of F.epoch
+ *      and epoch);
+ *   2. with FO_MS_SAVE, the state file: recorded before anyone is told;
+ *   3. with FO_MS_ANNOUNCE, +switch-master to SENTINEL's subscribers, when
+ *      the master moved and one was known before.
+ * runid (NULL: not known, the probes ask) and rdma_port replace what was
+ * known of the master's process when the master moves or runid is given.
+ * A promotion is announced later, by foPromoted, once the winner serves;
+ * its rollback (promoteUndo) announces nothing: nothing was announced.
+ * Returns stateSave's answer (0 when not saved). */
+int foMasterSet(const foNode *n, const char *runid, int rdma_port, long long epoch, int how) {
+    foNode was = F.master, to = *n;     /* n may be a part of F */
+    int had = F.have_master, moved = !had || !foSameNode(&was, &to);
+    int r = 0;
+    F.master = to;
+    F.have_master = 1;
+    if (moved || runid) {
+        snprintf(F.master_runid, sizeof(F.master_runid), "%s", runid ? runid : "");
+        F.master_rdma_port = rdma_port;
+    }
+    if (epoch > F.epoch) F.epoch = epoch;
+    if (how & FO_MS_SAVE) r = stateSave();
+    if ((how & FO_MS_ANNOUNCE) && had && moved) foSwitchMaster(was.reach, was.port, to.reach, to.port);
+    foCheckState();
+    return r;
+}
+
+/* A node named by one address (the probes', the record's): ip is reach. */
+static foNode foNodeAt(const char *ip, int port) {
+    foNode n;
+    snprintf(n.ip, sizeof(n.ip), "%s", ip);
+    snprintf(n.reach, sizeof(n.reach), "%s", ip);
+    n.port = port;
+    return n;
+}
+
+/* The probes' news: ip:port answers as the master (the link follows it;
+ * F.master moves when we lead and no failover is under way). */
+static void foMasterServes(const char *ip, int port, int rdma_port) {
+    foNode n = foNodeAt(ip, port);
+    nkLinkFollow(ip, port, rdma_port);
+    if (F.have_master && foSameNode(&F.master, &n)) return;
+    /* With a coordinator a standby takes the master from the leader's
+     * record (foFollow), not from its own probes: one owner. */
+    if (nkCoordOn() && !nkCoordLeader()) return;
+    /* Our own failover owns the master meanwhile: from foPromote on,
+     * F.master is the winner, while the probes still read the old master
+     * (a planned handover's answers "role:master") until foPromoted moves
+     * them. Taken as a change, that INFO made the old master the master
+     * again, and dropped it from the nodes to repoint. */
+    if (F.state != FO_WATCHING) return;
+    nkLog(LL_NOTICE, "Failover: the master is now %s:%d (epoch %lld)", ip, port, F.epoch + 1);
+    /* The probes read its process and RDMA port from its INFO. */
+    foMasterSet(&n, NULL, 0, F.epoch + 1, FO_MS_SAVE | FO_MS_ANNOUNCE);
+}
+
+/* Another Nic-KV (the leader, through the coordinator's record) moved the
+ * master: follow it, as the probes do when they see a master move. */
+static void foFollow(const char *ip, int port, long long epoch) {
+    foNode n = foNodeAt(ip, port);
+    if (F.state != FO_WATCHING) return;
+    int moved = !F.have_master || !foSameNode(&F.master, &n);
+    if (moved)
+        nkLog(LL_NOTICE, "Failover: the record in etcd names the master %s:%d (epoch %lld)", ip, port, epoch);
+    foMasterSet(&n, NULL, 0, epoch, FO_MS_SAVE | FO_MS_ANNOUNCE);
+    if (moved) nkProbeRetargetMaster(ip, port);
 }
 
 /* ------------------------------------------------------------- Lease --- */
@@ -581,23 +708,40 @@ static void promoteReply(long long tag, const char *ip, int port, const char *re
 static void fenceStart(void);
 static void foPromote(void);
 
-/* The promotion could not be made: the old master stays, as recorded. */
-static void promoteUndo(const char *why) {
-    F.master = F.old;
-    F.master_runid[0] = '\0';
-    F.master_rdma_port = 0;
-    /* With a coordinator the record may name the winner already: a new
-     * epoch names the old master again (epochs only grow). */
-    if (nkCoordOn()) F.epoch++;
-    else F.epoch--;
+/* The promotion could not be made: the old master stays, recorded again
+ * under a new epoch, and the attempt is called off. The one rollback, from
+ * wherever a promotion fails: the state file could not name the winner
+ * (foPromote), the record could not (tickPromoting), the winner's probe
+ * connection was down (promoteSend), or REPLICAOF NO ONE failed or went
+ * unanswered (tickPromoting: winner_may_serve, it may still run it late;
+ * as a master it would hold no lease, and repointing makes it a replica of
+ * the old master again).
+ *
+ * The epoch rule: the promotion used E (F.epoch, from foPromote); the old
+ * master is recorded under E + 1, and the next promotion takes E + 2. An
+ * epoch once used by a promotion is never reused, by a later promotion or
+ * by the rollback: forward, never back. Why it is safe: E may already be
+ * out of this process when the promotion fails (the coordinator's record
+ * naming the winner, written before REPLICAOF NO ONE; the state file
+ * naming it, written by foPromote; the fence-command's argument), and each
+ * reader takes the higher epoch as the newer word: a standby follows a
+ * record whose epoch is above its own (nkCoordTick), the record is never
+ * written back to a lower epoch (nickv_coord.c), a restart takes the state
+ * file's. Moved back to E - 1, the old master would lose to the stale
+ * record naming the winner at E, and the next promotion would reuse E for
+ * another node; at E + 1 it outranks every word of the failed promotion.
+ * An epoch that goes up is therefore a master recorded, not always a
+ * master changed (the tests count failovers by address). */
+static void promoteUndo(const char *why, int winner_may_serve) {
     repointRemove(F.old.reach, F.old.port);
-    stateSave();
+    if (winner_may_serve) repointAdd(F.winner.reach, F.winner.port, 0);
+    foMasterSet(&F.old, NULL, 0, F.epoch + 1, FO_MS_SAVE);
     foAbort(why);
 }
 
 static int promoteSend(void) {
     if (nkProbeCommand(F.winner.ip, F.winner.port, promoteReply, F.tag, "REPLICAOF", "NO", "ONE", NULL) == -1) {
-        promoteUndo("the candidate's probe connection is down");
+        promoteUndo("the candidate's probe connection is down", 0);
         return -1;
     }
     F.promote_sent = 1;
@@ -787,18 +931,9 @@ static void foPromote(void) {
     /* The state file names the new master before it is one: a restart
      * in between follows it (REPLICAOF NO ONE is idempotent), never the
      * old master back. */
-    F.master = F.winner;
-    F.master_rdma_port = F.winner_rdma_port;
-    memcpy(F.master_runid, F.winner_runid, sizeof(F.master_runid));
-    F.epoch++;
     repointAdd(F.old.reach, F.old.port, 1);
-    if (stateSave() == -1) {
-        F.master = F.old;
-        F.master_runid[0] = '\0';
-        F.master_rdma_port = 0;
-        F.epoch--;
-        repointRemove(F.old.reach, F.old.port);
-        foAbort("the state file cannot be written");
+    if (foMasterSet(&F.winner, F.winner_runid, F.winner_rdma_port, F.epoch + 1, FO_MS_SAVE) == -1) {
+        promoteUndo("the state file cannot be written", 0);
         return;
     }
     F.promote_reply = 0;
@@ -1282,8 +1417,8 @@ static void tickPromoting(foSight *s) {
     if (!F.promote_sent) {
         int r = nkCoordPublished(F.epoch);
         if (r == 1) promoteSend();
-        else if (r == -1) promoteUndo("this Nic-KV no longer leads: the record was not written");
-        else if (s->now - F.step_us > 2000LL * nk.cfg.waiting_time) promoteUndo("etcd did not take the record in time");
+        else if (r == -1) promoteUndo("this Nic-KV no longer leads: the record was not written", 0);
+        else if (s->now - F.step_us > 2000LL * nk.cfg.waiting_time) promoteUndo("etcd did not take the record in time", 0);
         return;
     }
     if (F.promote_reply == 1) {
@@ -1292,16 +1427,7 @@ static void tickPromoting(foSight *s) {
         char reason[200];
         snprintf(reason, sizeof(reason), "REPLICAOF NO ONE on %.60s:%d: %.100s", F.winner.reach,
                  F.winner.port, F.promote_reply == -1 ? F.promote_err : "no answer");
-        F.master = F.old;
-        F.master_runid[0] = '\0';
-        F.master_rdma_port = 0;
-        repointRemove(F.old.reach, F.old.port);
-        /* It may still run REPLICAOF NO ONE (a late answer): as a master it
-         * would hold no lease, and repointing makes it a replica of the
-         * master again. */
-        repointAdd(F.winner.reach, F.winner.port, 0);
-        stateSave();
-        foAbort(reason);
+        promoteUndo(reason, 1);
     }
 }
 
@@ -1335,7 +1461,7 @@ static void foTick(void) {
         if (F.state != FO_WATCHING && !nkCoordLeader()) {
             /* Whatever we were doing is the new leader's to decide: it
              * follows the record, where a promotion we sent is written. */
-            if (F.state == FO_PROMOTING) promoteUndo("this Nic-KV no longer leads (coordinator)");
+            if (F.state == FO_PROMOTING) promoteUndo("this Nic-KV no longer leads (coordinator)", 0);
             else foAbort("this Nic-KV no longer leads (coordinator)");
             return;
         }

@@ -164,12 +164,11 @@ static inline long long foNowMs(void) { return foNowUs() / 1000; }
  * lease-time granted), a promotion, and the nodes to repoint. */
 int stateSave(void);
 
-/* nickv_state.c: the master changes the state file records. The probes
- * see ip:port answer as the master (the link follows it; F.master moves
- * when we lead and no failover is under way), and the leader's record in
- * etcd moved the master (a standby follows it). */
-void foMasterServes(const char *ip, int port, int rdma_port);
-void foFollow(const char *ip, int port, long long epoch);
+/* nickv_failover.c: the one writer of F.master (see foMasterSet there). */
+#define FO_MS_QUIET 0       /* set only: the state file is written after (start) */
+#define FO_MS_SAVE 1        /* ... and the state file written */
+#define FO_MS_ANNOUNCE 2    /* ... then +switch-master, if it moved */
+int foMasterSet(const foNode *n, const char *runid, int rdma_port, long long epoch, int how);
 
 /* nickv_failover.c: Sentinel's events and +switch-master, to the sinks
  * main gave (nkFailoverOnEvents): SENTINEL's subscribers. */

@@ -14,8 +14,8 @@
  *
  * Here too, as they sat with the state file in nickv_failover.c: the
  * failover's start (nkFailoverInit: the state file read, a lease of our
- * previous run waited for) and the master changes it records
- * (foMasterServes, foFollow). The failover's state, F, and its
+ * previous run waited for). The master it records is set by foMasterSet
+ * (nickv_failover.c) alone. The failover's state, F, and its
  * types are in nickv_failover_int.h; the state machine is described at the
  * top of nickv_failover.c.
  */
@@ -377,10 +377,10 @@ static void stateApply(const char *path, const stateFile *sf) {
         const char *h;
         int p;
         nkLinkMaster(&h, &p);
-        snprintf(F.master.ip, sizeof(F.master.ip), "%s", sf->mhost);
-        snprintf(F.master.reach, sizeof(F.master.reach), "%s", sf->mhost);
-        F.master.port = sf->mport;
-        F.have_master = 1;
+        foNode n = {.port = sf->mport};
+        snprintf(n.ip, sizeof(n.ip), "%s", sf->mhost);
+        snprintf(n.reach, sizeof(n.reach), "%s", sf->mhost);
+        foMasterSet(&n, NULL, 0, sf->epoch, FO_MS_QUIET);
         if (strcmp(h, sf->mhost) || p != sf->mport) {
             nkLog(LL_WARNING, "Failover: the state file says the master is %s:%d (epoch %lld), "
                   "not the configured %s:%d: following it", sf->mhost, sf->mport, sf->epoch, h, p);
@@ -405,10 +405,10 @@ static int stateStart(const char *path) {
     F.lease_bound_us = foNowUs() + F.lease_max_ms * 1000 +
                        F.lease_max_ms * NK_LEASE_DRIFT_PPM / 1000 + NK_LEASE_MARGIN_US;
     if (!F.have_master) {
-        snprintf(F.master.ip, sizeof(F.master.ip), "%s", nk.cfg.master_host);
-        snprintf(F.master.reach, sizeof(F.master.reach), "%s", nk.cfg.master_host);
-        F.master.port = nk.cfg.master_port;
-        F.have_master = 1;
+        foNode n = {.port = nk.cfg.master_port};
+        snprintf(n.ip, sizeof(n.ip), "%s", nk.cfg.master_host);
+        snprintf(n.reach, sizeof(n.reach), "%s", nk.cfg.master_host);
+        foMasterSet(&n, NULL, 0, F.epoch, FO_MS_QUIET);
     }
     /* A failover must be able to record itself: find out now, not then.
      * A missing directory is a setup step not taken (a path of the
@@ -446,47 +446,4 @@ int nkFailoverInit(void) {
         if (read == 0) stateApply(path, &sf);
     }
     return stateStart(path);
-}
-
-void foMasterServes(const char *ip, int port, int rdma_port) {
-    nkLinkFollow(ip, port, rdma_port);
-    if (F.have_master && F.master.port == port && !strcmp(F.master.reach, ip)) return;
-    /* With a coordinator a standby takes the master from the leader's
-     * record (foFollow), not from its own probes: one owner. */
-    if (nkCoordOn() && !nkCoordLeader()) return;
-    /* Our own failover owns the master meanwhile: from foPromote on,
-     * F.master is the winner, while the probes still read the old master
-     * (a planned handover's answers "role:master") until foPromoted moves
-     * them. Taken as a change, that INFO made the old master the master
-     * again, and dropped it from the nodes to repoint. */
-    if (F.state != FO_WATCHING) return;
-    nkLog(LL_NOTICE, "Failover: the master is now %s:%d (epoch %lld)", ip, port, F.epoch + 1);
-    if (F.have_master) foSwitchMaster(F.master.reach, F.master.port, ip, port);
-    snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
-    snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
-    F.master.port = port;
-    F.master_rdma_port = 0;     /* the probes read it from its INFO */
-    F.master_runid[0] = '\0';
-    F.have_master = 1;
-    F.epoch++;
-    stateSave();
-}
-
-/* Another Nic-KV (the leader, through the coordinator's record) moved the
- * master: follow it, as the probes do when they see a master move. */
-void foFollow(const char *ip, int port, long long epoch) {
-    if (F.state != FO_WATCHING) return;
-    if (!F.have_master || F.master.port != port || strcmp(F.master.reach, ip)) {
-        nkLog(LL_NOTICE, "Failover: the record in etcd names the master %s:%d (epoch %lld)", ip, port, epoch);
-        if (F.have_master) foSwitchMaster(F.master.reach, F.master.port, ip, port);
-        snprintf(F.master.ip, sizeof(F.master.ip), "%s", ip);
-        snprintf(F.master.reach, sizeof(F.master.reach), "%s", ip);
-        F.master.port = port;
-        F.master_rdma_port = 0;
-        F.master_runid[0] = '\0';
-        F.have_master = 1;
-        nkProbeRetargetMaster(ip, port);
-    }
-    if (epoch > F.epoch) F.epoch = epoch;
-    stateSave();
 }
