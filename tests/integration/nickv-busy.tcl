@@ -6,7 +6,7 @@
 
 source tests/skv/helpers.tcl
 
-set fo_conf [concat {save "" nickv-lease yes enable-debug-command yes} [nickv_user_overrides]]
+set fo_conf [nickv_failover_overrides enable-debug-command yes]
 
 # The fields of Nic-KV's INFO failover, polled while the master sleeps.
 proc busy_wait_verdict {nk verdict} {

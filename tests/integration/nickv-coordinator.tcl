@@ -167,7 +167,7 @@ proc co_until_whole {what} {
 
 # ------------------------------------------------------------- The test ---
 
-set co_conf [concat {save "" nickv-lease yes appendonly no} [nickv_user_overrides]]
+set co_conf [nickv_failover_overrides appendonly no]
 
 start_server [list tags {"nickv repl external:skip"} overrides $co_conf] {
 start_server [list overrides $co_conf] {

@@ -48,7 +48,7 @@ proc fe_waits_for_r1 {nk r1 p1 pid1} {
     assert_equal yes [$r1 get only-on-r1]
 }
 
-set fe_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set fe_conf [nickv_failover_overrides]
 
 start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     set mport [srv 0 port]

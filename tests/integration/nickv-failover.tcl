@@ -14,7 +14,7 @@ proc fo_client {port} {
     return $c
 }
 
-set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set fo_conf [nickv_failover_overrides]
 
 # The time of day, in ms, of the last line of a server's log that matches
 # pattern ({}: none).

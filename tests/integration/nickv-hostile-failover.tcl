@@ -5,7 +5,7 @@
 
 source tests/skv/helpers.tcl
 
-set hf_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set hf_conf [nickv_failover_overrides]
 
 # tests/fake-peer.tcl replica: PSYNCs from the master on mport, announces a
 # port of its own, claims slave_repl_offset:$claim with replica-priority

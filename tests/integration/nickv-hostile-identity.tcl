@@ -5,7 +5,7 @@
 
 source tests/skv/helpers.tcl
 
-set id_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set id_conf [nickv_failover_overrides]
 
 # A key that is not Nic-KV's (its own never leaves it).
 set ::id_wrong_key [string repeat 9 40]

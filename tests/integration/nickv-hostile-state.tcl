@@ -6,7 +6,7 @@
 
 source tests/skv/helpers.tcl
 
-set hs_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set hs_conf [nickv_failover_overrides]
 
 # Run nic-kv with state file path (it exits at once when it refuses it;
 # killed after 5 s if it does not): what it printed.
