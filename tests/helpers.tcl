@@ -152,6 +152,13 @@ proc nickv_user_overrides {} {
     list nickv-user $::nickv_test_user user "$::nickv_test_user on >$::nickv_test_pass ~* &* +@all"
 }
 
+# The overrides of a node in a failover test: no RDB saves, leases on, and
+# Nic-KV's own user; args are extra options of the file's own (appendonly
+# no, enable-debug-command yes), a list of name value pairs.
+proc nickv_failover_overrides {args} {
+    concat {save "" nickv-lease yes} $args [nickv_user_overrides]
+}
+
 # ... and Nic-KV's options to authenticate as that user.
 proc nickv_user_args {} {
     list --masteruser $::nickv_test_user --masterauth $::nickv_test_pass
@@ -172,6 +179,26 @@ proc nickv_wait_lease {m} {
         [catch {$m set k v}] == 0
     } else {
         fail "no lease: [$m info nickv]"
+    }
+}
+
+# Assert that condition (an expr, evaluated in the caller's scope) holds
+# for the next $seconds seconds: "nothing happens", checked all along rather
+# than only at the end. It is evaluated at once, every 50 ms, and at the
+# end; the first time it is false the test fails there and then, with msg
+# and how long into the wait that was. Takes $seconds when it holds.
+proc assert_stays {seconds condition {msg {}}} {
+    set start [clock milliseconds]
+    set end [expr {$start + round($seconds * 1000)}]
+    while 1 {
+        if {![uplevel 1 [list expr $condition]]} {
+            set at [expr {[clock milliseconds] - $start}]
+            if {$msg ne {}} { set msg "$msg: " }
+            fail "${msg}false after $at ms of ${seconds} s: $condition"
+        }
+        set now [clock milliseconds]
+        if {$now >= $end} break
+        after [expr {min(50, $end - $now)}]
     }
 }
 

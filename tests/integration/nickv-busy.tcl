@@ -6,7 +6,7 @@
 
 source tests/skv/helpers.tcl
 
-set fo_conf [concat {save "" nickv-lease yes enable-debug-command yes} [nickv_user_overrides]]
+set fo_conf [nickv_failover_overrides enable-debug-command yes]
 
 # The fields of Nic-KV's INFO failover, polled while the master sleeps.
 proc busy_wait_verdict {nk verdict} {
@@ -305,7 +305,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         set s2 [lindex [$c replconf nickv "lease 0 0 $inst [string repeat f 40]"] 1]
         $c replconf nickv "lease $s2 3000 $inst [string repeat f 40]"
         assert_equal held [nickv_status $m nickv_lease]
-        after 1000
+        assert_stays 1 {[nickv_status $m nickv_lease] eq {held}} "the 3 s lease ran out within a second"
         set s [watch_open $::wport]
         assert_equal {+OK} [watch_ask $s "AUTH $::token"]
         set now [lindex [watch_ask $s "WATCH 0 0 $inst"] 1]

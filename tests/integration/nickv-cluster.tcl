@@ -601,7 +601,9 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
         } else {
             fail "Nic-KV does not say its shard is gone: [nickv_cmd $nks(2) info cluster]"
         }
-        after 1000
+        assert_stays 1 {[nickv_info $nks(2) master_moves] == $moves &&
+                        [catch {exec grep -q "following it" [dict get $nks(2) log]}]} \
+            "Nic-KV follows a master out of its shard"
         assert_equal $moves [nickv_info $nks(2) master_moves]
         # Nor does its log say it follows, once a second.
         if {![catch {exec grep "following it" [dict get $nks(2) log]} lines]} {

@@ -167,7 +167,7 @@ proc co_until_whole {what} {
 
 # ------------------------------------------------------------- The test ---
 
-set co_conf [concat {save "" nickv-lease yes appendonly no} [nickv_user_overrides]]
+set co_conf [nickv_failover_overrides appendonly no]
 
 start_server [list tags {"nickv repl external:skip"} overrides $co_conf] {
 start_server [list overrides $co_conf] {
@@ -497,7 +497,9 @@ start_server [list overrides $co_conf] {
         } else {
             fail "the leader is not refused: [nickv_cmd $l info failover]"
         }
-        after 3000
+        assert_stays 3 {[nickv_info $l failovers] == 0 &&
+                        [nickv_master_addr $l] eq [list 127.0.0.1 $co(port,0)]} \
+            "the refused leader failed the master over"
         assert_equal 0 [nickv_info $l failovers]
         assert_equal [list 127.0.0.1 $co(port,0)] [nickv_master_addr $l]
         # The mistake undone: the leader grants once the rogue's lease ran out.

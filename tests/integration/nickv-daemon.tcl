@@ -83,7 +83,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             # The only replica is behind Nic-KV, which FAILOVER cannot reach.
             assert_error "*FAILOVER requires connected replicas*" {$master failover}
             assert_error "*FAILOVER requires connected replicas*" {$master failover to 127.0.0.1 [dict get $nk port]}
-            after 1000
+            assert_stays 1 {[status $master master_replid] eq $replid &&
+                            [status $master master_failover_state] eq {no-failover} &&
+                            [status $master role] eq {master}} \
+                "the master failed over to the daemon's link"
             assert_equal $replid [status $master master_replid]
             assert_equal no-failover [status $master master_failover_state]
             assert_equal master [status $master role]
@@ -98,7 +101,9 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             } else {
                 fail "the daemon stayed attached after nickv-user changed"
             }
-            after 1500
+            assert_stays 1.5 {[nickv_status $master nickv_daemon] eq {none} &&
+                              [nickv_status $master nickv_daemon_joins] == $joins} \
+                "the daemon joined again as a user that is not nickv-user"
             assert_equal none [nickv_status $master nickv_daemon]
             assert_equal $joins [nickv_status $master nickv_daemon_joins]
             $master config set nickv-user default
@@ -145,8 +150,12 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             }
             $r replicaof $mhost $mport
             wait_for_sync $r
-            after 1500
+            set status [catch {
+                assert_stays 1.5 {![string match "*nickv-port: connection*" [exec cat $out]]} \
+                    "the replica went to the stand-in's nickv-port"
+            } e]
             catch {exec kill $fm}
+            if {$status} { error $e $::errorInfo }
             assert_no_match "*nickv-port: connection*" [exec cat $out]
             assert_equal master [nickv_status $r nickv_replica_path]
             $master set after-replicaof 1
@@ -176,7 +185,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             set r [srv 0 client]
             $r replicaof $mhost $mport
             wait_for_sync $r
-            after 2500
+            assert_stays 2.5 {[nickv_status $master nickv_handoffs] == 0 &&
+                              [nickv_status $master nickv_redirects] == 0 &&
+                              [nickv_status $r nickv_link_via] eq {}} \
+                "a replica handed to a lagging daemon"
             assert_equal 0 [nickv_status $master nickv_handoffs]
             assert_equal 0 [nickv_status $master nickv_redirects]
             assert_equal {} [nickv_status $r nickv_link_via]

@@ -264,7 +264,7 @@ start_server {overrides {save ""}} {
 # A master with nickv-lease yes serves no script without a lease: the
 # master's exporter says why its scrape failed (the SKVLeaseLost rule), and
 # still has the master's INFO fields (which tell SKVMasterDown it is up).
-start_server [list overrides [concat {save "" nickv-lease yes} [nickv_user_overrides]]] {
+start_server [list overrides [nickv_failover_overrides]] {
     set master [srv 0 client]
     set mport [srv 0 port]
     set murl [exporter_start $mport --redis-only-metrics \
@@ -303,7 +303,7 @@ start_server [list overrides [concat {save "" nickv-lease yes} [nickv_user_overr
 
 # A failover seen through the exporter: the master's status goes from ok
 # (old address) through odown to ok at the promoted replica's address.
-set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set fo_conf [nickv_failover_overrides]
 start_server [list overrides $fo_conf] {
     set mport [srv 0 port]
     set mpid [srv 0 pid]

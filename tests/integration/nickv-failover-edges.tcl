@@ -35,8 +35,10 @@ proc fe_waits_for_r1 {nk r1 p1 pid1} {
         exec kill -CONT $pid1
         fail "not waiting for R1: [nickv_cmd $nk info failover]"
     }
-    after 500
-    assert_equal 0 [nickv_info $nk failovers]
+    if {[catch {assert_stays 0.5 {[nickv_info $nk failovers] == 0} "a promotion before R1 answered"} e]} {
+        exec kill -CONT $pid1
+        error $e $::errorInfo
+    }
     exec kill -CONT $pid1
     wait_for_condition 100 100 {
         [nickv_info $nk failovers] == 1
@@ -48,7 +50,7 @@ proc fe_waits_for_r1 {nk r1 p1 pid1} {
     assert_equal yes [$r1 get only-on-r1]
 }
 
-set fe_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set fe_conf [nickv_failover_overrides]
 
 start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
     set mport [srv 0 port]
@@ -167,7 +169,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             exec kill -STOP $pid1
             fe_wait_invalid $nk 127.0.0.1:$p1
             exec kill -9 $mpid
-            after 6000
+            after 6000 ;# longer than that window
             exec kill -CONT $pid2
             fe_waits_for_r1 $nk $r1 $p1 $pid1
         }
@@ -295,8 +297,8 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
             } else {
                 fail "the master does not list Nic-KV's link"
             }
-            after 1200
-            assert_equal {} [nickv_probe_node $nk 127.0.0.1:[dict get $nk port]]
+            assert_stays 1.2 {[nickv_probe_node $nk 127.0.0.1:[dict get $nk port]] eq {}} \
+                "Nic-KV probes its own link"
         }
 
         test {Nic-KV failover: CONFIG SET failover no calls off an attempt under way} {
@@ -312,9 +314,8 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf 
             } else {
                 fail "not called off: [nickv_cmd $nk info failover]"
             }
-            after 3500
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal slave [lindex [$r role] 0]
+            assert_stays 3.5 {[nickv_info $nk failovers] == 0 && [lindex [$r role] 0] eq {slave}} \
+                "a failover after it was turned off"
         }
         nickv_stop $nk
 
@@ -453,7 +454,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
         } else {
             fail "the restart is not seen: [nickv_cmd $nk info failover]"
         }
-        after 500
+        assert_stays 0.5 {[catch {$m set b 1} e] && [string match {READONLY*no lease*} $e]} \
+            "a write on the restarted master: [nickv_cmd $nk info failover]"
         catch {$m set b 1} e
         if {![string match {READONLY*no lease*} $e]} {
             fail "a write on the restarted master: $e\n[nickv_cmd $nk info failover]\n[$m info nickv]"
@@ -522,8 +524,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
                 fail "the replica is not back: [$m info replication]"
             }
             # Past the time the verdicts would lapse without the lease.
-            after 2500
-            assert_equal held [nickv_status $m nickv_lease]
+            assert_stays 2.5 {[nickv_status $m nickv_lease] eq {held}} "the lease lapsed with the verdicts"
             catch {$m set linkdown 1} e
             assert_match {NOREPLICAS*} $e
             assert_equal 0 [$m exists linkdown]

@@ -91,7 +91,7 @@ proc ff_level {port} {
     fail "no node on port $port"
 }
 
-set ff_conf [concat {save "" nickv-lease yes appendonly no} [nickv_user_overrides]]
+set ff_conf [nickv_failover_overrides appendonly no]
 
 start_server [list tags {"nickv repl external:skip"} overrides $ff_conf] {
 start_server [list overrides $ff_conf] {

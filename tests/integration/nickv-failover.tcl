@@ -14,7 +14,7 @@ proc fo_client {port} {
     return $c
 }
 
-set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set fo_conf [nickv_failover_overrides]
 
 # The time of day, in ms, of the last line of a server's log that matches
 # pattern ({}: none).
@@ -126,8 +126,11 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             }
             assert_equal held [nickv_status $m nickv_lease]
             set g [nickv_status $m nickv_lease_grants]
-            after 500
-            assert {[nickv_status $m nickv_lease_grants] > $g}
+            wait_for_condition 10 50 {
+                [nickv_status $m nickv_lease_grants] > $g
+            } else {
+                fail "the lease is not renewed within 500 ms: [$m info nickv]"
+            }
             foreach r $replicas { wait_for_sync $r }
             nickv_wait_replicas $nk 2
             wait_for_condition 100 100 {
@@ -424,11 +427,10 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
 
         test {Nic-KV failover: a master stopped for less than waiting-time is not replaced} {
             exec kill -STOP $mpid
-            after 200
+            after 200 ;# the master stopped 200 ms, well under waiting-time
             exec kill -CONT $mpid
-            after 1000
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal 0 [nickv_info $nk failovers_aborted]
+            assert_stays 1 {[nickv_info $nk failovers] == 0 && [nickv_info $nk failovers_aborted] == 0} \
+                "a failover after a short stop"
             wait_for_condition 50 100 {
                 [catch {$m set short-stop 1}] == 0
             } else {
@@ -439,11 +441,10 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         test {Nic-KV failover: Nic-KV stopped or killed causes no failover; writes resume when it is back} {
             set nkpid [dict get $nk pid]
             exec kill -STOP $nkpid
-            after 1500
+            after 1500 ;# Nic-KV, not the master, stopped 1.5 s
             exec kill -CONT $nkpid
-            after 500
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal master [lindex [$m role] 0]
+            assert_stays 0.5 {[nickv_info $nk failovers] == 0 && [lindex [$m role] 0] eq {master}} \
+                "a failover after Nic-KV's stop"
             nickv_stop $nk KILL
             # Without Nic-KV the lease runs out: writes stop, nobody else is master.
             wait_for_condition 50 100 {
@@ -536,9 +537,8 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat {save ""}
             } else {
                 fail "not blocked: [nickv_cmd $nk info failover]"
             }
-            after 1000
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal slave [lindex [$r role] 0]
+            assert_stays 1 {[nickv_info $nk failovers] == 0 && [lindex [$r role] 0] eq {slave}} \
+                "a failover from a master that cannot be fenced"
         }
         nickv_stop $nk
     }

@@ -126,7 +126,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
 
 # The master killed: Nic-KV fails it over (nickv-lease yes everywhere), and
 # go-redis, its connections refused, finds the promoted replica.
-set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set fo_conf [nickv_failover_overrides]
 start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     set mport [srv 0 port]
     set mpid [srv 0 pid]

@@ -163,8 +163,7 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             assert_equal [adm_noperm_local failover] [adm_remote $adm_net $nk -a $adm_replpw failover]
             assert_equal [adm_noperm_local shutdown] [adm_remote $adm_net $nk -a $adm_replpw shutdown]
             assert_equal [adm_noperm_local shutdown] [adm_remote $adm_net $nk -a $adm_replpw SHUTDOWN nosave]
-            after 300
-            assert {[adm_alive $nk]}
+            assert_stays 0.3 {[adm_alive $nk]} "Nic-KV shut down for a user without the right"
             assert_equal {loglevel notice} [nickv_cmd $nk config get loglevel]
             assert_equal {fence-command {}} [nickv_cmd $nk config get fence-command]
             # Without the password, not even that.

@@ -5,7 +5,7 @@
 
 source tests/skv/helpers.tcl
 
-set hf_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set hf_conf [nickv_failover_overrides]
 
 # tests/fake-peer.tcl replica: PSYNCs from the master on mport, announces a
 # port of its own, claims slave_repl_offset:$claim with replica-priority
@@ -226,8 +226,11 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             if {$status} { error $e $::errorInfo }
             # The first one's grants go on.
             set g [nickv_status $m nickv_lease_grants]
-            after 300
-            assert {[nickv_status $m nickv_lease_grants] > $g}
+            wait_for_condition 6 50 {
+                [nickv_status $m nickv_lease_grants] > $g
+            } else {
+                fail "no grant from the first Nic-KV within 300 ms: [$m info nickv]"
+            }
         }
         nickv_stop $nk
     }
@@ -345,7 +348,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
                 } else {
                     fail "N1 is not blocked: [nickv_cmd $n1 info failover]"
                 }
-                after 1500
+                # The master stays stopped 1.5 s more: N1, blocked, must not act.
+                assert_stays 1.5 {[nickv_info $n1 failovers] == 0} "N1 failed over a master it holds no lease of"
                 exec kill -CONT $mpid
                 assert_equal 0 [nickv_info $n1 failovers]
                 assert {![string match "*promoting*" [exec cat [dict get $n1 log]]]}

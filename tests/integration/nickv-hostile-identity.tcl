@@ -5,7 +5,7 @@
 
 source tests/skv/helpers.tcl
 
-set id_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set id_conf [nickv_failover_overrides]
 
 # A key that is not Nic-KV's (its own never leaves it).
 set ::id_wrong_key [string repeat 9 40]
@@ -158,7 +158,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $id_conf] {
                 exec kill -9 $mpid
                 fo_wait_failovers $nk 1
                 assert_equal $rport [lindex [nickv_master_addr $nk] 1]
-                after 500
+                assert_stays 0.5 {![regexp {AUTH|REPLICAOF|CONFIG} [exec cat $fout]]} \
+                    "Nic-KV sent the non-member a command"
                 set sent [exec cat $fout]
                 assert_no_match "*AUTH*" $sent
                 assert_no_match "*REPLICAOF*" $sent

@@ -222,9 +222,11 @@ start_server {tags {"nickv external:skip"} overrides {save ""}} {
             }
             set moves [nickv_info $nk probe_master_moves]
             set follows [exec grep -c "is now a replica of .*: following it" [dict get $nk log]]
-            after 2000
             # It holds: at most one look round the loop in those 2 s, and
             # not a log line for it.
+            assert_stays 2 {[nickv_info $nk probe_master_moves] - $moves <= 1 &&
+                            [exec grep -c "is now a replica of .*: following it" [dict get $nk log]] == $follows} \
+                "Nic-KV goes round the replication loop"
             set moved [expr {[nickv_info $nk probe_master_moves] - $moves}]
             assert {$moved <= 1}
             assert_equal $follows [exec grep -c "is now a replica of .*: following it" [dict get $nk log]]

@@ -6,7 +6,7 @@
 
 source tests/skv/helpers.tcl
 
-set hs_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set hs_conf [nickv_failover_overrides]
 
 # Run nic-kv with state file path (it exits at once when it refuses it;
 # killed after 5 s if it does not): what it printed.
@@ -254,7 +254,9 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
             } else {
                 fail "not called off: [nickv_cmd $nk info failover]"
             }
-            after 3000
+            assert_stays 3 {[nickv_info $nk failovers] == 0 &&
+                            [hs_count $nk $from {called off \(no replica can be promoted\)}] <= 1} \
+                "a failover, or its calling off said twice"
             set attempts [nickv_info $nk failovers_aborted]
             # Tried many times, said a few times.
             assert {$attempts >= 5}
@@ -302,7 +304,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
             } else {
                 fail "no error: [nickv_cmd $nk info failover]"
             }
-            after 3000
+            assert_stays 3 {[hs_count $nk $from {cannot keep the state file}] <= 1} \
+                "the state file's error said again"
             assert_equal 1 [hs_count $nk $from {cannot keep the state file}]
             file mkdir $dir/sub
             wait_for_condition 50 100 {

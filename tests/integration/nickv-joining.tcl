@@ -5,7 +5,7 @@
 
 source tests/skv/helpers.tcl
 
-set fo_conf [concat {save "" nickv-lease yes} [nickv_user_overrides]]
+set fo_conf [nickv_failover_overrides]
 
 # The master's side, driven by hand as Nic-KV's probe connection would: a
 # lease, then health messages with and without a joining list.

@@ -22,7 +22,9 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             # Nothing is written for 4 s: the master PINGs through Nic-KV,
             # and no replica mistakes the silence for a dead Nic-KV.
             set joins [nickv_status $master nickv_daemon_joins]
-            after 4000
+            assert_stays 4 {[lsort -unique [lmap rep $replicas {nickv_status $rep nickv_via_timeouts}]] eq {0} &&
+                            [nickv_status $master nickv_daemon_joins] == $joins} \
+                "the idle stream taken for a dead Nic-KV"
             foreach r $replicas {
                 assert_equal 0 [nickv_status $r nickv_via_timeouts]
                 assert_equal $mhost [nickv_status $r nickv_link_via]
@@ -122,8 +124,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save "" nickv-user nk
         } else {
             fail "the second Nic-KV was not told why it is refused"
         }
-        after 2000
         # The first stays: nobody replaced anybody.
+        assert_stays 2 {[nickv_status $master nickv_daemon_joins] == $joins &&
+                        [nickv_status $master nickv_daemon_addr] eq "127.0.0.1:[dict get $nk port]"} \
+            "the second Nic-KV replaced the first"
         assert_equal $joins [nickv_status $master nickv_daemon_joins]
         assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $master nickv_daemon_addr]
         assert_equal down [nickv_info $nk2 master_link_status]

@@ -139,7 +139,7 @@ if {[catch {pt_sh ip netns list} why] || [catch {pt_sh iptables -L -n} why]} {
 set pt(ns_pids) {}
 set pt(cut) 0
 pt_netns_up
-set conf [concat [list save "" appendonly no protected-mode no nickv-lease yes] [nickv_user_overrides]]
+set conf [nickv_failover_overrides appendonly no protected-mode no]
 # The namespace goes whatever happens in the tests.
 set code [catch {
 start_server [list overrides $conf] {

@@ -158,7 +158,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             } else {
                 fail "the replica with a quote in its address still counts: [$master info replication]"
             }
-            after 2000
+            assert_stays 2 {[nickv_status $master nickv_daemon_joins] == $joins &&
+                            [nickv_status $master nickv_daemon] eq {healthy} &&
+                            [nickv_status $master nickv_min_slaves] == 2} \
+                "the quote in a replica's address upset the daemon"
             assert_equal $joins [nickv_status $master nickv_daemon_joins]
             assert_equal healthy [nickv_status $master nickv_daemon]
             assert_equal 2 [nickv_status $master nickv_min_slaves]

@@ -31,7 +31,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             assert_equal 1 [nickv_status $r nickv_redirects_followed]
             assert_equal {} [nickv_status $r nickv_link_via]
             # Held: the master neither hands it over nor redirects it again.
-            after 3000
+            assert_stays 3 {[nickv_status $master nickv_handoffs] == 1 &&
+                            [nickv_status $master nickv_redirects] == 1 &&
+                            [nickv_status $r nickv_bounces] == 1} \
+                "the held replica handed over or redirected again"
             assert_equal 1 [nickv_status $master nickv_handoffs]
             assert_equal 1 [nickv_status $master nickv_redirects]
             assert_equal 1 [nickv_status $r nickv_bounces]
@@ -69,8 +72,10 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
             } else {
                 fail "the replica did not give up on the unreachable Nic-KV"
             }
-            after 3000
             # Three tries, then held with the master (30 s).
+            assert_stays 3 {[nickv_status $r nickv_redirects_followed] == 3 &&
+                            [nickv_status $master nickv_redirects] - $redirects == 3} \
+                "a fourth try at the unreachable Nic-KV"
             assert_equal 3 [nickv_status $r nickv_redirects_followed]
             assert_equal 3 [expr {[nickv_status $master nickv_redirects] - $redirects}]
             assert_equal up [status $r master_link_status]

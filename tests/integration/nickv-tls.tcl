@@ -165,8 +165,11 @@ set code [catch {
         } else {
             fail "Nic-KV did not try the stranger: [exec tail -n 10 $nklog]"
         }
-        after 500
+        set status [catch {
+            assert_stays 0.5 {![regexp {AUTH|nickv-secret} [exec cat $rout]]} "Nic-KV sent the stranger its password"
+        } e]
         exec kill $rpid
+        if {$status} { error $e $::errorInfo }
         set seen [exec cat $rout]
         assert_no_match "*AUTH*" $seen
         assert_no_match "*nickv-secret*" $seen
