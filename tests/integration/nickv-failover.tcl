@@ -467,10 +467,18 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             # Nic-KV knows the replicas from the master's INFO: wait until it
             # lists both again (they came back to the master while it was
             # away), or the one it does not know stays behind the old master.
+            # And until its link streams again (restarted, it is refused as
+            # the daemon until its previous run's lease has run out) and it
+            # knows the master's stream as far as the replicas hold it:
+            # otherwise they claim more than it can check, and it rightly
+            # promotes neither (CI, 2026-11-29: "claims offset 201, past the
+            # 164 bytes ... known to hold").
             wait_for_condition 100 100 {
-                [nickv_info $nk valid_replicas] == 2
+                [nickv_info $nk valid_replicas] == 2 &&
+                [nickv_info $nk master_link_status] eq {up} &&
+                [nickv_info $nk stream_bound] >= [status $m master_repl_offset]
             } else {
-                fail "Nic-KV does not see both replicas: [nickv_cmd $nk info failover]"
+                fail "Nic-KV does not see both replicas, or the stream: [nickv_cmd $nk info]"
             }
             set q [redis 127.0.0.1 $mport 1]
             $q select 9
