@@ -57,6 +57,18 @@ proc co_index {port} {
 
 proc co_level {i} { expr {$i - 2} }
 
+# Until the clock reads until_ms, neither standby (nodes 1 and 2) leads;
+# if one does, the stopped relays are let go and the test fails with msg.
+proc co_standbys_wait {until_ms relay_pids msg} {
+    while {[clock milliseconds] < $until_ms} {
+        if {[co_role 1] eq {leader} || [co_role 2] eq {leader}} {
+            foreach p $relay_pids { exec kill -CONT $p }
+            fail $msg
+        }
+        after 50
+    }
+}
+
 # Start node i's Nic-KV (etcd through urls, as etcd user nickv). It names
 # its own node alone: the others are members because their Nic-KVs
 # registered them in etcd (NIC-KV.md, "Members").
@@ -346,13 +358,7 @@ start_server [list overrides $co_conf] {
         }
         # Node 0's etcd lease lives on for leader-ttl (2 s) after its last
         # keep-alive: no standby leads for the first second at least.
-        while {[clock milliseconds] - $t0 < 1000} {
-            if {[co_role 1] eq {leader} || [co_role 2] eq {leader}} {
-                foreach p $relay_pids { exec kill -CONT $p }
-                fail "a standby led while the deleted key's lease lived"
-            }
-            after 50
-        }
+        co_standbys_wait [expr {$t0 + 1000}] $relay_pids "a standby led while the deleted key's lease lived"
         # Then etcd drops that lease, and a standby leads.
         wait_for_condition 100 100 {
             [llength [co_leaders]] == 1 && [lindex [co_leaders] 0] != 0
@@ -397,13 +403,7 @@ start_server [list overrides $co_conf] {
             fail "no standby holds for the successor: [nickv_cmd [co_nk 1] info coordinator]"
         }
         # Nobody takes the key while the successor may.
-        while {[clock milliseconds] - $t0 < 2500} {
-            if {[co_role 1] eq {leader} || [co_role 2] eq {leader}} {
-                foreach p $relay_pids { exec kill -CONT $p }
-                fail "a standby led while the named successor had its time"
-            }
-            after 50
-        }
+        co_standbys_wait [expr {$t0 + 2500}] $relay_pids "a standby led while the named successor had its time"
         wait_for_condition 200 50 {
             [co_role 1] eq {leader} || [co_role 2] eq {leader}
         } else {
