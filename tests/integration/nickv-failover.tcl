@@ -14,6 +14,20 @@ proc fo_client {port} {
     return $c
 }
 
+# Every node of ports but the master (client m, on mport) becomes its
+# replica, with the master's data (DEBUG DIGEST).
+proc fo_assert_follow {m mport ports} {
+    set others {}
+    foreach p [lsort -unique $ports] {
+        if {$p != $mport} {
+            fo_wait_replica_of $p $mport
+            lappend others [fo_client $p]
+        }
+    }
+    nickv_assert_digests $m $others
+    foreach c $others { $c close }
+}
+
 set fo_conf [nickv_failover_overrides]
 
 # The time of day, in ms, of the last line of a server's log that matches
@@ -321,15 +335,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             } else {
                 fail "the configured master takes no write after the failback"
             }
-            set others {}
-            foreach p $ports {
-                if {$p != $mport} {
-                    fo_wait_replica_of $p $mport
-                    lappend others [fo_client $p]
-                }
-            }
-            nickv_assert_digests $om $others
-            foreach c $others { $c close }
+            fo_assert_follow $om $mport $ports
             $om close
         }
 
@@ -363,15 +369,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             assert {$nport != $mport}
             set nm [fo_client $nport]
             nickv_wait_served $nm
-            set others {}
-            foreach p [lsort -unique [concat $mport $ports]] {
-                if {$p != $nport} {
-                    fo_wait_replica_of $p $nport
-                    lappend others [fo_client $p]
-                }
-            }
-            nickv_assert_digests $nm $others
-            foreach c $others { $c close }
+            fo_assert_follow $nm $nport [concat $mport $ports]
             $nm close
             nickv_stop $nk
         }
