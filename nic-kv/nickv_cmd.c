@@ -641,7 +641,14 @@ static const nkCommand nkCommands[] = {
     {"command", -1, 0, commandCommand, "server", "The commands Nic-KV serves: COUNT, INFO, DOCS"},
     {"slowlog", -2, 0, slowlogCommand, "server", "Empty: Nic-KV keeps no slow log"},
     {"latency", -2, 0, latencyCommand, "server", "Empty: Nic-KV measures no latency events"},
-    {"memory", -2, 0, memoryCommand, "server", "STATS: Nic-KV's memory"},
+    {"memory", -2, 0, memoryCommand, "server", "STATS: Nic-KV's memory; USAGE of a status key: nil"},
+    {"select", 2, 0, nkStatusSelectCommand, "connection", "Database 0 only: Nic-KV's status keys"},
+    {"type", 2, 0, nkStatusTypeCommand, "keyspace", "string for a status key nickv:<INFO failover field>"},
+    {"get", 2, 0, nkStatusGetCommand, "string", "A status key's value: nickv:epoch, nickv:failover_blocked..."},
+    {"strlen", 2, 0, nkStatusStrlenCommand, "string", "A status key's length"},
+    {"exists", -2, 0, nkStatusExistsCommand, "keyspace", "How many of the keys are status keys"},
+    {"pfcount", -2, 0, nkStatusPfcountCommand, "hyperloglog", "WRONGTYPE for a status key: none is a HyperLogLog"},
+    {"scan", -2, 0, nkStatusScanCommand, "keyspace", "The status keys, in one answer"},
     {"sentinel", -2, 0, sentinelCommand, "sentinel", "Find the master, as through Redis Sentinel; "
      "FAILOVER, SET, RESET (admin)"},
     {"subscribe", -2, 0, nkPubsubCommand, "pubsub", "Listen for Sentinel's events (+switch-master, +sdown...)"},
@@ -905,8 +912,10 @@ static void memoryCommand(nkClient *c, int argc, sds *argv) {
         out = sdscatfmt(nkCatBulk(out, "clients.normal", 14), ":%U\r\n", (unsigned long long)bufs);
         nkClientWriteRaw(c, out, sdslen(out));
         sdsfree(out);
+    } else if ((argc == 3 || argc == 5) && !strcasecmp(argv[1], "usage")) {
+        nkStatusMemoryUsage(c, argc, argv);
     } else {
-        nkClientReply(c, "-ERR Nic-KV holds no keys: it serves MEMORY STATS only\r\n");
+        nkClientReply(c, "-ERR Nic-KV holds no data: it serves MEMORY STATS and USAGE only\r\n");
     }
 }
 

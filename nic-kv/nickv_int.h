@@ -1,5 +1,6 @@
 /* nickv_int.h -- private to the server's files: nickv.c (clients, the RDMA
- * listener, main), nickv_cmd.c (commands) and nickv_config.c (options).
+ * listener, main), nickv_cmd.c (commands), nickv_config.c (options) and
+ * nickv_status.c (the status keys).
  *
  * Copyright (c) 2026, the SKV authors. BSD 3-Clause licence (see LICENSE).
  *
@@ -49,6 +50,18 @@ void nkAuthFailuresCron(void);
 /* Run one command a client sent (nkClientReadable, nickv.c). */
 void execCommand(nkClient *c, int argc, sds *argv);
 void nkCommandStatsReset(void);      /* INFO commandstats' counters (CONFIG RESETSTAT) */
+
+/* nickv_status.c, for the commands' table (nickv_cmd.c): INFO failover's
+ * and INFO coordinator's fields as read-only string keys nickv:<field>,
+ * for redis_exporter's --check-single-keys. */
+void nkStatusSelectCommand(nkClient *c, int argc, sds *argv);
+void nkStatusTypeCommand(nkClient *c, int argc, sds *argv);
+void nkStatusGetCommand(nkClient *c, int argc, sds *argv);
+void nkStatusStrlenCommand(nkClient *c, int argc, sds *argv);
+void nkStatusExistsCommand(nkClient *c, int argc, sds *argv);
+void nkStatusPfcountCommand(nkClient *c, int argc, sds *argv);
+void nkStatusScanCommand(nkClient *c, int argc, sds *argv);
+void nkStatusMemoryUsage(nkClient *c, int argc, sds *argv);   /* MEMORY USAGE <key> */
 
 /* nickv_config.c, for main() (nickv.c): the defaults, the config file
  * and the command line, --help, the checks made at start. */

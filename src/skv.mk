@@ -12,7 +12,7 @@ vpath %.c $(SKV_SRC)
 FINAL_CFLAGS += -I. -I$(SKV_SRC)
 # The daemon's own sources (../nic-kv), named once: nic-kv and nic-kv-debug
 # below are built from this list.
-NICKV_OWN = nickv nickv_log nickv_config nickv_cmd nickv_probe nickv_failover nickv_state nickv_repoint nickv_coord nickv_etcd nickv_sentinel nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn nickv_resolve nickv_info nickv_cluster nickv_busy nickv_member nickv_tls
+NICKV_OWN = nickv nickv_log nickv_config nickv_cmd nickv_probe nickv_failover nickv_state nickv_repoint nickv_coord nickv_etcd nickv_sentinel nickv_replica nickv_upstream nickv_fullsync nickv_resp nickv_fanout nickv_backlog nickv_conn nickv_resolve nickv_info nickv_cluster nickv_busy nickv_member nickv_tls nickv_status
 # REPLCONF nickv messages (src/nickv_msg.c): built by the daemon, read by the master.
 NICKV_OWN += nickv_msg
 SKV_OWN_OBJ = rdma_chan.o rdma_none.o rdma_ae.o rdma.o nickv_server.o nickv_lease.o nickv_watch.o hiredis_rdma.o rdma_tool.o $(addsuffix .o,$(NICKV_OWN))

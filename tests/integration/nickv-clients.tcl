@@ -273,7 +273,7 @@ print(s.sentinels\[0\].client_info()\['resp'\])
             assert {[lsearch -exact $names $cmd] >= 0}
         }
         assert_equal {{ping -1 fast 0 0 0 {} {} {} {}} {config -2 admin 0 0 0 {} {} {} {}} {}} \
-            [$c command info ping config get]
+            [$c command info ping config set]
         assert_equal {sentinel {summary {Find the master, as through Redis Sentinel; FAILOVER, SET, RESET (admin)} since 0.1.0 group sentinel}} \
             [string map [list $version 0.1.0] [$c command docs sentinel]]
         catch {$c command getkeys get x} e
@@ -307,8 +307,8 @@ print(s.sentinels\[0\].client_info()\['resp'\])
         assert_equal [nickv_info $nk backlog_allocated] [dict get $stats replication.backlog]
         assert {[dict get $stats clients.normal] > 0}
         assert {[dict get $stats clients.normal] < [dict get $stats total.allocated]}
-        catch {$c memory usage x} e
-        assert_equal {ERR Nic-KV holds no keys: it serves MEMORY STATS only} $e
+        catch {$c memory doctor} e
+        assert_equal {ERR Nic-KV holds no data: it serves MEMORY STATS and USAGE only} $e
         $c close
         # RESP3: MEMORY STATS is a map.
         set fd [clients_raw $nk "[nickv_resp HELLO 3 AUTH default rp][nickv_resp MEMORY STATS]"]
@@ -318,7 +318,10 @@ print(s.sentinels\[0\].client_info()\['resp'\])
     }
 
     test {A command Nic-KV does not serve: an error naming what it serves} {
-        assert_equal {1 {ERR unknown command 'GET': Nic-KV serves replication, discovery (SENTINEL, INFO, ROLE...) and admin commands (COMMAND lists them); send data commands to the master}} \
+        assert_equal {1 {ERR unknown command 'SET': Nic-KV serves replication, discovery (SENTINEL, INFO, ROLE...) and admin commands (COMMAND lists them); send data commands to the master}} \
+            [clients_call $nk rp SET foo bar]
+        # GET answers Nic-KV's status keys (nickv:<field>) only.
+        assert_equal {1 {ERR Nic-KV holds no data: 'foo' is not one of its status keys (nickv:<field of INFO failover or INFO coordinator>); send data commands to the master}} \
             [clients_call $nk rp GET foo]
         # Not printable bytes of the name become '?': the error is one line.
         assert_equal {1 {ERR unknown command 'a?b': Nic-KV serves replication, discovery (SENTINEL, INFO, ROLE...) and admin commands (COMMAND lists them); send data commands to the master}} \

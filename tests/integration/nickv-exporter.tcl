@@ -77,6 +77,17 @@ proc exporter_grep {text pattern} {
     join [lsearch -all -inline [split $text "\n"] "*$pattern*"] "\n"
 }
 
+# Nic-KV's status keys (nickv_status.c) the exporter reads, as NIC-KV.md's
+# "Monitoring" recipe gives them.
+set ::nickv_status_keys nickv:epoch,nickv:failover_state,nickv:master_lease,nickv:failover_blocked,nickv:valid_replicas
+
+# A redis_key_* series of status key name (db 0), with its value label.
+proc status_series {metric key {val ""}} {
+    set labels [format {db="db0",key="nickv:%s"} $key]
+    if {$metric eq "value_as_string"} { append labels [format {,val="%s"} $val] }
+    return "redis_key_$metric\{$labels\}"
+}
+
 # The exporter prints large numbers as Go's %g does (1.34217728e+08).
 proc exporter_int {v} {
     if {$v eq ""} { return "" }
@@ -112,7 +123,7 @@ start_server {overrides {save ""}} {
         foreach r [list [srv -1 client] [srv 0 client]] { wait_for_sync $r }
         nickv_wait_replicas $nk 2
 
-        set nkurl [exporter_start [dict get $nk port] --redis-only-metrics]
+        set nkurl [exporter_start [dict get $nk port] --redis-only-metrics --check-single-keys $::nickv_status_keys]
         set murl [exporter_start $mport --redis-only-metrics \
                       --script $::skv_root/utils/prometheus/nickv-master.lua]
 
@@ -130,6 +141,12 @@ start_server {overrides {save ""}} {
             set pid [dict get $nk pid]
             set nkport [dict get $nk port]
             set runid [nickv_info $nk run_id]
+            # The failover state through the status keys: numbers as
+            # values, words as labels, nothing blocked.
+            assert_equal [nickv_info $nk epoch] [exporter_value $m [status_series value epoch]]
+            assert_equal 2 [exporter_int [exporter_value $m [status_series value valid_replicas]]]
+            assert_equal 1 [exporter_value $m [status_series value_as_string failover_state watching]]
+            assert_equal 0 [exporter_value $m [status_series size failover_blocked]]
             assert_match "*redis_instance_info{*,process_id=\"$pid\",*redis_mode=\"nickv\",redis_version=\"$version\",role=\"nickv\",run_id=\"$runid\",tcp_port=\"$nkport\"} 1*" $m
         }
 
@@ -222,6 +239,11 @@ start_server {overrides {save ""}} {
                     fail "$rules names $name, which the exporter does not produce"
                 }
             }
+            foreach key [lsort -unique [regexp -all -inline {key="nickv:[a-z_]+"} $exprs]] {
+                if {[string first $key $scraped] < 0} {
+                    fail "$rules names $key, a status key the exporter was not given or Nic-KV does not have"
+                }
+            }
             foreach key [lsort -unique [regexp -all -inline {key="[a-z_]+"} $exprs]] {
                 if {[string first "redis_script_values\{$key\}" $scraped] < 0} {
                     fail "$rules names redis_script_values{$key}, which nickv-master.lua does not return"
@@ -248,6 +270,17 @@ start_server {overrides {save ""}} {
                 fail "the exporter does not show the failover blocked:\n[exporter_grep $m sentinel]"
             }
             assert_match "*nickv-lease no*" [nickv_info $nk failover_blocked]
+            # Why, through the status keys: the reason as a label, its
+            # length as a number (0 while nothing blocks).
+            set why [nickv_info $nk failover_blocked]
+            wait_for_condition 50 100 {
+                [exporter_value [set m [exporter_scrape $nkurl]] [status_series value_as_string failover_blocked $why]] == 1
+            } else {
+                fail "the exporter does not show why the failover is blocked ($why):\n[exporter_grep $m nickv:]"
+            }
+            assert_equal [string length $why] [exporter_value $m [status_series size failover_blocked]]
+            assert_equal off [nickv_info $nk master_lease]
+            assert_equal 1 [exporter_value $m [status_series value_as_string master_lease off]]
             wait_for_condition 50 100 {
                 [exporter_value [exporter_scrape $murl] redis_up] == 0
             } else {
@@ -312,7 +345,7 @@ start_server [list overrides $fo_conf] {
         set ports [list [srv -1 port] [srv 0 port]]
         foreach r [list [srv -1 client] [srv 0 client]] { $r replicaof 127.0.0.1 $mport }
         set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
-        set nkurl [exporter_start [dict get $nk port] --redis-only-metrics]
+        set nkurl [exporter_start [dict get $nk port] --redis-only-metrics --check-single-keys $::nickv_status_keys]
 
         test {Nic-KV exporter: a failover: the master's status and address follow it} {
             wait_for_condition 100 100 {
@@ -321,6 +354,9 @@ start_server [list overrides $fo_conf] {
             } else {
                 fail "no healthy topology in the exporter:\n[exporter_grep $m sentinel]\n[nickv_cmd $nk info failover]"
             }
+            set epoch [nickv_info $nk epoch]
+            assert_equal $epoch [exporter_value $m [status_series value epoch]]
+            assert_equal 1 [exporter_value $m [status_series value_as_string master_lease on]]
             exec kill -9 $mpid
             wait_for_condition 100 100 {
                 [nickv_info $nk failovers] >= 1 && [nickv_info $nk failover_state] eq {watching}
@@ -340,6 +376,14 @@ start_server [list overrides $fo_conf] {
                 [exporter_value [set m [exporter_scrape $nkurl]] [sentinel_series slaves $new]] == 1
             } else {
                 fail "the new master's replica is not counted:\n[exporter_grep $m sentinel]"
+            }
+            # The epoch the failover moved to, as INFO says it.
+            set now [nickv_info $nk epoch]
+            assert {$now > $epoch}
+            wait_for_condition 50 100 {
+                [exporter_value [set m [exporter_scrape $nkurl]] [status_series value epoch]] == $now
+            } else {
+                fail "the exporter does not show epoch $now:\n[exporter_grep $m nickv:]"
             }
         }
         foreach pid $::exporter_pids { catch {exec kill $pid} }

@@ -224,6 +224,69 @@ start_server {tags {"nickv external:skip"}} {
         nickv_stop $nk
     }
 
+    test {Nic-KV: INFO failover's and coordinator's fields as read-only keys nickv:<field>, as the exporter reads keys} {
+        set nk [nickv_start $mport --failover yes]
+        set c [redis [nickv_host $nk] [dict get $nk port]]
+        assert_equal OK [$c select 0]
+        assert_error {ERR DB index is out of range} {$c select 1}
+        assert_error {ERR value is not an integer*} {$c select x}
+        # Each key is its field, as INFO says it at the time of the read.
+        assert_equal string [$c type nickv:epoch]
+        assert_equal [nickv_info $nk epoch] [$c get nickv:epoch]
+        assert_equal [nickv_info $nk failover_state] [$c get nickv:failover_state]
+        assert_equal [nickv_info $nk master] [$c get nickv:master]
+        assert_equal off [$c get nickv:coordinator_role]
+        assert_equal [nickv_info $nk min_slaves] [$c get nickv:min_slaves]
+        assert_equal 127.0.0.1:$mport [$c get nickv:master]
+        assert_equal [string length 127.0.0.1:$mport] [$c strlen nickv:master]
+        # An empty field is an empty string, not a missing key.
+        assert_equal {} [$c get nickv:state_file_error]
+        assert_equal 1 [$c exists nickv:state_file_error]
+        # A name in nickv: that is not a field, or that would reach into a
+        # line, does not exist (a coordinator's field without one).
+        foreach key {nickv:leader nickv:nosuchfield nickv:epoch:1 "nickv:epoch\r\n" nickv:#} {
+            assert_equal none [$c type $key]
+            assert_equal {} [$c get $key]
+            assert_equal 0 [$c strlen $key]
+        }
+        assert_equal 2 [$c exists nickv:epoch nickv:nosuchfield nickv:epoch]
+        assert_equal 0 [$c pfcount nickv:nosuchfield]
+        assert_error {WRONGTYPE*} {$c pfcount nickv:epoch}
+        assert_equal {} [$c memory usage nickv:epoch]
+        # Outside nickv: a key is an error, not nil: an application sent
+        # here by mistake must not read "no such key" for its data.
+        set nodata {ERR Nic-KV holds no data: 'foo' is not one of its status keys (nickv:<field of INFO failover or INFO coordinator>); send data commands to the master}
+        foreach cmd {{get foo} {type foo} {strlen foo} {exists nickv:epoch foo} {pfcount foo} {memory usage foo}} {
+            catch {$c {*}$cmd} e
+            assert_equal $nodata $e
+        }
+        foreach key {nickv: "# Failover state"} {
+            assert_error {ERR Nic-KV holds no data*} {$c get $key}
+        }
+        catch {$c get "a\nb"} e
+        assert_match {ERR Nic-KV holds no data: 'a?b' is not*} $e
+        # SCAN lists every field once, in one answer.
+        lassign [$c scan 0 match nickv:failover* count 10] cursor keys
+        assert_equal 0 $cursor
+        assert_equal {nickv:failover nickv:failover_blocked nickv:failover_state nickv:failovers nickv:failovers_aborted} [lsort $keys]
+        lassign [$c scan 0] cursor all
+        assert {[lsearch $all nickv:epoch] >= 0 && [lsearch $all nickv:coordinator_role] >= 0}
+        assert {[lsearch $all nickv:valid_replicas] >= 0 && [lsearch $all nickv:node0] >= 0}
+        assert_equal [llength $all] [llength [lsort -unique $all]]
+        assert_equal {0 {}} [$c scan 0 type list]
+        assert_error {ERR invalid cursor} {$c scan 7}
+        assert_error {ERR syntax error} {$c scan 0 match}
+        assert_error {ERR value is not an integer*} {$c scan 0 count 0}
+        # Read only: Nic-KV still takes no writes.
+        assert_error {ERR unknown command*} {$c set nickv:epoch 9}
+        assert_equal [nickv_info $nk epoch] [$c get nickv:epoch]
+        # RESP3's null for a key that does not exist.
+        $c hello 3
+        assert_equal {} [$c get nickv:nosuchfield]
+        $c close
+        nickv_stop $nk
+    }
+
     test {Nic-KV: an unwritable logfile stops it at start, with a message} {
         set port [find_available_port [expr {$::baseport + 250}] 200]
         set rc [catch {exec timeout 5 [nickv_binary] --port $port --master-port $mport \
