@@ -175,6 +175,7 @@ void nkClientFree(nkClient *c) {
     }
     if (c->fs) nkProxyFullSync(c);   /* with no conn: tears the sync down */
     nkPubsubClientFree(c);
+    nkMonitorForget(c);
     sdsfree(c->name);
     sdsfree(c->user);
     sdsfree(c->querybuf);

@@ -386,6 +386,7 @@ typedef struct nkClient {
     sds user;                 /* the user AUTH named; NULL: default */
     long long last_cmd_ms;    /* when its last command ran (CLIENT LIST idle) */
     char last_cmd[24];        /* ... and its name, lower case (CLIENT LIST cmd) */
+    int monitor;              /* MONITOR: it is sent the commands others run */
 } nkClient;
 
 void nkClientReply(nkClient *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

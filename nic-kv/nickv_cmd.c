@@ -476,11 +476,13 @@ static sds catClientInfo(sds s, nkClient *c) {
     long long now = nkMstime();
     size_t qmem = sdsAllocSize(c->querybuf), omem = sdsAllocSize(c->outbuf);
     int subscribed = (c->channels && listLength(c->channels)) || (c->patterns && listLength(c->patterns));
-    char flags[4] = "";
-    /* Upstream's letters: P a subscriber, N nothing else to say. */
+    char flags[8] = "";
+    /* Upstream's letters: P a subscriber, O a MONITOR, N nothing else to
+     * say. */
     if (c->state < NK_CLIENT_STATES && strcmp(states[c->state], "N")) strcat(flags, states[c->state]);
     else if (c->state >= NK_CLIENT_STATES) strcat(flags, "?");
     if (subscribed) strcat(flags, "P");
+    if (c->monitor) strcat(flags, "O");
     if (!flags[0]) strcat(flags, "N");
     s = sdscatfmt(s, strchr(c->ip, ':') ? "id=%I addr=[%s]:%i" : "id=%I addr=%s:%i", c->id, c->ip, c->port);
     s = sdscatfmt(s, " fd=%i name=%s age=%I idle=%I flags=%s db=0 sub=%i psub=%i multi=-1",
@@ -622,7 +624,7 @@ typedef struct nkCommand {
 
 static nkCommandProc sentinelCommand, pingCommand, replconfCommand, syncCommand, infoCommand, roleCmd,
     echoCommand, timeCommand, aclCommand, commandCommand, slowlogCommand, latencyCommand,
-    memoryCommand, failoverCommand, shutdownCommand, quitCommand;
+    memoryCommand, failoverCommand, shutdownCommand, quitCommand, monitorCommand;
 
 static const nkCommand nkCommands[] = {
     {"auth", -2, 0, authCommand, "connection", "Authenticate: the replicas' password, or adminpass"},
@@ -657,6 +659,7 @@ static const nkCommand nkCommands[] = {
     {"punsubscribe", -1, 0, nkPubsubCommand, "pubsub", "Stop listening for patterns"},
     {"config", -2, 1, configCommand, "server", "GET, SET, RESETSTAT, REWRITE Nic-KV's options"},
     {"failover", -1, 1, failoverCommand, "server", "A planned handover to a replica"},
+    {"monitor", 1, 1, monitorCommand, "server", "Stream the commands Nic-KV's clients run (passwords redacted)"},
     {"shutdown", -1, 1, shutdownCommand, "server", "Stop Nic-KV"},
     {NULL, 0, 0, NULL, NULL, NULL}
 };
@@ -699,6 +702,64 @@ static const char *nkAdminName(const nkCommand *cmd, int argc, sds *argv) {
         if (!strcasecmp(argv[1], "reset")) return "sentinel|reset";
     }
     return NULL;
+}
+
+/* ---------------------------------------------------------- MONITOR --- */
+
+/* The MONITOR clients there are: execCommand looks for them only when
+ * there is one. */
+static int monitors;
+
+static void monitorCommand(nkClient *c, int argc, sds *argv) {
+    (void)argc, (void)argv;
+    if (!c->monitor) monitors++;
+    c->monitor = 1;
+    nkClientReply(c, "+OK\r\n");
+}
+
+void nkMonitorForget(nkClient *c) {
+    if (c->monitor) monitors--;
+    c->monitor = 0;
+}
+
+/* Is argv[i] a secret a MONITOR must not see? AUTH's arguments, and the
+ * user and password after HELLO's AUTH (what upstream 7.0 redacts). */
+static int monitorRedacted(const nkCommand *cmd, int argc, sds *argv, int i) {
+    if (cmd->proc == authCommand) return i >= 1;
+    if (cmd->proc != helloCommand) return 0;
+    for (int j = 2; j + 2 < argc; j++)
+        if (!strcasecmp(argv[j], "auth")) return i == j + 1 || i == j + 2;
+    return 0;
+}
+
+/* Send the command c is about to run to every MONITOR but c, one line as
+ * upstream's: +<s>.<us> [0 <addr>] "arg" ... Commands that only an admin
+ * may run and the replication handshake are left out, as upstream leaves
+ * out its admin commands (CONFIG, MONITOR, REPLCONF...). */
+static void monitorFeed(nkClient *c, const nkCommand *cmd, int argc, sds *argv) {
+    if (cmd->admin || nkAdminName(cmd, argc, argv) || cmd->proc == replconfCommand ||
+        cmd->proc == nkPsyncCommand || cmd->proc == syncCommand)
+        return;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    sds line = sdscatprintf(sdsempty(), "+%ld.%06ld [0 ", (long)tv.tv_sec, (long)tv.tv_usec);
+    line = sdscatprintf(line, strchr(c->ip, ':') ? "[%s]:%d]" : "%s:%d]", c->ip, c->port);
+    for (int i = 0; i < argc; i++) {
+        line = sdscatlen(line, " ", 1);
+        if (monitorRedacted(cmd, argc, argv, i)) line = sdscat(line, "\"(redacted)\"");
+        else line = sdscatrepr(line, argv[i], sdslen(argv[i]));
+    }
+    line = sdscatlen(line, "\r\n", 2);
+    listIter li;
+    listNode *ln;
+    listRewind(nk.clients, &li);
+    while ((ln = listNext(&li))) {
+        nkClient *m = listNodeValue(ln);
+        if (m == c || !m->monitor || !m->conn || m->state != NK_CLIENT_CONNECTED) continue;
+        nkClientWriteRaw(m, line, sdslen(line));
+        nkClientFlushSoon(m);     /* may free m (not c): its node only */
+    }
+    sdsfree(line);
 }
 
 /* ------------------------------------------------------ The commands --- */
@@ -1048,6 +1109,7 @@ void execCommand(nkClient *c, int argc, sds *argv) {
         nkReplyNoPerm(c, admin);
         return;
     }
+    if (monitors) monitorFeed(c, cmd, argc, argv);
     long long start = (long long)getMonotonicUs();
     cmd->proc(c, argc, argv);     /* (may free c) */
     stats.commands++;             /* after it, as Redis counts: INFO does not count itself */

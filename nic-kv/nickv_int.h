@@ -50,6 +50,8 @@ void nkAuthFailuresCron(void);
 /* Run one command a client sent (nkClientReadable, nickv.c). */
 void execCommand(nkClient *c, int argc, sds *argv);
 void nkCommandStatsReset(void);      /* INFO commandstats' counters (CONFIG RESETSTAT) */
+/* A client leaves: it is no longer a MONITOR (nkClientFree, nickv.c). */
+void nkMonitorForget(nkClient *c);
 
 /* nickv_status.c, for the commands' table (nickv_cmd.c): INFO failover's
  * and INFO coordinator's fields as read-only string keys nickv:<field>,

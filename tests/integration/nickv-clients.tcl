@@ -317,6 +317,41 @@ print(s.sentinels\[0\].client_info()\['resp'\])
         assert_match "*modules\r\n*0\r\n%3\r\n\$15\r\ntotal.allocated\r\n:*\r\n\$19\r\nreplication.backlog\r\n:*" $got
     }
 
+    test {MONITOR (admin): the commands other clients run, passwords redacted, admin and replication commands left out} {
+        set port [dict get $nk port]
+        catch {clients_call $nk rp monitor} e
+        assert_match {*NOPERM 'monitor' needs the admin password*} $e
+        set m [redis 127.0.0.1 $port 1]
+        $m auth ap
+        assert_equal OK [$m read]
+        $m monitor
+        assert_equal OK [$m read]
+        assert_match "*flags=O *cmd=monitor*" [clients_call $nk ap client list]
+        set c [redis 127.0.0.1 $port]
+        $c auth rp
+        $c ping
+        $c echo "a b\n"
+        $c hello 3 auth default rp setname mon
+        catch {$c config get port}
+        $c replconf listening-port 1
+        $c get nickv:epoch
+        $c close
+        set lines {}
+        for {set i 0} {$i < 6} {incr i} { lappend lines [$m read] }
+        # The CLIENT LIST check above shows as its AUTH only: CLIENT LIST is
+        # an admin's subcommand, left out, as CONFIG and REPLCONF are.
+        foreach line $lines {
+            assert_match {[0-9]*.[0-9]* \[0 127.0.0.1:[0-9]*\] *} $line
+        }
+        assert_equal [list {"auth" "(redacted)"} {"auth" "(redacted)"} {"ping"} {"echo" "a b\n"} \
+                          {"hello" "3" "auth" "(redacted)" "(redacted)" "setname" "mon"} {"get" "nickv:epoch"}] \
+            [lmap line $lines {regsub {^[0-9.]+ \[0 [^\]]+\] } $line {}}]
+        # A MONITOR that leaves: the others run on.
+        $m close
+        assert_equal {0 PONG} [clients_call $nk rp ping]
+        assert_no_match "*flags=O*" [clients_call $nk ap client list]
+    }
+
     test {A command Nic-KV does not serve: an error naming what it serves} {
         assert_equal {1 {ERR unknown command 'SET': Nic-KV serves replication, discovery (SENTINEL, INFO, ROLE...) and admin commands (COMMAND lists them); send data commands to the master}} \
             [clients_call $nk rp SET foo bar]
