@@ -130,6 +130,20 @@
  */
 
 #include "nickv_int.h"
+#include "nickv_resp.h"
+#include "nickv_conn.h"
+#include "nickv_tls.h"
+#include "nickv_backlog.h"
+#include "nickv_fanout.h"
+#include "nickv_upstream.h"
+#include "nickv_coord.h"
+#include "nickv_member.h"
+#include "nickv_probe.h"
+#include "nickv_failover.h"
+#include "nickv_client.h"
+#include "nickv_replica.h"
+#include "nickv_fullsync.h"
+#include "nickv_sentinel.h"
 
 #include <ctype.h>
 #include <errno.h>

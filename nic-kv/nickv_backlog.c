@@ -26,6 +26,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_backlog.h"
 
 #include <string.h>
 #include <stdio.h>

@@ -25,6 +25,8 @@
  */
 
 #include "nickv.h"
+#include "nickv_conn.h"
+#include "nickv_busy.h"
 
 #include <ctype.h>
 #include <errno.h>

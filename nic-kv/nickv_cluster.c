@@ -53,6 +53,9 @@
  */
 
 #include "nickv.h"
+#include "nickv_resolve.h"
+#include "nickv_probe.h"
+#include "nickv_cluster.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -13,6 +13,17 @@
  */
 
 #include "nickv_int.h"
+#include "nickv_resp.h"
+#include "nickv_resolve.h"
+#include "nickv_backlog.h"
+#include "nickv_upstream.h"
+#include "nickv_coord.h"
+#include "nickv_member.h"
+#include "nickv_probe.h"
+#include "nickv_cluster.h"
+#include "nickv_failover.h"
+#include "nickv_client.h"
+#include "nickv_replica.h"
 
 #include <errno.h>
 #include <fcntl.h>

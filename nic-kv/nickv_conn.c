@@ -38,6 +38,9 @@
  */
 
 #include "nickv.h"
+#include "nickv_conn.h"
+#include "nickv_tls.h"
+#include "nickv_resolve.h"
 
 #include <errno.h>
 #include <stdio.h>

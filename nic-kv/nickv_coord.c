@@ -90,6 +90,8 @@
  */
 
 #include "nickv.h"
+#include "nickv_resolve.h"
+#include "nickv_coord.h"
 #include "nickv_etcd.h"
 
 #include <ctype.h>

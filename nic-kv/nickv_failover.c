@@ -93,6 +93,15 @@
  */
 
 #include "nickv_failover_int.h"
+#include "nickv_info.h"
+#include "nickv_resolve.h"
+#include "nickv_backlog.h"
+#include "nickv_upstream.h"
+#include "nickv_coord.h"
+#include "nickv_member.h"
+#include "nickv_probe.h"
+#include "nickv_cluster.h"
+#include "nickv_failover.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -8,7 +8,8 @@
  * failover's state. F is defined in nickv_failover.c and declared here with
  * its types; the functions listed below are those one of the three files
  * calls in another (each is static otherwise). Nothing else includes this
- * header: the rest of the daemon sees the nkFailover* calls in nickv.h.
+ * header: the rest of the daemon sees the nkFailover* calls in
+ * nickv_failover.h.
  */
 #ifndef NICKV_FAILOVER_INT_H
 #define NICKV_FAILOVER_INT_H

@@ -78,6 +78,10 @@
  */
 
 #include "nickv.h"
+#include "nickv_resp.h"
+#include "nickv_conn.h"
+#include "nickv_backlog.h"
+#include "nickv_fanout.h"
 #include "monotonic.h"
 
 #include <errno.h>

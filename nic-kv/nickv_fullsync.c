@@ -21,6 +21,15 @@
  */
 
 #include "nickv.h"
+#include "nickv_resp.h"
+#include "nickv_info.h"
+#include "nickv_conn.h"
+#include "nickv_backlog.h"
+#include "nickv_upstream.h"
+#include "nickv_member.h"
+#include "nickv_client.h"
+#include "nickv_replica.h"
+#include "nickv_fullsync.h"
 
 #include <errno.h>
 #include <stdio.h>

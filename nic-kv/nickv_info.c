@@ -14,6 +14,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_info.h"
 
 #include <ctype.h>
 #include <limits.h>

@@ -6,12 +6,14 @@
  *
  * These were one file, nickv.c, and share what it kept static: the stats
  * the server counts, and the few functions one of them calls in another.
- * Nothing else includes this header; the rest of the daemon sees nickv.h.
+ * Nothing else includes this header; the rest of the daemon sees their
+ * calls in nickv_client.h (the clients, nickv.c's).
  */
 #ifndef NICKV_INT_H
 #define NICKV_INT_H
 
 #include "nickv.h"     /* first: upstream's feature macros (fmacros.h) */
+#include "nickv_client.h"
 
 #include <stdio.h>
 

@@ -36,6 +36,9 @@
  */
 
 #include "nickv.h"
+#include "nickv_resolve.h"
+#include "nickv_coord.h"
+#include "nickv_member.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -57,6 +57,15 @@
  */
 
 #include "nickv.h"
+#include "nickv_resp.h"
+#include "nickv_info.h"
+#include "nickv_conn.h"
+#include "nickv_resolve.h"
+#include "nickv_backlog.h"
+#include "nickv_upstream.h"
+#include "nickv_member.h"
+#include "nickv_busy.h"
+#include "nickv_probe.h"
 #include "nickv_msg.h"
 
 #include <arpa/inet.h>

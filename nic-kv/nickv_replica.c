@@ -50,6 +50,13 @@
  */
 
 #include "nickv.h"
+#include "nickv_conn.h"
+#include "nickv_backlog.h"
+#include "nickv_fanout.h"
+#include "nickv_upstream.h"
+#include "nickv_client.h"
+#include "nickv_replica.h"
+#include "nickv_fullsync.h"
 #include "nickv_msg.h"
 
 #include <stdio.h>

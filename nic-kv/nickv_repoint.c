@@ -17,6 +17,10 @@
  */
 
 #include "nickv_failover_int.h"
+#include "nickv_info.h"
+#include "nickv_member.h"
+#include "nickv_probe.h"
+#include "nickv_cluster.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -36,6 +36,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_resolve.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -13,6 +13,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_resp.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -220,7 +221,7 @@ sds nkNextLine(sds *in, const char **err) {
  * prepares the RDB), then "$<len>" and that many bytes, or "$EOF:<mark>"
  * (40 bytes), the RDB and the mark again. Our link drops it; a proxied full
  * sync passes it to the replica unchanged. One reader for both (the
- * struct is in nickv.h). */
+ * struct is in nickv_resp.h). */
 
 void nkRdbReaderInit(nkRdbReader *r) {
     memset(r, 0, sizeof(*r));

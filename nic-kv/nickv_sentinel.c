@@ -29,6 +29,13 @@
  */
 
 #include "nickv.h"
+#include "nickv_resp.h"
+#include "nickv_coord.h"
+#include "nickv_probe.h"
+#include "nickv_cluster.h"
+#include "nickv_failover.h"
+#include "nickv_client.h"
+#include "nickv_sentinel.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -21,6 +21,9 @@
  */
 
 #include "nickv_failover_int.h"
+#include "nickv_upstream.h"
+#include "nickv_cluster.h"
+#include "nickv_failover.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -30,6 +30,7 @@
  */
 
 #include "nickv.h"
+#include "nickv_tls.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -31,6 +31,13 @@
  */
 
 #include "nickv.h"
+#include "nickv_resp.h"
+#include "nickv_info.h"
+#include "nickv_conn.h"
+#include "nickv_tls.h"
+#include "nickv_backlog.h"
+#include "nickv_fanout.h"
+#include "nickv_upstream.h"
 #include "nickv_msg.h"
 
 #include <errno.h>
