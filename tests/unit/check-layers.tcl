@@ -1,6 +1,7 @@
 # The layers as code: utils/check-layers.sh passes on the tree as built,
 # names a call nic-kv/LAYERS forbids in the exact words it promises when
-# one is linked into a part, and holds every function to 100 lines.
+# one is linked into a part, and an #include of a header it forbids when
+# one is added to a part's source, and holds every function to 100 lines.
 
 source tests/skv/helpers.tcl
 
@@ -59,6 +60,39 @@ tags {"skv build"} {
         # The same objects without the added call pass.
         file copy -force [pwd]/src/nickv_probe.o $dir/nickv_probe.o
         lassign [skv_check_layers --layers-only --objdir $dir] status out
+        assert_equal 0 $status
+        assert_match "*check-layers: ok" $out
+    }
+
+    test {check-layers: an include of the failover's header in the probes is named, and fails the check} {
+        # The sources, in a scratch directory; into the probes' file, an
+        # #include of the failover's header (the probes may not call it).
+        set dir [tmpdir layers-include]
+        file copy $::skv_root/nic-kv $::skv_root/src $dir
+        set path $dir/nic-kv/nickv_probe.c
+        set fd [open $path r]
+        set text [read $fd]
+        close $fd
+        assert_equal 1 [regsub -line {^#include "nickv_probe.h"$} $text "&\n#include \"nickv_failover.h\"" text]
+        set fd [open $path w]
+        puts -nonewline $fd $text
+        close $fd
+
+        lassign [skv_check_layers --layers-only --src $dir] status out
+        assert_equal 1 $status
+        set lines [split $out "\n"]
+        assert_equal 1 [llength [lsearch -all -glob $lines {* not allowed by *}]]
+        assert {[lsearch -exact $lines {nickv_probe.c includes nickv_failover.h (nickv_failover.c, layer server/failover): not allowed by nic-kv/LAYERS}] >= 0}
+        assert_match "*check-layers: 1 failure(s)" $out
+
+        # A header of no part is named too; the sources as they are pass.
+        file copy -force $::skv_root/nic-kv/nickv_probe.c $path
+        close [open $dir/nic-kv/nickv_orphan.h w]
+        lassign [skv_check_layers --layers-only --src $dir] status out
+        assert_equal 1 $status
+        assert_match "*nic-kv/nickv_orphan.h belongs to no part of nic-kv/LAYERS*" $out
+        file delete $dir/nic-kv/nickv_orphan.h
+        lassign [skv_check_layers --layers-only --src $dir] status out
         assert_equal 0 $status
         assert_match "*check-layers: ok" $out
     }
