@@ -19,6 +19,10 @@
  */
 
 #include "nickv_int.h"
+#include "nickv_coord.h"
+#include "nickv_failover.h"
+#include "nickv_probe.h"
+#include "nickv_resp.h"
 
 #include <string.h>
 #include <strings.h>

@@ -21,7 +21,11 @@ SKV_OWN_OBJ = rdma_chan.o rdma_none.o rdma_ae.o rdma.o nickv_server.o nickv_leas
 ifeq ($(SKV_DEBUG),yes)
 SKV_DEBUG_CFLAGS = -DSKV_DEBUG
 endif
-$(SKV_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS) $(SKV_DEBUG_CFLAGS)
+# Our own files: a call to an undeclared function is an error, not a
+# warning (its int result silently truncated a pointer once: a header left
+# out after nickv.h was split per part).
+SKV_OWN_CFLAGS = -Werror=implicit-function-declaration -Werror=int-conversion
+$(SKV_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS) $(SKV_DEBUG_CFLAGS) $(SKV_OWN_CFLAGS)
 
 # The RDMA channel library (rdma_chan.c, over rdma-core) and the event-loop
 # adapter that drives its channels (rdma_ae.c). BUILD_RDMA=no builds without
@@ -83,7 +87,7 @@ $(NICKV_NAME): $(NICKV_OBJ)
 NICKV_ETCD_CHECK_NAME = nickv-etcd-check
 NICKV_ETCD_CHECK_OBJ = nickv_etcd_check.o nickv_etcd.o sds.o zmalloc.o util.o sha256.o
 -include nickv_etcd_check.d
-nickv_etcd_check.o: FINAL_CFLAGS := -I. $(FINAL_CFLAGS) $(SKV_DEBUG_CFLAGS)
+nickv_etcd_check.o: FINAL_CFLAGS := -I. $(FINAL_CFLAGS) $(SKV_DEBUG_CFLAGS) $(SKV_OWN_CFLAGS)
 all: $(NICKV_ETCD_CHECK_NAME)
 
 $(NICKV_ETCD_CHECK_NAME): $(NICKV_ETCD_CHECK_OBJ)
@@ -98,7 +102,7 @@ NICKV_DEBUG_OWN = $(NICKV_OWN) $(basename $(SKV_RDMA_OBJ))
 NICKV_DEBUG_OWN_OBJ = $(addsuffix -nkdebug.o,$(NICKV_DEBUG_OWN))
 NICKV_DEBUG_OBJ = $(NICKV_DEBUG_OWN_OBJ) ae.o anet.o sds.o zmalloc.o adlist.o monotonic.o redisassert.o util.o sha256.o
 -include $(addsuffix -nkdebug.d,$(NICKV_DEBUG_OWN))
-$(NICKV_DEBUG_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS) -DNK_DEBUG -DSKV_DEBUG
+$(NICKV_DEBUG_OWN_OBJ): FINAL_CFLAGS := -I. $(FINAL_CFLAGS) -DNK_DEBUG -DSKV_DEBUG $(SKV_OWN_CFLAGS)
 
 %-nkdebug.o: %.c .make-prerequisites
 	$(REDIS_CC) -MMD -o $@ -c $<
