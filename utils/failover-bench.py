@@ -220,12 +220,15 @@ class Topology:
         self.procs[port] = spawn([os.path.join(BIN, "redis-server"), conf], port, "redis-server")
 
     def start_nickv(self):
+        # failover yes promotes and repoints only members: every node is one
+        # (NIC-KV.md, "Members").
+        members = [a for p in self.ports for a in ("--node", f"127.0.0.1:{p}")]
         self.nk = spawn([os.path.join(BIN, "nic-kv"), "--port", str(self.nkport),
                          "--master-port", str(self.ports[0]), "--failover", "yes",
                          "--min-slaves", "1", "--masteruser", "nickv",
                          "--masterauth", NICKV_PASS, "--state-file",
                          os.path.join(self.out, "nic-kv.state"), "--logfile",
-                         os.path.join(self.out, "nic-kv.log")], self.nkport, "nic-kv")
+                         os.path.join(self.out, "nic-kv.log")] + members, self.nkport, "nic-kv")
 
     def kill(self, port):
         self.procs[port].send_signal(signal.SIGKILL)
