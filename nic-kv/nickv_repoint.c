@@ -164,8 +164,8 @@ static void repointError(foRepoint *r, const char *err) {
 void repointTick(void) {
     char port[16];
     /* A master we just promoted serves nothing before our first grant, a
-     * replica's handshake PING neither: a replica sent to it earlier gets
-     * -MASTERDOWN and tries again only a second later, and until then the
+     * replica's PSYNC neither: a replica sent to it earlier gets
+     * -NOMASTERLINK and tries again only a second later, and until then the
      * new master has no replica (WAIT answers 0, min-slaves refuses once
      * the joining window ends). So the replicas go once it took a grant
      * (two round trips after the promotion), or after NK_REPOINT_HOLD_MS

@@ -158,18 +158,26 @@ static int hasScript(client *c) {
 /* processCommand(): 1 if the command was refused (the reply is sent).
  * What a stale replica refuses (denystale: not flagged CMD_STALE), and
  * scripts, need the lease; INFO, ROLE, HELLO, REPLICAOF, CONFIG, AUTH,
- * CLIENT and the like never do. PING does (not flagged CMD_STALE): a
- * replica's handshake starts with it, and one that got past it would meet
- * the refusal at PSYNC, which a Redis replica takes for "PSYNC not
- * supported" and falls back to SYNC (nickv-failover-edges.tcl failed
- * five ways when PING answered). A liveness check should ask ROLE or
- * INFO (NIC-KV.md, "Failover"). */
+ * CLIENT and the like never do, and PING does not either: liveness probes
+ * (a load balancer's, Kubernetes') ask PING, and a master that only lost
+ * its lease is alive. PING carries no data, but it lets a replica's
+ * handshake go on to PSYNC, which therefore gets -NOMASTERLINK, not
+ * -MASTERDOWN: a Redis replica takes -NOMASTERLINK (or -LOADING) for "try
+ * again later" and keeps its cached master, where any other error means
+ * "PSYNC not supported" to it: it drops its replication history and falls
+ * back to SYNC, so its offset no longer says what it holds and the
+ * failover cannot check it (nickv-failover-edges.tcl failed five ways
+ * when PING answered with PSYNC refused as MASTERDOWN). */
 int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
     nickvWatchCommand(c);
-    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || nickvLeaseHeld())
+    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || c->cmd->proc == pingCommand ||
+        nickvLeaseHeld())
         return 0;
     LE.refused++;
-    if (is_write)
+    if (c->cmd->proc == syncCommand)
+        rejectCommandFormat(c, "-NOMASTERLINK This master holds no lease from Nic-KV (nickv-lease yes): "
+                            "try again later");
+    else if (is_write)
         rejectCommandFormat(c, "-READONLY You can't write against a master that holds no lease "
                             "from Nic-KV (nickv-lease yes): it may have been replaced");
     else

@@ -100,11 +100,17 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         assert_match {MASTERDOWN*no lease*} $e
         catch {$m exec} e
         assert_match {EXECABORT*} $e
-        # What an operator and a liveness check need still works; PING
-        # does not (a replica's handshake starts with it).
+        # What an operator and a liveness check need still works, PING
+        # among it (issue 33: a load balancer's probe must not call a live
+        # master dead); a replica's handshake gets past PING, and PSYNC
+        # and SYNC answer what a Redis replica takes for "try again later".
         assert_match {*role:master*} [$m info replication]
-        catch {$m ping} e
-        assert_match {MASTERDOWN*no lease*} $e
+        assert_equal PONG [$m ping]
+        assert_equal hi [$m ping hi]
+        catch {$m psync ? -1} e
+        assert_equal {NOMASTERLINK This master holds no lease from Nic-KV (nickv-lease yes): try again later} $e
+        catch {$m sync} e
+        assert_match {NOMASTERLINK*no lease*} $e
         assert_equal master [lindex [$m role] 0]
         assert_equal {nickv-lease yes} [$m config get nickv-lease]
         assert_match {*id=*} [$m client list]
@@ -192,8 +198,8 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
             assert_equal 0 [status $nm sync_full]
             nickv_assert_digests $nm $others
             # They were sent to it once it took a lease: before, their
-            # handshake's PING met -MASTERDOWN and they came back only a
-            # second later, the new master meanwhile without a replica.
+            # PSYNC met -NOMASTERLINK and they came back only a second
+            # later, the new master meanwhile without a replica.
             foreach lvl {-2 -1 0} {
                 if {[srv $lvl port] == $nport} { set granted [fo_log_ms [srv $lvl stdout] "*Nic-KV lease: granted*"] }
             }
@@ -202,6 +208,7 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
                 set sent [fo_log_ms [srv $lvl stdout] "*REPLICAOF 127.0.0.1:$nport enabled*"]
                 assert {$granted ne {} && $sent ne {} && $sent >= $granted}
                 assert_equal {} [fo_log_ms [srv $lvl stdout] "*Error reply to PING from master: '-MASTERDOWN*"]
+                assert_equal {} [fo_log_ms [srv $lvl stdout] "*unable to PSYNC but should be in the future*NOMASTERLINK*"]
             }
             wait_for_condition 100 100 {
                 [nickv_info $nk master_port] == $nport && [nickv_info $nk master_link_status] eq {up}
