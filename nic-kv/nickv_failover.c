@@ -1563,6 +1563,7 @@ void foEvent(const char *event, int is_master, const char *ip, int port, const c
 
 void foSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int new_port) {
     if (sinks) sinks->switch_master(old_ip, old_port, new_ip, new_port);
+    nkProbeAnnounceReplicas(new_ip, new_port);
 }
 
 int nkFailoverStart(void) {

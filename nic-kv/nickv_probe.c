@@ -101,6 +101,7 @@ typedef struct probeNode {
                                  * master's own list is read */
     int authed;                 /* a replica's connection: AUTH sent */
     int untrusted_said;         /* logged that it is not a member */
+    int sdown_said;             /* +sdown sent, -sdown not yet (probeEvent) */
     char runid[NK_RUNID_SIZE + 1];  /* a replica's process, "" if not known */
     int seen;                   /* listed in this pass (nodesRefresh) */
     long long unlisted_ms;      /* ... when it stopped being listed */
@@ -233,14 +234,39 @@ static const char *nodeRole(const probeNode *n) {
     return n->is_master ? "master" : "replica";
 }
 
+/* A replica node at the master's own address: the old master watched to
+ * be repointed before the probe moved, or the winner still listed as a
+ * replica. Sentinel never names an instance as a replica of itself: such
+ * a node makes no event (its +slave comes with nkProbeAnnounceReplicas). */
+static int probeIsMasterAddr(const probeNode *n) {
+    const probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : NULL;
+    return m && n != m && !n->is_master && n->port == m->port && !strcmp(n->reach, m->reach);
+}
+
 /* A Sentinel event about n (hooks.event: nkSentinelEvent); the master's
- * sdown is its odown too: the probes are the one judge. */
+ * sdown is its odown too: the probes are the one judge. A -sdown only ever
+ * follows a +sdown said of the same node, as Sentinel's. */
 static void probeEvent(probeNode *n, int down) {
     probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : n;
+    if (probeIsMasterAddr(n) || (!down && !n->sdown_said)) return;
+    n->sdown_said = down;
     hooks.event(down ? "+sdown" : "-sdown", n->is_master, n->reach, n->port, m->reach, m->port, NULL);
     if (n->is_master)
         hooks.event(down ? "+odown" : "-odown", 1, n->reach, n->port, m->reach, m->port,
                         down ? "#quorum 1/1" : NULL);
+}
+
+void nkProbeAnnounceReplicas(const char *ip, int port) {
+    listIter li;
+    listNode *ln;
+    listRewind(nodes, &li);
+    while ((ln = listNext(&li))) {
+        probeNode *n = listNodeValue(ln);
+        if (n->is_master || (n->port == port && !strcmp(n->reach, ip))) continue;
+        hooks.event("+slave", 0, n->reach, n->port, ip, port, NULL);
+        n->sdown_said = !n->valid;
+        if (!n->valid) hooks.event("+sdown", 0, n->reach, n->port, ip, port, NULL);
+    }
 }
 
 static void probeInvalid(probeNode *n, const char *why) {
@@ -1015,7 +1041,7 @@ static probeNode *nodeAdd(const char *ip, int port, int is_master) {
     n->listed = is_master;      /* a replica: by nodesRefresh's pass */
     if (is_master) listAddNodeHead(nodes, n); else listAddNodeTail(nodes, n);
     health_dirty = 1;
-    if (!is_master && listLength(nodes) > 1) {
+    if (!is_master && listLength(nodes) > 1 && !probeIsMasterAddr(n)) {
         probeNode *m = listNodeValue(listFirst(nodes));
         hooks.event("+slave", 0, n->reach, n->port, m->reach, m->port, NULL);
     }
@@ -1037,6 +1063,7 @@ static void nodeRetarget(probeNode *n, const char *ip, int port) {
     n->waiting_since_us = 0;
     n->state_ms = nowMs();
     n->why[0] = '\0';
+    n->sdown_said = 0;          /* another instance: Sentinel resets it too */
     n->rtt_us = n->max_rtt_us = 0;
     master_clock = 0;           /* another host's clock: a query first */
     granted_offset = 0;         /* ... and what it acknowledged is its own */

@@ -80,6 +80,11 @@ void nkProbeWatch(const char *ip, int port, int on);
 /* The master is now ip:port (our failover, the coordinator's record):
  * probe it, read its INFO, grant at once. */
 void nkProbeRetargetMaster(const char *ip, int port);
+/* After +switch-master to ip:port: +slave for every replica the probes
+ * know (the old master among them) as a replica of the new master, and
+ * +sdown for those that do not answer, as Sentinel announces its replicas
+ * again when its master moves. */
+void nkProbeAnnounceReplicas(const char *ip, int port);
 /* The master's probe follows where the master said it replicates from
  * (master_follows); a loop the probe saw stays held. */
 void nkProbeFollowMaster(const char *ip, int port);

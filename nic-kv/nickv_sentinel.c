@@ -91,8 +91,10 @@ static sds commonState(sds s, int resp, int pairs, const char *name, const nkPro
 }
 
 static sds masterState(sds s, int resp, const nkProbeView *m, int nreplicas) {
+    /* Flags in redis-sentinel's order (s_down, o_down, the role,
+     * disconnected). */
     s = commonState(s, resp, COMMON_PAIRS + 6, nk.cfg.master_name, m,
-                    m->valid ? "master" : "master,s_down,o_down", "master");
+                    m->valid ? "master" : "s_down,o_down,master", "master");
     s = pairLL(s, "config-epoch", 0);
     s = pairLL(s, "num-slaves", nreplicas);
     s = pairLL(s, "num-other-sentinels", 0);
@@ -104,9 +106,10 @@ static sds masterState(sds s, int resp, const nkProbeView *m, int nreplicas) {
 static sds replicaState(sds s, int resp, const nkProbeView *r, const nkProbeView *m) {
     char name[300];
     snprintf(name, sizeof(name), strchr(r->addr, ':') ? "[%s]:%d" : "%s:%d", r->addr, r->port);
-    s = commonState(s, resp, COMMON_PAIRS + 7, name, r, r->valid ? "slave" : "slave,s_down", "slave");
+    s = commonState(s, resp, COMMON_PAIRS + 7, name, r,
+                    r->valid ? "slave" : (r->refused ? "s_down,slave,disconnected" : "s_down,slave"), "slave");
     s = pairLL(s, "master-link-down-time", 0);
-    s = pair(s, "master-link-status", "ok");
+    s = pair(s, "master-link-status", r->listed ? "ok" : "err");
     s = pair(s, "master-host", m->addr);
     s = pairLL(s, "master-port", m->port);
     s = pairLL(s, "slave-priority", 100);
@@ -122,14 +125,23 @@ static int isOurName(const sds name) {
            !memcmp(name, nk.cfg.master_name, sdslen(name));
 }
 
+/* Is replica r one of master m's, as redis-sentinel lists them? Every
+ * replica the probes know, listed by the master or not: Sentinel keeps
+ * the replicas it learnt, a dead one flagged s_down (an old master after a
+ * failover among them), until SENTINEL RESET. Not one at the master's own
+ * address: the old master watched before the probe moved, or the winner
+ * still in the list, is the master there. */
+static int sentinelListed(const nkProbeView *r, const nkProbeView *m) {
+    return !r->is_master && !(r->port == m->port && !strcmp(r->reach, m->addr));
+}
+
 /* The probes' nodes into v (at most NK_SENTINEL_NODES), v[0] the master
  * as clients are told: 0 while Nic-KV is starting, or how many, with the
- * replicas the master lists in *nreplicas. */
+ * replicas it has (sentinelListed) in *nreplicas. */
 static int sentinelView(nkProbeView *v, int *nreplicas) {
     int n = nkProbeNodes(v, NK_SENTINEL_NODES);
     *nreplicas = 0;
     if (n == 0) return 0;
-    for (int i = 1; i < n; i++) if (v[i].listed) (*nreplicas)++;
     /* The master is where the failover says (its own promotions, the
      * coordinator's record), not wherever the probes look meanwhile (a
      * chain of REPLICAOF they follow): while they do not read that node
@@ -144,6 +156,7 @@ static int sentinelView(nkProbeView *v, int *nreplicas) {
     }
     v[0].addr = mip;
     v[0].port = mport;
+    for (int i = 1; i < n; i++) if (sentinelListed(&v[i], &v[0])) (*nreplicas)++;
     return n;
 }
 
@@ -250,7 +263,7 @@ void nkSentinelCommand(nkClient *c, int argc, sds *argv) {
         } else {
             out = sdscatfmt(sdsempty(), "*%i\r\n", nreplicas);
             for (int i = 1; i < n; i++)
-                if (v[i].listed) out = replicaState(out, c->resp, &v[i], &v[0]);
+                if (sentinelListed(&v[i], &v[0])) out = replicaState(out, c->resp, &v[i], &v[0]);
         }
     } else if (!strcasecmp(sub, "myid") && argc == 2) {
         out = bulk(sdsempty(), nk.instance);

@@ -88,6 +88,17 @@ proc status_series {metric key {val ""}} {
     return "redis_key_$metric\{$labels\}"
 }
 
+# Does Nic-KV's SENTINEL REPLICAS list the replica on port as the master's,
+# its link up?
+proc fo_replica_link_ok {nk port} {
+    foreach r [nickv_cmd $nk sentinel replicas mymaster] {
+        if {[dict get $r port] == $port} {
+            return [expr {[dict get $r master-link-status] eq {ok} && [dict get $r flags] eq {slave}}]
+        }
+    }
+    return 0
+}
+
 # The exporter prints large numbers as Go's %g does (1.34217728e+08).
 proc exporter_int {v} {
     if {$v eq ""} { return "" }
@@ -370,12 +381,17 @@ start_server [list overrides $fo_conf] {
             } else {
                 fail "the exporter does not show the new master ok:\n[exporter_grep $m sentinel]"
             }
-            # The old address is gone, and the other replica follows the new master.
+            # The old address is gone as the master's, and the other replica
+            # follows the new master. The new master's replicas count the
+            # dead old master too, as redis-sentinel counts it (listed
+            # s_down in SENTINEL REPLICAS).
             assert_equal 1 [llength [regexp -all -inline -line {^redis_sentinel_master_status\{.*$} $m]]
+            set other [lindex [lsearch -all -inline -not -exact $ports $new] 0]
             wait_for_condition 100 100 {
-                [exporter_value [set m [exporter_scrape $nkurl]] [sentinel_series slaves $new]] == 1
+                [exporter_value [set m [exporter_scrape $nkurl]] [sentinel_series slaves $new]] == 2 &&
+                [fo_replica_link_ok $nk $other]
             } else {
-                fail "the new master's replica is not counted:\n[exporter_grep $m sentinel]"
+                fail "the new master's replicas are not counted:\n[exporter_grep $m sentinel]\n[nickv_cmd $nk sentinel replicas mymaster]"
             }
             # The epoch the failover moved to, as INFO says it.
             set now [nickv_info $nk epoch]
