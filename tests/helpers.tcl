@@ -761,6 +761,15 @@ proc fo_connect {nk} {
     fail "no master to connect to: [nickv_cmd $nk info failover]"
 }
 
+# Was err a master's refusal that says it may have been replaced (its
+# lease lapsed: -READONLY or -MASTERDOWN "... no lease from Nic-KV", or a
+# replica's -READONLY)? A Sentinel client asks for the master again then:
+# such a master still answers PING (a liveness check must not call it
+# dead), so PING failing is not the only sign.
+proc fo_refused_here {err} {
+    expr {[string match {READONLY*} $err] || [string match {MASTERDOWN*} $err]}
+}
+
 # The list-append writer: appends 0..n-1 to key, each followed by WAIT 1,
 # through whatever master Nic-KV names; at i == at, runs fault. A value
 # whose RPUSH and WAIT both succeeded, with WAIT counting a replica, is
@@ -772,7 +781,7 @@ proc fo_append {nk key n at fault} {
         if {$i == $at} { uplevel 1 $fault }
         if {[catch {$r rpush $key $i} e] == 0 && [catch {$r wait 1 2000} w] == 0 && $w >= 1} {
             lappend acked $i
-        } elseif {[catch {$r ping}]} {
+        } elseif {[fo_refused_here $e] || [catch {$r ping}]} {
             catch {$r close}
             set r [fo_connect $nk]
         } else {

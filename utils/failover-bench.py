@@ -327,7 +327,8 @@ class Writer:
                 return
             except (redis.RedisError, OSError, TypeError, ValueError) as e:
                 # TypeError, ValueError: no master named (a nil answer).
-                # A master without a lease answers PING -MASTERDOWN.
+                # (A master without a lease answers PING: its refusals of
+                # the writes, below, send the writer back to Nic-KV.)
                 self._count(e)
                 self.r = None
                 time.sleep(0.005)

@@ -274,6 +274,9 @@ start_cluster 3 3 {tags {"nickv repl cluster external:skip"} overrides {save "" 
         assert_equal 0 [nickv_info $nk failovers_aborted]
         assert_equal 0 [nickv_info $nk repoint_pending]
         assert_equal yes [nickv_info $nk cluster_mode]
+        # redis-server's field, which redis_exporter exports as
+        # redis_cluster_enabled (issue 33: it said 0 on a shard's Nic-KV).
+        assert_equal 1 [nickv_info $nk cluster_enabled]
         assert_equal [list 127.0.0.1 $aport] [nickv_master_addr $nk]
         if {![catch {exec grep -c "REPLICAOF\\|promoting" [dict get $nk log]} n]} {
             fail "Nic-KV tried a failover of its own: [exec grep "REPLICAOF\\|promoting" [dict get $nk log]]"

@@ -38,7 +38,7 @@ proc ff_append_round {nk} {
         incr ff(next,$c)
         incr ff(attempted)
         if {$ff(r) eq {}} { ff_connect $nk }
-        set pushed [expr {[catch {$ff(r) rpush list:$c $v}] == 0}]
+        set pushed [expr {[catch {$ff(r) rpush list:$c $v} e] == 0}]
         if {$pushed && $ff(r) eq $ff(stopped) && [nickv_master_addr $nk] ne $ff(stopped_master)} {
             # The stopped master took a write after another was promoted:
             # two masters (its queued writes must be refused).
@@ -48,9 +48,11 @@ proc ff_append_round {nk} {
             lappend ff(acked,$c) $v
             lappend ff(ackinfo,$c) $ff(fault)
             incr ff(acknowledged)
-        } elseif {!$ff(nickv_down) && [catch {$ff(r) ping}]} {
-            # (While Nic-KV is down nobody names a master: the writer
-            # stays where it is; the master refuses once its lease is out.)
+        } elseif {!$ff(nickv_down) && ([fo_refused_here $e] || [catch {$ff(r) ping}])} {
+            # Refused as a master that may have been replaced, or gone:
+            # ask Nic-KV again, as a Sentinel client does. (While Nic-KV is
+            # down nobody names a master: the writer stays where it is; the
+            # master refuses once its lease is out.)
             ff_connect $nk
         } else {
             after 10
