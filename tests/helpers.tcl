@@ -202,6 +202,79 @@ proc assert_stays {seconds condition {msg {}}} {
     }
 }
 
+# ------------------------------------------------------------- Topology ---
+# nickv_topology opts body: a master, its replicas and, when asked, their
+# Nic-KV, built as the hand-nested start_server blocks of the tests were.
+# opts is a dict:
+#   tags         the outer start_server's tags ({"nickv repl external:skip"})
+#   overrides    every node's overrides ({save ""}; a failover test gives
+#                [nickv_failover_overrides])
+#   master       the master's overrides beyond those ({})
+#   replicas     how many replicas (0), or a list of their overrides beyond
+#                those, one per replica: {{} {nickv-offload no}}
+#   nickv        when present, Nic-KV's options (a list, may be empty): it
+#                starts after every node, so all of them are its members
+#   nickv_first  yes: Nic-KV starts before the replicas' REPLICAOF, so the
+#                master hands each over at once; no (the default): after,
+#                so each may sync directly first and be handed over then
+#   serves       wait until Nic-KV streams to this many replicas (no wait)
+# The master is srv -N and the last replica srv 0, as before, so a body's
+# [srv -2 pid] and restart_server -2 still name the same node. Once every
+# replica has synced, body runs in the caller's scope with master,
+# master_port, master_pid, replicas, replica_ports, replica_pids (lists, in
+# the order of opts' replicas) and nk (the Nic-KV dict, {} without one).
+# After body, also when it fails, the Nic-KV in nk is stopped: the one nk
+# names then, which the body may have restarted.
+proc nickv_topology {opts body} {
+    set o [dict merge {tags {"nickv repl external:skip"} overrides {save ""} master {}
+                       replicas 0 nickv_first no} $opts]
+    set specs [dict get $o replicas]
+    if {[string is integer -strict $specs]} { set specs [lrepeat $specs {}] }
+    dict set o replicas $specs
+    set caller [expr {[info level] - 1}]
+    set script [list nickv_topology_run $caller $o $body]
+    for {set i [expr {[llength $specs] - 1}]} {$i >= 0} {incr i -1} {
+        set script [list start_server \
+            [list overrides [concat [dict get $o overrides] [lindex $specs $i]]] $script]
+    }
+    start_server [list tags [dict get $o tags] \
+        overrides [concat [dict get $o overrides] [dict get $o master]]] $script
+}
+
+# The innermost part of nickv_topology, run inside every node's start_server.
+proc nickv_topology_run {caller o body} {
+    set n [llength [dict get $o replicas]]
+    set mport [srv -$n port]
+    set clients {}
+    set ports {}
+    set pids {}
+    for {set level [expr {-$n + 1}]} {$level <= 0} {incr level} {
+        lappend clients [srv $level client]
+        lappend ports [srv $level port]
+        lappend pids [srv $level pid]
+    }
+    set nk {}
+    set with_nickv [dict exists $o nickv]
+    if {$with_nickv && [dict get $o nickv_first]} { set nk [nickv_start $mport {*}[dict get $o nickv]] }
+    foreach r $clients { $r replicaof 127.0.0.1 $mport }
+    if {$with_nickv && ![dict get $o nickv_first]} { set nk [nickv_start $mport {*}[dict get $o nickv]] }
+    foreach r $clients { wait_for_sync $r }
+    if {[dict exists $o serves]} { nickv_wait_replicas $nk [dict get $o serves] }
+
+    foreach {name value} [list master [srv -$n client] master_port $mport master_pid [srv -$n pid] \
+                              replicas $clients replica_ports $ports replica_pids $pids nk $nk] {
+        upvar #$caller $name var
+        set var $value
+    }
+    set code [catch {uplevel #$caller $body} result options]
+    upvar #$caller nk now
+    if {$with_nickv && [info exists now] && $now ne {}} {
+        # A body that failed outside a test keeps its error, not this one's.
+        if {$code} { catch {nickv_stop $now} } else { nickv_stop $now }
+    }
+    return -options $options $result
+}
+
 # --node for every server the harness runs now: the members, as an operator
 # names every SKV node (NIC-KV.md, "Members"). nickv_start adds them unless
 # the test gives --node itself (a test of what a member is).

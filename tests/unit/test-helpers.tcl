@@ -1,6 +1,7 @@
 # The shared test helpers of tests/helpers.tcl that other tests lean on:
 # assert_stays fails as soon as its condition turns false, and only then;
-# nickv_failover_overrides is the one override list of the failover tests.
+# nickv_failover_overrides is the one override list of the failover tests;
+# nickv_topology builds a master, its replicas and their Nic-KV.
 
 source tests/skv/helpers.tcl
 
@@ -53,5 +54,40 @@ start_server {tags {"skv"}} {
         # Even in length: start_server reads it as name value pairs.
         assert_equal 0 [expr {[llength [nickv_failover_overrides appendonly no]] % 2}]
         assert_equal yes [dict get [nickv_failover_overrides] nickv-lease]
+    }
+
+    test {nickv_topology: replicas synced, Nic-KV serving them, each node's own overrides} {
+        nickv_topology {tags {"repl"} replicas {{} {appendonly yes}} nickv {} serves 2} {
+            # The nodes nest as start_server blocks do: the master is srv -2.
+            assert_equal [list [srv -2 port] [srv -2 pid]] [list $master_port $master_pid]
+            assert_equal [list [srv -1 port] [srv 0 port]] $replica_ports
+            assert_equal [list [srv -1 pid] [srv 0 pid]] $replica_pids
+            assert_equal PONG [$master ping]
+            foreach r $replicas { assert_equal up [status $r master_link_status] }
+            assert_equal {appendonly yes} [[lindex $replicas 1] config get appendonly]
+            assert_equal {appendonly no} [[lindex $replicas 0] config get appendonly]
+            assert_equal 2 [nickv_info $nk connected_replicas]
+            set topo_nk $nk
+        }
+        # Its Nic-KV is gone once the body is done.
+        assert_equal 1 [catch {exec kill -0 [dict get $topo_nk pid]}]
+    }
+
+    test {nickv_topology: a body's error comes out, its Nic-KV stopped all the same} {
+        catch {
+            nickv_topology {tags {"repl"} replicas 1 nickv {}} {
+                set topo_nk $nk
+                error "the body's own error"
+            }
+        } err
+        assert_equal "the body's own error" $err
+        assert_equal 1 [catch {exec kill -0 [dict get $topo_nk pid]}]
+    }
+
+    test {nickv_topology: without Nic-KV, nk is empty and the replicas sync directly} {
+        nickv_topology {tags {"repl"} replicas 2} {
+            assert_equal {} $nk
+            assert_equal 2 [status $master connected_slaves]
+        }
     }
 }
