@@ -52,129 +52,95 @@ proc fe_waits_for_r1 {nk r1 p1 pid1} {
 
 set fe_conf [nickv_failover_overrides]
 
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set mport [srv 0 port]
-    start_server [list overrides $fe_conf] {
-    start_server [list overrides $fe_conf] {
-        set r1 [srv -1 client]
-        set r2 [srv 0 client]
-        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        foreach r [list $r1 $r2] { wait_for_sync $r }
-        nickv_wait_failover_view $nk 2
+nickv_topology [list overrides $fe_conf replicas 2 \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1]] {
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: a master restarted empty at once on its port is not granted: it wipes no replica} {
-            set m [srv -2 client]
-            for {set i 0} {$i < 100} {incr i} { $m set k$i $i }
-            assert {[$m wait 2 2000] >= 1}
-            exec kill -9 [srv -2 pid]
-            # Back on the same port, empty, before the promotion: before,
-            # Nic-KV called the failover off, granted it, and both replicas
-            # full-synced from it.
-            restart_server -2 true false
-            wait_for_condition 100 100 {
-                [nickv_info $nk failovers] == 1 && [nickv_info $nk repoint_pending] == 0
-            } else {
-                fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
-            }
-            assert_match {*restarted*} [exec cat [dict get $nk log]]
-            lassign [nickv_master_addr $nk] host nport
-            assert {$nport != $mport}
-            set nm [redis 127.0.0.1 $nport]
-            $nm select 9
-            assert_equal 100 [$nm dbsize]
-            wait_for_condition 100 100 {
-                [nickv_node_status $mport master_port] == $nport
-            } else {
-                fail "the restarted master did not become a replica"
-            }
-            $nm close
+    test {Nic-KV failover: a master restarted empty at once on its port is not granted: it wipes no replica} {
+        set m [srv -2 client]
+        for {set i 0} {$i < 100} {incr i} { $m set k$i $i }
+        assert {[$m wait 2 2000] >= 1}
+        exec kill -9 [srv -2 pid]
+        # Back on the same port, empty, before the promotion: before,
+        # Nic-KV called the failover off, granted it, and both replicas
+        # full-synced from it.
+        restart_server -2 true false
+        wait_for_condition 100 100 {
+            [nickv_info $nk failovers] == 1 && [nickv_info $nk repoint_pending] == 0
+        } else {
+            fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
         }
-        nickv_stop $nk
-    }
+        assert_match {*restarted*} [exec cat [dict get $nk log]]
+        lassign [nickv_master_addr $nk] host nport
+        assert {$nport != $master_port}
+        set nm [redis 127.0.0.1 $nport]
+        $nm select 9
+        assert_equal 100 [$nm dbsize]
+        wait_for_condition 100 100 {
+            [nickv_node_status $master_port master_port] == $nport
+        } else {
+            fail "the restarted master did not become a replica"
+        }
+        $nm close
     }
 }
 
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fe_conf] {
-    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
-        set r1 [srv -1 client]
-        set p1 [srv -1 port]
-        set pid1 [srv -1 pid]
-        set r2 [srv 0 client]
-        set p2 [srv 0 port]
-        set pid2 [srv 0 pid]
-        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        foreach r [list $r1 $r2] { wait_for_sync $r }
-        nickv_wait_failover_view $nk 2
+nickv_topology [list overrides $fe_conf replicas {{} {nickv-offload no}} \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1]] {
+    lassign $replicas r1 r2
+    lassign $replica_ports p1 p2
+    lassign $replica_pids pid1 pid2
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: waits to hear from a replica that acknowledged writes, and promotes the one that has them} {
-            set m [srv -2 client]
-            # R2 (a direct replica: nothing feeds it once the master is
-            # gone) falls behind; a write is acknowledged by R1 alone.
-            fe_stop_and_cut $m $r2 $pid2
-            fe_wait_invalid $nk 127.0.0.1:$p2
-            $m set only-on-r1 yes
-            assert_equal 1 [$m wait 1 2000]
-            # R1 goes silent (alive), the master dies, R2 comes back
-            # without the write. Before, R2 was promoted at once: the
-            # acknowledged write was lost.
-            exec kill -STOP $pid1
-            exec kill -9 $mpid
-            exec kill -CONT $pid2
-            fe_waits_for_r1 $nk $r1 $p1 $pid1
-            wait_for_condition 100 100 {
-                [status $r2 master_port] == $p1 && [status $r2 master_link_status] eq {up}
-            } else {
-                fail "R2 does not follow R1"
-            }
-            assert_equal yes [$r2 get only-on-r1]
+    test {Nic-KV failover: waits to hear from a replica that acknowledged writes, and promotes the one that has them} {
+        set m [srv -2 client]
+        # R2 (a direct replica: nothing feeds it once the master is
+        # gone) falls behind; a write is acknowledged by R1 alone.
+        fe_stop_and_cut $m $r2 $pid2
+        fe_wait_invalid $nk 127.0.0.1:$p2
+        $m set only-on-r1 yes
+        assert_equal 1 [$m wait 1 2000]
+        # R1 goes silent (alive), the master dies, R2 comes back
+        # without the write. Before, R2 was promoted at once: the
+        # acknowledged write was lost.
+        exec kill -STOP $pid1
+        exec kill -9 $master_pid
+        exec kill -CONT $pid2
+        fe_waits_for_r1 $nk $r1 $p1 $pid1
+        wait_for_condition 100 100 {
+            [status $r2 master_port] == $p1 && [status $r2 master_link_status] eq {up}
+        } else {
+            fail "R2 does not follow R1"
         }
-        nickv_stop $nk
-    }
+        assert_equal yes [$r2 get only-on-r1]
     }
 }
 
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fe_conf] {
-    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
-        set r1 [srv -1 client]
-        set p1 [srv -1 port]
-        set pid1 [srv -1 pid]
-        set r2 [srv 0 client]
-        set p2 [srv 0 port]
-        set pid2 [srv 0 pid]
-        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        foreach r [list $r1 $r2] { wait_for_sync $r }
-        nickv_wait_failover_view $nk 2
+nickv_topology [list overrides $fe_conf replicas {{} {nickv-offload no}} \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1]] {
+    lassign $replicas r1 r2
+    lassign $replica_ports p1 p2
+    lassign $replica_pids pid1 pid2
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: a replica that acknowledged writes is still waited for when no candidate appears for a while} {
-            set m [srv -2 client]
-            fe_stop_and_cut $m $r2 $pid2
-            fe_wait_invalid $nk 127.0.0.1:$p2
-            $m set only-on-r1 yes
-            assert_equal 1 [$m wait 1 2000]
-            # R1 goes silent and is held invalid, then the master dies: no
-            # replica can be promoted, for longer than the window in which
-            # a replica named valid counts (2 s + 2 x lease-time + 1 s).
-            # Before, that window was counted back from now, not from the
-            # master's last lease: R1 was forgotten, and R2, back without
-            # the write, was promoted.
-            exec kill -STOP $pid1
-            fe_wait_invalid $nk 127.0.0.1:$p1
-            exec kill -9 $mpid
-            after 6000 ;# longer than that window
-            exec kill -CONT $pid2
-            fe_waits_for_r1 $nk $r1 $p1 $pid1
-        }
-        nickv_stop $nk
-    }
+    test {Nic-KV failover: a replica that acknowledged writes is still waited for when no candidate appears for a while} {
+        set m [srv -2 client]
+        fe_stop_and_cut $m $r2 $pid2
+        fe_wait_invalid $nk 127.0.0.1:$p2
+        $m set only-on-r1 yes
+        assert_equal 1 [$m wait 1 2000]
+        # R1 goes silent and is held invalid, then the master dies: no
+        # replica can be promoted, for longer than the window in which
+        # a replica named valid counts (2 s + 2 x lease-time + 1 s).
+        # Before, that window was counted back from now, not from the
+        # master's last lease: R1 was forgotten, and R2, back without
+        # the write, was promoted.
+        exec kill -STOP $pid1
+        fe_wait_invalid $nk 127.0.0.1:$p1
+        exec kill -9 $master_pid
+        after 6000 ;# longer than that window
+        exec kill -CONT $pid2
+        fe_waits_for_r1 $nk $r1 $p1 $pid1
     }
 }
 
@@ -184,244 +150,196 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
 # counted went through Nic-KV), it blocks the failover no longer. It used
 # to be waited for as long as its port stayed open (issue 30: 40 s, while
 # the live replicas held more than it had acknowledged).
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fe_conf] {
-    start_server [list overrides $fe_conf] {
-        set r1 [srv -1 client]
-        set p1 [srv -1 port]
-        set pid1 [srv -1 pid]
-        set r2 [srv 0 client]
-        set p2 [srv 0 port]
-        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        foreach r [list $r1 $r2] { wait_for_sync $r }
-        nickv_wait_replicas $nk 2
-        nickv_wait_failover_view $nk 2
+nickv_topology [list overrides $fe_conf replicas 2 \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1] serves 2] {
+    lassign $replicas r1 r2
+    lassign $replica_ports p1 p2
+    set pid1 [lindex $replica_pids 0]
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: a silent replica whose acknowledged writes a candidate holds does not block it} {
-            set m [srv -2 client]
-            $m select 9
-            for {set i 0} {$i < 100} {incr i} { $m set k$i $i }
-            assert_equal 2 [$m wait 2 2000]
-            exec kill -STOP $pid1
-            $m set after-stop yes
-            assert_equal 1 [$m wait 1 2000]
-            exec kill -9 $mpid
-            set status [catch {
-                wait_for_condition 50 100 {
-                    [nickv_info $nk failovers] == 1
-                } else {
-                    fail "not failed over: [nickv_cmd $nk info failover]"
-                }
-            } e]
-            exec kill -CONT $pid1
-            if {$status} { error $e $::errorInfo }
-            assert_equal "127.0.0.1 $p2" [nickv_master_addr $nk]
-            assert_match "*not waiting for 127.0.0.1:$p1, which does not answer: 127.0.0.1:$p2 holds*" \
-                [exec cat [dict get $nk log]]
-            nickv_wait_served $r2
-            $r2 select 9
-            assert_equal yes [$r2 get after-stop]
-            # The silent one, back, follows the new master: the same data.
-            fo_wait_replica_of $p1 $p2
-            nickv_assert_digests $r2 [list $r1]
-        }
-        nickv_stop $nk
-    }
-    }
-}
-
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fe_conf] {
-    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
-        set r1 [srv -1 client]
-        set r2 [srv 0 client]
-        set p2 [srv 0 port]
-        set pid2 [srv 0 pid]
-        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        foreach r [list $r1 $r2] { wait_for_sync $r }
-        nickv_wait_failover_view $nk 2
-
-        test {Nic-KV failover: called off when a replica that cannot be promoted holds more than every candidate} {
-            set m [srv -2 client]
-            # R1 cannot be promoted; R2, a direct replica, falls behind.
-            $r1 config set replica-priority 0
-            fe_stop_and_cut $m $r2 $pid2
-            fe_wait_invalid $nk 127.0.0.1:$p2
-            $m set only-on-r1 yes
-            assert_equal 1 [$m wait 1 2000]
-            exec kill -9 $mpid
-            exec kill -CONT $pid2
+    test {Nic-KV failover: a silent replica whose acknowledged writes a candidate holds does not block it} {
+        set m [srv -2 client]
+        $m select 9
+        for {set i 0} {$i < 100} {incr i} { $m set k$i $i }
+        assert_equal 2 [$m wait 2 2000]
+        exec kill -STOP $pid1
+        $m set after-stop yes
+        assert_equal 1 [$m wait 1 2000]
+        exec kill -9 $master_pid
+        set status [catch {
             wait_for_condition 50 100 {
-                [string match "*could lose acknowledged writes*" [nickv_info $nk last_failover]]
-            } else {
-                fail "not called off: [nickv_cmd $nk info failover]"
-            }
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal slave [lindex [$r2 role] 0]
-            # The operator's way out: R1 may be promoted after all.
-            $r1 config set replica-priority 100
-            wait_for_condition 100 100 {
                 [nickv_info $nk failovers] == 1
             } else {
-                fail "no failover: [nickv_cmd $nk info failover]"
+                fail "not failed over: [nickv_cmd $nk info failover]"
             }
-            nickv_wait_served $r1
-            assert_equal yes [$r1 get only-on-r1]
-        }
-
-        nickv_stop $nk
-    }
+        } e]
+        exec kill -CONT $pid1
+        if {$status} { error $e $::errorInfo }
+        assert_equal "127.0.0.1 $p2" [nickv_master_addr $nk]
+        assert_match "*not waiting for 127.0.0.1:$p1, which does not answer: 127.0.0.1:$p2 holds*" \
+            [exec cat [dict get $nk log]]
+        nickv_wait_served $r2
+        $r2 select 9
+        assert_equal yes [$r2 get after-stop]
+        # The silent one, back, follows the new master: the same data.
+        fo_wait_replica_of $p1 $p2
+        nickv_assert_digests $r2 [list $r1]
     }
 }
 
-start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf {nickv-offload no}]] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fe_conf] {
-        set r [srv 0 client]
-        $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --lease-time 3000]
-        wait_for_sync $r
-        nickv_wait_failover_view $nk 1
+nickv_topology [list overrides $fe_conf replicas {{} {nickv-offload no}} \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1]] {
+    lassign $replicas r1 r2
+    set p2 [lindex $replica_ports 1]
+    set pid2 [lindex $replica_pids 1]
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV does not probe itself when the master lists its link as a replica} {
-            # nickv-offload no: Nic-KV's link is an ordinary replica there.
-            wait_for_condition 50 100 {
-                [string match "*port=[dict get $nk port],*" [[srv -1 client] info replication]]
-            } else {
-                fail "the master does not list Nic-KV's link"
-            }
-            assert_stays 1.2 {[nickv_probe_node $nk 127.0.0.1:[dict get $nk port]] eq {}} \
-                "Nic-KV probes its own link"
+    test {Nic-KV failover: called off when a replica that cannot be promoted holds more than every candidate} {
+        set m [srv -2 client]
+        # R1 cannot be promoted; R2, a direct replica, falls behind.
+        $r1 config set replica-priority 0
+        fe_stop_and_cut $m $r2 $pid2
+        fe_wait_invalid $nk 127.0.0.1:$p2
+        $m set only-on-r1 yes
+        assert_equal 1 [$m wait 1 2000]
+        exec kill -9 $master_pid
+        exec kill -CONT $pid2
+        wait_for_condition 50 100 {
+            [string match "*could lose acknowledged writes*" [nickv_info $nk last_failover]]
+        } else {
+            fail "not called off: [nickv_cmd $nk info failover]"
         }
+        assert_equal 0 [nickv_info $nk failovers]
+        assert_equal slave [lindex [$r2 role] 0]
+        # The operator's way out: R1 may be promoted after all.
+        $r1 config set replica-priority 100
+        wait_for_condition 100 100 {
+            [nickv_info $nk failovers] == 1
+        } else {
+            fail "no failover: [nickv_cmd $nk info failover]"
+        }
+        nickv_wait_served $r1
+        assert_equal yes [$r1 get only-on-r1]
+    }
+}
 
-        test {Nic-KV failover: CONFIG SET failover no calls off an attempt under way} {
-            exec kill -9 $mpid
-            wait_for_condition 50 100 {
-                [nickv_info $nk failover_state] eq {fencing}
-            } else {
-                fail "not fencing: [nickv_cmd $nk info failover]"
-            }
-            assert_equal OK [nickv_cmd $nk config set failover no]
-            wait_for_condition 50 100 {
-                [string match "*failover was turned off*" [nickv_info $nk last_failover]]
-            } else {
-                fail "not called off: [nickv_cmd $nk info failover]"
-            }
-            assert_stays 3.5 {[nickv_info $nk failovers] == 0 && [lindex [$r role] 0] eq {slave}} \
-                "a failover after it was turned off"
-        }
-        nickv_stop $nk
+nickv_topology [list master {nickv-offload no} overrides $fe_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --lease-time 3000]] {
+    set r [lindex $replicas 0]
+    nickv_wait_failover_view $nk 1
 
-        test {Nic-KV with failover yes does not start without a state file it can write} {
-            # Its temporary file cannot be replaced: a directory has its
-            # name (root writes anywhere; a missing directory is said
-            # otherwise: nickv-sample-conf.tcl).
-            set dir [tmpdir nickv-ro]
-            file mkdir $dir/nickv.state.tmp
-            set port [find_available_port [expr {$::baseport + 250}] 200]
-            catch {exec [nickv_binary] --port $port --master-port $mport --failover yes \
-                       --node 127.0.0.1:$mport --state-file $dir/nickv.state 2>@1} out
-            assert_match {*cannot write the state file*Is a directory*does not start without it*} $out
+    test {Nic-KV does not probe itself when the master lists its link as a replica} {
+        # nickv-offload no: Nic-KV's link is an ordinary replica there.
+        wait_for_condition 50 100 {
+            [string match "*port=[dict get $nk port],*" [[srv -1 client] info replication]]
+        } else {
+            fail "the master does not list Nic-KV's link"
         }
+        assert_stays 1.2 {[nickv_probe_node $nk 127.0.0.1:[dict get $nk port]] eq {}} \
+            "Nic-KV probes its own link"
+    }
+
+    test {Nic-KV failover: CONFIG SET failover no calls off an attempt under way} {
+        exec kill -9 $master_pid
+        wait_for_condition 50 100 {
+            [nickv_info $nk failover_state] eq {fencing}
+        } else {
+            fail "not fencing: [nickv_cmd $nk info failover]"
+        }
+        assert_equal OK [nickv_cmd $nk config set failover no]
+        wait_for_condition 50 100 {
+            [string match "*failover was turned off*" [nickv_info $nk last_failover]]
+        } else {
+            fail "not called off: [nickv_cmd $nk info failover]"
+        }
+        assert_stays 3.5 {[nickv_info $nk failovers] == 0 && [lindex [$r role] 0] eq {slave}} \
+            "a failover after it was turned off"
+    }
+    nickv_stop $nk
+
+    test {Nic-KV with failover yes does not start without a state file it can write} {
+        # Its temporary file cannot be replaced: a directory has its
+        # name (root writes anywhere; a missing directory is said
+        # otherwise: nickv-sample-conf.tcl).
+        set dir [tmpdir nickv-ro]
+        file mkdir $dir/nickv.state.tmp
+        set port [find_available_port [expr {$::baseport + 250}] 200]
+        catch {exec [nickv_binary] --port $port --master-port $master_port --failover yes \
+                   --node 127.0.0.1:$master_port --state-file $dir/nickv.state 2>@1} out
+        assert_match {*cannot write the state file*Is a directory*does not start without it*} $out
     }
 }
 
 # A Nic-KV that starts while the master is dead still knows what to do:
 # the state file remembers the master's nickv-lease and its replicas.
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fe_conf] {
-    start_server [list overrides $fe_conf] {
-        set r1 [srv -1 client]
-        set r2 [srv 0 client]
-        set ports [list [srv -1 port] [srv 0 port]]
-        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
-        foreach r [list $r1 $r2] { wait_for_sync $r }
-        nickv_wait_failover_view $nk 2
+nickv_topology [list overrides $fe_conf replicas 2 \
+        nickv [list {*}[nickv_user_args] --failover yes]] {
+    lassign $replicas r1 r2
+    set ports $replica_ports
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: a Nic-KV restarted while the master is dead fails it over (state file)} {
-            [srv -2 client] set before 1
-            # Acknowledged by both: only then is it promised to survive.
-            assert_equal 2 [[srv -2 client] wait 2 5000]
-            wait_for_condition 50 100 {
-                [string match "*master-lease 1*replica *replica *" [exec cat [file dirname [dict get $nk log]]/nickv.state]]
-            } else {
-                fail "the state file does not remember the replicas: [exec cat [file dirname [dict get $nk log]]/nickv.state]"
-            }
-            nickv_stop $nk KILL
-            exec kill -9 $mpid
-            set nk [nickv_restart $nk]
-            wait_for_condition 100 100 {
-                [nickv_info $nk failovers] == 1
-            } else {
-                fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
-            }
-            lassign [nickv_master_addr $nk] host nport
-            assert {[lsearch $ports $nport] >= 0}
-            set nm [redis 127.0.0.1 $nport]
-            $nm select 9
-            nickv_wait_served $nm
-            assert_equal 1 [$nm get before]
-            $nm close
+    test {Nic-KV failover: a Nic-KV restarted while the master is dead fails it over (state file)} {
+        [srv -2 client] set before 1
+        # Acknowledged by both: only then is it promised to survive.
+        assert_equal 2 [[srv -2 client] wait 2 5000]
+        wait_for_condition 50 100 {
+            [string match "*master-lease 1*replica *replica *" [exec cat [file dirname [dict get $nk log]]/nickv.state]]
+        } else {
+            fail "the state file does not remember the replicas: [exec cat [file dirname [dict get $nk log]]/nickv.state]"
         }
-        nickv_stop $nk
-    }
+        nickv_stop $nk KILL
+        exec kill -9 $master_pid
+        set nk [nickv_restart $nk]
+        wait_for_condition 100 100 {
+            [nickv_info $nk failovers] == 1
+        } else {
+            fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
+        }
+        lassign [nickv_master_addr $nk] host nport
+        assert {[lsearch $ports $nport] >= 0}
+        set nm [redis 127.0.0.1 $nport]
+        $nm select 9
+        nickv_wait_served $nm
+        assert_equal 1 [$nm get before]
+        $nm close
     }
 }
 
 # Nic-KV and the master restart together (a host power-cycle), the master
 # empty: the state file remembers the master's run id and our stream, so
 # the new process is vetted, not granted, and the replicas keep their data.
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set mport [srv 0 port]
-    start_server [list overrides $fe_conf] {
-    start_server [list overrides $fe_conf] {
-        set r1 [srv -1 client]
-        set r2 [srv 0 client]
-        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
-        foreach r [list $r1 $r2] { wait_for_sync $r }
-        nickv_wait_failover_view $nk 2
+nickv_topology [list overrides $fe_conf replicas 2 \
+        nickv [list {*}[nickv_user_args] --failover yes]] {
+    lassign $replicas r1 r2
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: Nic-KV and the master restart together, the master empty: it is not granted} {
-            set m [srv -2 client]
-            for {set i 0} {$i < 50} {incr i} { $m set k$i $i }
-            # Acknowledged by both: only then are they promised to survive.
-            assert_equal 2 [$m wait 2 5000]
-            set state [file dirname [dict get $nk log]]/nickv.state
-            wait_for_condition 50 100 {
-                [string match "*master-runid *stream *replica *replica *" [exec cat $state]]
-            } else {
-                fail "the state file does not remember the master: [exec cat $state]"
-            }
-            nickv_stop $nk KILL
-            exec kill -9 [srv -2 pid]
-            restart_server -2 true false
-            set nk [nickv_restart $nk]
-            wait_for_condition 100 100 {
-                [nickv_info $nk failovers] == 1
-            } else {
-                fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
-            }
-            assert_match {*restarted*} [exec cat [dict get $nk log]]
-            lassign [nickv_master_addr $nk] host nport
-            set nm [redis 127.0.0.1 $nport]
-            $nm select 9
-            nickv_wait_served $nm
-            assert_equal 50 [$nm dbsize]
-            $nm close
+    test {Nic-KV failover: Nic-KV and the master restart together, the master empty: it is not granted} {
+        set m [srv -2 client]
+        for {set i 0} {$i < 50} {incr i} { $m set k$i $i }
+        # Acknowledged by both: only then are they promised to survive.
+        assert_equal 2 [$m wait 2 5000]
+        set state [file dirname [dict get $nk log]]/nickv.state
+        wait_for_condition 50 100 {
+            [string match "*master-runid *stream *replica *replica *" [exec cat $state]]
+        } else {
+            fail "the state file does not remember the master: [exec cat $state]"
         }
-        nickv_stop $nk
-    }
+        nickv_stop $nk KILL
+        exec kill -9 [srv -2 pid]
+        restart_server -2 true false
+        set nk [nickv_restart $nk]
+        wait_for_condition 100 100 {
+            [nickv_info $nk failovers] == 1
+        } else {
+            fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
+        }
+        assert_match {*restarted*} [exec cat [dict get $nk log]]
+        lassign [nickv_master_addr $nk] host nport
+        set nm [redis 127.0.0.1 $nport]
+        $nm select 9
+        nickv_wait_served $nm
+        assert_equal 50 [$nm dbsize]
+        $nm close
     }
 }
 
@@ -481,68 +399,62 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
 # dropped them with the link, and WAIT counted a replica Nic-KV held
 # invalid: a write it acknowledged could be missing from the replica a
 # failover then promoted (that one was never named, so never waited for).
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set m [srv 0 client]
-    set mport [srv 0 port]
-    start_server [list overrides [concat $fe_conf {nickv-offload no}]] {
-        set r [srv 0 client]
-        set rport [srv 0 port]
-        $r replicaof 127.0.0.1 $mport
-        # The master serves PSYNC once Nic-KV grants it a lease.
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover no --min-slaves 1]
-        wait_for_sync $r
-        nickv_wait_failover_view $nk 1
+# The master serves PSYNC once Nic-KV grants it a lease.
+nickv_topology [list overrides $fe_conf replicas {{nickv-offload no}} \
+        nickv [list {*}[nickv_user_args] --failover no --min-slaves 1]] {
+    set m $master
+    set r [lindex $replicas 0]
+    set rport [lindex $replica_ports 0]
+    nickv_wait_failover_view $nk 1
 
-        test {Nic-KV verdicts count while its link is down and its probes grant the lease} {
-            wait_for_condition 50 100 {
-                [catch {$m set before 1}] == 0
-            } else {
-                fail "no write with one valid replica: [nickv_cmd $nk info failover]"
-            }
-            # The replica announces a port nobody listens on: Nic-KV's probes
-            # find it invalid, yet it streams from the master and acknowledges.
-            set closed [find_available_port [expr {$rport + 100}] 100]
-            $r config set replica-announce-port $closed
-            $r client kill type master
-            fe_wait_invalid $nk 127.0.0.1:$closed
-            wait_for_condition 50 100 {
-                [catch {$m set invalid 1} e] == 1 && [string match {NOREPLICAS*} $e]
-            } else {
-                fail "a write with no valid replica: [nickv_cmd $nk info failover]"
-            }
-            # Nic-KV's link goes, and cannot come back; the probes stay.
-            $m config set nickv-offload no
-            $m client kill type replica
-            wait_for_condition 50 100 {
-                [nickv_status $m nickv_daemon] eq {none}
-            } else {
-                fail "Nic-KV's link is still up: [$m info nickv]"
-            }
-            wait_for_condition 50 100 {
-                [string match {*slave0:*state=online*} [$m info replication]]
-            } else {
-                fail "the replica is not back: [$m info replication]"
-            }
-            # Past the time the verdicts would lapse without the lease.
-            assert_stays 2.5 {[nickv_status $m nickv_lease] eq {held}} "the lease lapsed with the verdicts"
-            catch {$m set linkdown 1} e
-            assert_match {NOREPLICAS*} $e
-            assert_equal 0 [$m exists linkdown]
-            # ... and they follow the probes: the replica, reachable again,
-            # counts at once, with the link still down.
-            $r config set replica-announce-port $rport
-            $r client kill type master
-            wait_for_condition 50 100 {
-                [catch {$m set valid 1}] == 0
-            } else {
-                fail "the replica does not count again: [nickv_cmd $nk info failover]\n[$m info nickv]"
-            }
-            assert_equal 1 [$m wait 1 2000]
-            # Nic-KV streams meanwhile as a plain replica: not the daemon.
-            assert_equal none [nickv_status $m nickv_daemon]
-            $m config set nickv-offload yes
+    test {Nic-KV verdicts count while its link is down and its probes grant the lease} {
+        wait_for_condition 50 100 {
+            [catch {$m set before 1}] == 0
+        } else {
+            fail "no write with one valid replica: [nickv_cmd $nk info failover]"
         }
-        nickv_stop $nk
+        # The replica announces a port nobody listens on: Nic-KV's probes
+        # find it invalid, yet it streams from the master and acknowledges.
+        set closed [find_available_port [expr {$rport + 100}] 100]
+        $r config set replica-announce-port $closed
+        $r client kill type master
+        fe_wait_invalid $nk 127.0.0.1:$closed
+        wait_for_condition 50 100 {
+            [catch {$m set invalid 1} e] == 1 && [string match {NOREPLICAS*} $e]
+        } else {
+            fail "a write with no valid replica: [nickv_cmd $nk info failover]"
+        }
+        # Nic-KV's link goes, and cannot come back; the probes stay.
+        $m config set nickv-offload no
+        $m client kill type replica
+        wait_for_condition 50 100 {
+            [nickv_status $m nickv_daemon] eq {none}
+        } else {
+            fail "Nic-KV's link is still up: [$m info nickv]"
+        }
+        wait_for_condition 50 100 {
+            [string match {*slave0:*state=online*} [$m info replication]]
+        } else {
+            fail "the replica is not back: [$m info replication]"
+        }
+        # Past the time the verdicts would lapse without the lease.
+        assert_stays 2.5 {[nickv_status $m nickv_lease] eq {held}} "the lease lapsed with the verdicts"
+        catch {$m set linkdown 1} e
+        assert_match {NOREPLICAS*} $e
+        assert_equal 0 [$m exists linkdown]
+        # ... and they follow the probes: the replica, reachable again,
+        # counts at once, with the link still down.
+        $r config set replica-announce-port $rport
+        $r client kill type master
+        wait_for_condition 50 100 {
+            [catch {$m set valid 1}] == 0
+        } else {
+            fail "the replica does not count again: [nickv_cmd $nk info failover]\n[$m info nickv]"
+        }
+        assert_equal 1 [$m wait 1 2000]
+        # Nic-KV streams meanwhile as a plain replica: not the daemon.
+        assert_equal none [nickv_status $m nickv_daemon]
+        $m config set nickv-offload yes
     }
 }
 
@@ -552,44 +464,38 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
 # the replica the master listed", and with no other candidate the failover
 # was called off for good (found by utils/failover-bench.py, whose killed
 # masters come back as replicas).
-start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
-    set mport [srv 0 port]
-    start_server [list overrides $fe_conf] {
-        set rport [srv 0 port]
-        [srv 0 client] replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
+nickv_topology [list overrides $fe_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1]] {
+    set rport [lindex $replica_ports 0]
+    nickv_wait_failover_view $nk 1
+
+    test {Nic-KV failover: a replica restarted while unlisted is a candidate once listed again} {
+        [srv 0 client] replicaof no one
+        wait_for_condition 50 100 {
+            [string match "*addr=127.0.0.1:$rport,*unlisted*" [nickv_cmd $nk info failover]]
+        } else {
+            fail "the replica is still listed: [nickv_cmd $nk info failover]"
+        }
+        restart_server 0 true false
+        after 500
+        [srv 0 client] replicaof 127.0.0.1 $master_port
         wait_for_sync [srv 0 client]
         nickv_wait_failover_view $nk 1
-
-        test {Nic-KV failover: a replica restarted while unlisted is a candidate once listed again} {
-            [srv 0 client] replicaof no one
-            wait_for_condition 50 100 {
-                [string match "*addr=127.0.0.1:$rport,*unlisted*" [nickv_cmd $nk info failover]]
-            } else {
-                fail "the replica is still listed: [nickv_cmd $nk info failover]"
-            }
-            restart_server 0 true false
-            after 500
-            [srv 0 client] replicaof 127.0.0.1 $mport
-            wait_for_sync [srv 0 client]
-            nickv_wait_failover_view $nk 1
-            set m [srv -1 client]
-            nickv_write_when_good $nk $m set k v
-            assert {[$m wait 1 2000] >= 1}
-            exec kill -9 [srv -1 pid]
-            wait_for_condition 100 100 {
-                [nickv_info $nk failovers] == 1
-            } else {
-                fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
-            }
-            assert_equal [list 127.0.0.1 $rport] [nickv_master_addr $nk]
-            set r [redis 127.0.0.1 $rport]
-            $r select 9
-            nickv_wait_served $r
-            assert_equal v [$r get k]
-            $r close
+        set m [srv -1 client]
+        nickv_write_when_good $nk $m set k v
+        assert {[$m wait 1 2000] >= 1}
+        exec kill -9 [srv -1 pid]
+        wait_for_condition 100 100 {
+            [nickv_info $nk failovers] == 1
+        } else {
+            fail "no failover: [nickv_cmd $nk info failover]\n[exec tail -n 20 [dict get $nk log]]"
         }
-        nickv_stop $nk
+        assert_equal [list 127.0.0.1 $rport] [nickv_master_addr $nk]
+        set r [redis 127.0.0.1 $rport]
+        $r select 9
+        nickv_wait_served $r
+        assert_equal v [$r get k]
+        $r close
     }
 }
 
@@ -598,39 +504,34 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
 # node may have been promoted without the write (a replica Nic-KV did not
 # count). Seen as a possibility while hunting a loss in the failover
 # checker; here made certain with a stopped replica and a killed Nic-KV.
-start_server [list tags {"nickv repl external:skip"} overrides [concat $fe_conf {nickv-offload no}]] {
-    set m [srv 0 client]
-    set mport [srv 0 port]
-    start_server [list overrides $fe_conf] {
-        set r [srv 0 client]
-        $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover no]
-        wait_for_sync $r
+nickv_topology [list master {nickv-offload no} overrides $fe_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover no]] {
+    set m $master
+    set r [lindex $replicas 0]
 
-        test {Nic-KV lease: a WAIT blocked when the lease runs out counts no acknowledgement after it} {
-            wait_for_condition 100 100 {
-                [nickv_status $m nickv_lease] eq {held}
-            } else {
-                fail "the master holds no lease: [$m info nickv]"
-            }
-            exec kill -STOP [srv 0 pid]
-            assert_equal OK [$m set waited 1]
-            set rd [redis_deferring_client -1]
-            $rd wait 1 4000
-            wait_for_blocked_clients_count 1 100 20 -1
-            nickv_stop $nk KILL
-            wait_for_condition 100 50 {
-                [nickv_status $m nickv_lease] ne {held}
-            } else {
-                fail "the lease did not run out"
-            }
-            exec kill -CONT [srv 0 pid]
-            # The replica's acknowledgement comes (it has the write), but
-            # the master may have been replaced: WAIT says 0.
-            assert_equal 0 [$rd read]
-            wait_for_ofs_sync $m $r
-            $rd close
+    test {Nic-KV lease: a WAIT blocked when the lease runs out counts no acknowledgement after it} {
+        wait_for_condition 100 100 {
+            [nickv_status $m nickv_lease] eq {held}
+        } else {
+            fail "the master holds no lease: [$m info nickv]"
         }
+        exec kill -STOP [srv 0 pid]
+        assert_equal OK [$m set waited 1]
+        set rd [redis_deferring_client -1]
+        $rd wait 1 4000
+        wait_for_blocked_clients_count 1 100 20 -1
+        nickv_stop $nk KILL
+        wait_for_condition 100 50 {
+            [nickv_status $m nickv_lease] ne {held}
+        } else {
+            fail "the lease did not run out"
+        }
+        exec kill -CONT [srv 0 pid]
+        # The replica's acknowledgement comes (it has the write), but
+        # the master may have been replaced: WAIT says 0.
+        assert_equal 0 [$rd read]
+        wait_for_ofs_sync $m $r
+        $rd close
     }
 }
 
