@@ -417,143 +417,127 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
     nickv_stop $nk
 }
 
-start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
-    set m [srv 0 client]
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fo_conf] {
-    start_server [list overrides $fo_conf] {
-        set replicas [list [srv -1 client] [srv 0 client]]
-        set ports [list [srv -1 port] [srv 0 port]]
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
-        foreach r $replicas { $r replicaof 127.0.0.1 $mport }
-        nickv_wait_failover_view $nk 2
-        foreach r $replicas { wait_for_sync $r }
+nickv_topology [list overrides $fo_conf replicas 2 nickv [list {*}[nickv_user_args] --failover yes] \
+        nickv_first yes] {
+    set m $master
+    set ports $replica_ports
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: a master stopped for less than waiting-time is not replaced} {
-            exec kill -STOP $mpid
-            after 200 ;# the master stopped 200 ms, well under waiting-time
-            exec kill -CONT $mpid
-            assert_stays 1 {[nickv_info $nk failovers] == 0 && [nickv_info $nk failovers_aborted] == 0} \
-                "a failover after a short stop"
-            wait_for_condition 50 100 {
-                [catch {$m set short-stop 1}] == 0
-            } else {
-                fail "the master does not take writes again"
-            }
+    test {Nic-KV failover: a master stopped for less than waiting-time is not replaced} {
+        exec kill -STOP $master_pid
+        after 200 ;# the master stopped 200 ms, well under waiting-time
+        exec kill -CONT $master_pid
+        assert_stays 1 {[nickv_info $nk failovers] == 0 && [nickv_info $nk failovers_aborted] == 0} \
+            "a failover after a short stop"
+        wait_for_condition 50 100 {
+            [catch {$m set short-stop 1}] == 0
+        } else {
+            fail "the master does not take writes again"
         }
-
-        test {Nic-KV failover: Nic-KV stopped or killed causes no failover; writes resume when it is back} {
-            set nkpid [dict get $nk pid]
-            exec kill -STOP $nkpid
-            after 1500 ;# Nic-KV, not the master, stopped 1.5 s
-            exec kill -CONT $nkpid
-            assert_stays 0.5 {[nickv_info $nk failovers] == 0 && [lindex [$m role] 0] eq {master}} \
-                "a failover after Nic-KV's stop"
-            nickv_stop $nk KILL
-            # Without Nic-KV the lease runs out: writes stop, nobody else is master.
-            wait_for_condition 50 100 {
-                [catch {$m set no-nickv 1} e] == 1 && [string match {READONLY*} $e]
-            } else {
-                fail "the master still writes without a lease"
-            }
-            foreach r $replicas { assert_equal slave [lindex [$r role] 0] }
-            set nk [nickv_restart $nk]
-            wait_for_condition 100 100 {
-                [catch {$m set nickv-back 1}] == 0
-            } else {
-                fail "no writes after Nic-KV restarted: [$m info nickv]"
-            }
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal 0 [nickv_info $nk epoch]
-        }
-
-        test {Nic-KV failover: a master stopped past waiting-time refuses the writes queued meanwhile} {
-            # Nic-KV knows the replicas from the master's INFO: wait until it
-            # lists both again (they came back to the master while it was
-            # away), or the one it does not know stays behind the old master.
-            # And until its link streams again (restarted, it is refused as
-            # the daemon until its previous run's lease has run out) and it
-            # knows the master's stream as far as the replicas hold it:
-            # otherwise they claim more than it can check, and it rightly
-            # promotes neither (CI, 2026-11-29: "claims offset 201, past the
-            # 164 bytes ... known to hold").
-            wait_for_condition 100 100 {
-                [nickv_info $nk valid_replicas] == 2 &&
-                [nickv_info $nk master_link_status] eq {up} &&
-                [nickv_info $nk stream_bound] >= [status $m master_repl_offset]
-            } else {
-                fail "Nic-KV does not see both replicas, or the stream: [nickv_cmd $nk info]"
-            }
-            set q [redis 127.0.0.1 $mport 1]
-            $q select 9
-            $q read
-            exec kill -STOP $mpid
-            $q set queued-while-stopped 1
-            $q flush
-            fo_wait_failovers $nk 1
-            lassign [nickv_master_addr $nk] nhost nport
-            set nm [redis 127.0.0.1 $nport]
-            $nm select 9
-            nickv_wait_served $nm
-            assert_equal OK [$nm set on-new-master 1]
-            exec kill -CONT $mpid
-            # The old master runs the queued SET without a lease: refused
-            # (or its client is killed as it is demoted), never applied.
-            catch {$q read} e
-            assert_match {READONLY*no lease*} $e
-            $q close
-            fo_wait_replica_of $mport $nport
-            wait_for_condition 100 100 {
-                [nickv_info $nk repoint_pending] == 0
-            } else {
-                fail "the old master is still to repoint: [nickv_cmd $nk info failover]"
-            }
-            set m [fo_client $mport]
-            set others [list $m]
-            foreach r $replicas p $ports {
-                if {$p != $nport} {
-                    fo_wait_replica_of $p $nport
-                    lappend others $r
-                }
-            }
-            nickv_assert_digests $nm $others
-            assert_equal 0 [$nm exists queued-while-stopped]
-            assert_equal 0 [$m exists queued-while-stopped]
-            assert_equal 1 [$m exists on-new-master]
-            $m close
-            $nm close
-        }
-        nickv_stop $nk
     }
+
+    test {Nic-KV failover: Nic-KV stopped or killed causes no failover; writes resume when it is back} {
+        set nkpid [dict get $nk pid]
+        exec kill -STOP $nkpid
+        after 1500 ;# Nic-KV, not the master, stopped 1.5 s
+        exec kill -CONT $nkpid
+        assert_stays 0.5 {[nickv_info $nk failovers] == 0 && [lindex [$m role] 0] eq {master}} \
+            "a failover after Nic-KV's stop"
+        nickv_stop $nk KILL
+        # Without Nic-KV the lease runs out: writes stop, nobody else is master.
+        wait_for_condition 50 100 {
+            [catch {$m set no-nickv 1} e] == 1 && [string match {READONLY*} $e]
+        } else {
+            fail "the master still writes without a lease"
+        }
+        foreach r $replicas { assert_equal slave [lindex [$r role] 0] }
+        set nk [nickv_restart $nk]
+        wait_for_condition 100 100 {
+            [catch {$m set nickv-back 1}] == 0
+        } else {
+            fail "no writes after Nic-KV restarted: [$m info nickv]"
+        }
+        assert_equal 0 [nickv_info $nk failovers]
+        assert_equal 0 [nickv_info $nk epoch]
+    }
+
+    test {Nic-KV failover: a master stopped past waiting-time refuses the writes queued meanwhile} {
+        # Nic-KV knows the replicas from the master's INFO: wait until it
+        # lists both again (they came back to the master while it was
+        # away), or the one it does not know stays behind the old master.
+        # And until its link streams again (restarted, it is refused as
+        # the daemon until its previous run's lease has run out) and it
+        # knows the master's stream as far as the replicas hold it:
+        # otherwise they claim more than it can check, and it rightly
+        # promotes neither (CI, 2026-11-29: "claims offset 201, past the
+        # 164 bytes ... known to hold").
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 2 &&
+            [nickv_info $nk master_link_status] eq {up} &&
+            [nickv_info $nk stream_bound] >= [status $m master_repl_offset]
+        } else {
+            fail "Nic-KV does not see both replicas, or the stream: [nickv_cmd $nk info]"
+        }
+        set q [redis 127.0.0.1 $master_port 1]
+        $q select 9
+        $q read
+        exec kill -STOP $master_pid
+        $q set queued-while-stopped 1
+        $q flush
+        fo_wait_failovers $nk 1
+        lassign [nickv_master_addr $nk] nhost nport
+        set nm [redis 127.0.0.1 $nport]
+        $nm select 9
+        nickv_wait_served $nm
+        assert_equal OK [$nm set on-new-master 1]
+        exec kill -CONT $master_pid
+        # The old master runs the queued SET without a lease: refused
+        # (or its client is killed as it is demoted), never applied.
+        catch {$q read} e
+        assert_match {READONLY*no lease*} $e
+        $q close
+        fo_wait_replica_of $master_port $nport
+        wait_for_condition 100 100 {
+            [nickv_info $nk repoint_pending] == 0
+        } else {
+            fail "the old master is still to repoint: [nickv_cmd $nk info failover]"
+        }
+        set m [fo_client $master_port]
+        set others [list $m]
+        foreach r $replicas p $ports {
+            if {$p != $nport} {
+                fo_wait_replica_of $p $nport
+                lappend others $r
+            }
+        }
+        nickv_assert_digests $nm $others
+        assert_equal 0 [$nm exists queued-while-stopped]
+        assert_equal 0 [$m exists queued-while-stopped]
+        assert_equal 1 [$m exists on-new-master]
+        $m close
+        $nm close
     }
 }
 
-start_server [list tags {"nickv repl external:skip"} overrides [concat {save ""} [nickv_user_overrides]]] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fo_conf] {
-        set r [srv 0 client]
-        $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
-        wait_for_sync $r
-        wait_for_condition 100 100 {
-            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {off}
-        } else {
-            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
-        }
+# The master runs nickv-lease no (the default), its replica yes.
+nickv_topology [list overrides [concat {save ""} [nickv_user_overrides]] replicas {{nickv-lease yes}} \
+        nickv [list {*}[nickv_user_args] --failover yes]] {
+    set r [lindex $replicas 0]
+    wait_for_condition 100 100 {
+        [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {off}
+    } else {
+        fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
+    }
 
-        test {Nic-KV failover: never with a master that runs nickv-lease no (it could not be fenced)} {
-            exec kill -9 $mpid
-            wait_for_condition 50 100 {
-                [string match {*nickv-lease no*} [nickv_info $nk failover_blocked]]
-            } else {
-                fail "not blocked: [nickv_cmd $nk info failover]"
-            }
-            assert_stays 1 {[nickv_info $nk failovers] == 0 && [lindex [$r role] 0] eq {slave}} \
-                "a failover from a master that cannot be fenced"
+    test {Nic-KV failover: never with a master that runs nickv-lease no (it could not be fenced)} {
+        exec kill -9 $master_pid
+        wait_for_condition 50 100 {
+            [string match {*nickv-lease no*} [nickv_info $nk failover_blocked]]
+        } else {
+            fail "not blocked: [nickv_cmd $nk info failover]"
         }
-        nickv_stop $nk
+        assert_stays 1 {[nickv_info $nk failovers] == 0 && [lindex [$r role] 0] eq {slave}} \
+            "a failover from a master that cannot be fenced"
     }
 }
 
@@ -562,47 +546,40 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat {save ""}
 # is tried again a second later). The command is set at start (CONFIG SET
 # of it needs enable-protected-configs): a script that fails until the
 # test lets it through.
-start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fo_conf] {
-        set r [srv 0 client]
-        set rport [srv 0 port]
-        $r replicaof 127.0.0.1 $mport
-        set fdir [file normalize [tmpdir fence]]
-        set script $fdir/fence.sh
-        set f [open $script w]
-        puts $f "#!/bin/sh\n\[ -e $fdir/allow \] || exit 1\necho \"\$@\" > $fdir/fenced"
-        close $f
-        file attributes $script -permissions 0755
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --fence-command $script]
-        wait_for_sync $r
-        nickv_wait_failover_view $nk 1
+set fdir [file normalize [tmpdir fence]]
+set script $fdir/fence.sh
+set f [open $script w]
+puts $f "#!/bin/sh\n\[ -e $fdir/allow \] || exit 1\necho \"\$@\" > $fdir/fenced"
+close $f
+file attributes $script -permissions 0755
+nickv_topology [list overrides $fo_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --fence-command $script]] {
+    set r [lindex $replicas 0]
+    set rport [lindex $replica_ports 0]
+    nickv_wait_failover_view $nk 1
 
-        test {Nic-KV failover: a fence-command that fails calls the promotion off} {
-            exec kill -9 $mpid
-            wait_for_condition 50 100 {
-                [nickv_info $nk failovers_aborted] >= 2
-            } else {
-                fail "no failed fence: [nickv_cmd $nk info failover]"
-            }
-            assert_match {called off: fence-command exited with 1} [nickv_info $nk last_failover]
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal slave [lindex [$r role] 0]
+    test {Nic-KV failover: a fence-command that fails calls the promotion off} {
+        exec kill -9 $master_pid
+        wait_for_condition 50 100 {
+            [nickv_info $nk failovers_aborted] >= 2
+        } else {
+            fail "no failed fence: [nickv_cmd $nk info failover]"
         }
+        assert_match {called off: fence-command exited with 1} [nickv_info $nk last_failover]
+        assert_equal 0 [nickv_info $nk failovers]
+        assert_equal slave [lindex [$r role] 0]
+    }
 
-        test {Nic-KV failover: a fence-command that succeeds gets its arguments, then the promotion} {
-            close [open $fdir/allow w]
-            fo_wait_failovers $nk 1
-            assert_equal "127.0.0.1 $mport 127.0.0.1 $rport 1" [string trim [exec cat $fdir/fenced]]
-            assert_equal master [lindex [$r role] 0]
-            wait_for_condition 50 100 {
-                [catch {$r set fenced 1}] == 0
-            } else {
-                fail "the promoted replica takes no write"
-            }
+    test {Nic-KV failover: a fence-command that succeeds gets its arguments, then the promotion} {
+        close [open $fdir/allow w]
+        fo_wait_failovers $nk 1
+        assert_equal "127.0.0.1 $master_port 127.0.0.1 $rport 1" [string trim [exec cat $fdir/fenced]]
+        assert_equal master [lindex [$r role] 0]
+        wait_for_condition 50 100 {
+            [catch {$r set fenced 1}] == 0
+        } else {
+            fail "the promoted replica takes no write"
         }
-        nickv_stop $nk
     }
 }
 
@@ -610,59 +587,47 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
 # port (INFO rdma); when the new master has no RDMA listener, it stays on
 # the list to repoint, and INFO failover says why, until that changes (the
 # whole path over RDMA: tests/rdma/nickv-failover.tcl, in the VM).
-start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fo_conf] {
-    start_server [list overrides $fo_conf] {
-        set r1 [srv -1 client]
-        set r1port [srv -1 port]
-        set r2 [srv 0 client]
-        set r2port [srv 0 port]
-        foreach r [list $r1 $r2] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
-        foreach r [list $r1 $r2] { wait_for_sync $r }
-        nickv_wait_failover_view $nk 2
+nickv_topology [list overrides $fo_conf replicas 2 nickv [list {*}[nickv_user_args] --failover yes]] {
+    lassign $replicas r1 r2
+    lassign $replica_ports r1port r2port
+    nickv_wait_failover_view $nk 2
 
-        test {Nic-KV failover: an RDMA replica waits for the new master's RDMA port, then follows} {
-            # r1 wins (priority); r2's next link would be RDMA: INFO rdma
-            # says rdma_replication:1, and r1 listens on no RDMA port.
-            $r1 config set replica-priority 10
-            [srv -2 client] set before 1
-            assert_equal 2 [[srv -2 client] wait 2 5000]
-            # (Set after the write: r2's link, reconnecting over RDMA to a
-            # master with none, would acknowledge nothing.)
-            $r2 config set rdma-replication yes
-            exec kill -9 $mpid
-            fo_wait_failovers $nk 1
-            assert_equal "127.0.0.1 $r1port" [nickv_master_addr $nk]
-            wait_for_condition 50 100 {
-                [string match "*repoint*addr=127.0.0.1:$r2port,*transport=*error=it replicates over RDMA*no RDMA listener*" \
-                     [nickv_cmd $nk info failover]]
-            } else {
-                fail "the RDMA replica is not held back: [nickv_cmd $nk info failover]"
-            }
-            assert_equal slave [lindex [$r2 role] 0]
-            assert_equal $mport [lindex [$r2 role] 2]
-            # The operator turns RDMA off on it: it follows over TCP.
-            $r2 config set rdma-replication no
-            # (The dead old master stays on the list, r2 leaves it.)
-            wait_for_condition 50 100 {
-                [lindex [$r2 role] 2] == $r1port &&
-                ![string match "*repoint*addr=127.0.0.1:$r2port,*" [nickv_cmd $nk info failover]]
-            } else {
-                fail "not repointed: [nickv_cmd $nk info failover]"
-            }
-            wait_for_condition 50 100 {
-                [status $r2 master_link_status] eq {up}
-            } else {
-                fail "no link to the new master"
-            }
-            $r1 set after 1
-            nickv_assert_digests $r1 [list $r2]
-            assert_equal 1 [$r2 get before]
+    test {Nic-KV failover: an RDMA replica waits for the new master's RDMA port, then follows} {
+        # r1 wins (priority); r2's next link would be RDMA: INFO rdma
+        # says rdma_replication:1, and r1 listens on no RDMA port.
+        $r1 config set replica-priority 10
+        [srv -2 client] set before 1
+        assert_equal 2 [[srv -2 client] wait 2 5000]
+        # (Set after the write: r2's link, reconnecting over RDMA to a
+        # master with none, would acknowledge nothing.)
+        $r2 config set rdma-replication yes
+        exec kill -9 $master_pid
+        fo_wait_failovers $nk 1
+        assert_equal "127.0.0.1 $r1port" [nickv_master_addr $nk]
+        wait_for_condition 50 100 {
+            [string match "*repoint*addr=127.0.0.1:$r2port,*transport=*error=it replicates over RDMA*no RDMA listener*" \
+                 [nickv_cmd $nk info failover]]
+        } else {
+            fail "the RDMA replica is not held back: [nickv_cmd $nk info failover]"
         }
-        nickv_stop $nk
-    }
+        assert_equal slave [lindex [$r2 role] 0]
+        assert_equal $master_port [lindex [$r2 role] 2]
+        # The operator turns RDMA off on it: it follows over TCP.
+        $r2 config set rdma-replication no
+        # (The dead old master stays on the list, r2 leaves it.)
+        wait_for_condition 50 100 {
+            [lindex [$r2 role] 2] == $r1port &&
+            ![string match "*repoint*addr=127.0.0.1:$r2port,*" [nickv_cmd $nk info failover]]
+        } else {
+            fail "not repointed: [nickv_cmd $nk info failover]"
+        }
+        wait_for_condition 50 100 {
+            [status $r2 master_link_status] eq {up}
+        } else {
+            fail "no link to the new master"
+        }
+        $r1 set after 1
+        nickv_assert_digests $r1 [list $r2]
+        assert_equal 1 [$r2 get before]
     }
 }
