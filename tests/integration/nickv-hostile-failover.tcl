@@ -122,117 +122,106 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
 # Leases, verdicts and the daemon role come from one Nic-KV: another
 # client, even one of the nickv-user, is refused while it holds them.
 
-start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
-    set m [srv 0 client]
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $hf_conf] {
-        set r [srv 0 client]
-        set rport [srv 0 port]
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        $r replicaof 127.0.0.1 $mport
-        set rogue_inst [string repeat 5 40]
+nickv_topology [list overrides $hf_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1] nickv_first yes] {
+    set m $master
+    set r [lindex $replicas 0]
+    set rport [lindex $replica_ports 0]
+    set rogue_inst [string repeat 5 40]
 
-        test {Nic-KV lease: another client of the nickv-user cannot grant a lease, report health or take the daemon role} {
-            nickv_wait_lease $m
-            wait_for_sync $r
-            nickv_wait_replicas $nk 1
-            nickv_wait_failover_view $nk 1
-            set c [nickv_user_client $mport]
-            set refused [nickv_status $m nickv_others_refused]
-            # A query for the master's clock, then a 60 s grant from it.
-            catch {$c replconf nickv "lease 0 0 $rogue_inst [string repeat f 40]"} e
-            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
-            catch {$c replconf nickv "lease 1 60000 $rogue_inst [string repeat f 40]"} e
-            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
-            # Verdicts that would stop every write, or count nobody.
-            catch {$c replconf nickv "health 9 0"} e
-            assert_equal {NICKV refused: only the connection that grants this master's lease (or the daemon's link) may report replicas' health} $e
-            catch {$c replconf nickv "hello 127.0.0.1 1 0 $rogue_inst [string repeat f 40] 0"} e
-            assert_equal {NICKV refused: another Nic-KV grants this master's lease} $e
-            # Nic-KV's own instance id (no secret: it is in its INFO) without
-            # its key is another Nic-KV, not an earlier connection of this one.
-            set nk_inst [nickv_info $nk run_id]
-            assert_equal 40 [string length $nk_inst]
-            catch {$c replconf nickv "lease 1 60000 $nk_inst [string repeat f 40]"} e
-            assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
-            assert_equal [expr {$refused + 5}] [nickv_status $m nickv_others_refused]
-            assert_equal 1 [nickv_status $m nickv_min_slaves]
-            assert_equal OK [$m set after-rogue 1]
-            assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $m nickv_daemon_addr]
-            assert {[nickv_status $m nickv_lease_left_ms] <= 1000}
-            $c close
-        }
+    test {Nic-KV lease: another client of the nickv-user cannot grant a lease, report health or take the daemon role} {
+        nickv_wait_lease $m
+        wait_for_sync $r
+        nickv_wait_replicas $nk 1
+        nickv_wait_failover_view $nk 1
+        set c [nickv_user_client $master_port]
+        set refused [nickv_status $m nickv_others_refused]
+        # A query for the master's clock, then a 60 s grant from it.
+        catch {$c replconf nickv "lease 0 0 $rogue_inst [string repeat f 40]"} e
+        assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
+        catch {$c replconf nickv "lease 1 60000 $rogue_inst [string repeat f 40]"} e
+        assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
+        # Verdicts that would stop every write, or count nobody.
+        catch {$c replconf nickv "health 9 0"} e
+        assert_equal {NICKV refused: only the connection that grants this master's lease (or the daemon's link) may report replicas' health} $e
+        catch {$c replconf nickv "hello 127.0.0.1 1 0 $rogue_inst [string repeat f 40] 0"} e
+        assert_equal {NICKV refused: another Nic-KV grants this master's lease} $e
+        # Nic-KV's own instance id (no secret: it is in its INFO) without
+        # its key is another Nic-KV, not an earlier connection of this one.
+        set nk_inst [nickv_info $nk run_id]
+        assert_equal 40 [string length $nk_inst]
+        catch {$c replconf nickv "lease 1 60000 $nk_inst [string repeat f 40]"} e
+        assert_match {NICKV refused: another Nic-KV (client id *) grants this master's lease} $e
+        assert_equal [expr {$refused + 5}] [nickv_status $m nickv_others_refused]
+        assert_equal 1 [nickv_status $m nickv_min_slaves]
+        assert_equal OK [$m set after-rogue 1]
+        assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $m nickv_daemon_addr]
+        assert {[nickv_status $m nickv_lease_left_ms] <= 1000}
+        $c close
+    }
 
-        test {Nic-KV lease: a master stopped with a write queued answers it -READONLY after the failover (no rogue lease)} {
-            set c [nickv_user_client $mport]
-            catch {$c replconf nickv "lease 1 60000 $rogue_inst [string repeat f 40]"}
-            $c close
-            set w [redis 127.0.0.1 $mport 1]
-            $w select 9
-            $w read
-            exec kill -STOP $mpid
-            $w set queued-during-stop 1
-            fo_wait_failovers $nk 1
-            assert_equal $rport [lindex [nickv_master_addr $nk] 1]
-            exec kill -CONT $mpid
-            catch {$w read} e
-            assert_match {READONLY You can't write against a master that holds no lease from Nic-KV*} $e
-            $w close
-        }
-        nickv_stop $nk
+    test {Nic-KV lease: a master stopped with a write queued answers it -READONLY after the failover (no rogue lease)} {
+        set c [nickv_user_client $master_port]
+        catch {$c replconf nickv "lease 1 60000 $rogue_inst [string repeat f 40]"}
+        $c close
+        set w [redis 127.0.0.1 $master_port 1]
+        $w select 9
+        $w read
+        exec kill -STOP $master_pid
+        $w set queued-during-stop 1
+        fo_wait_failovers $nk 1
+        assert_equal $rport [lindex [nickv_master_addr $nk] 1]
+        exec kill -CONT $master_pid
+        catch {$w read} e
+        assert_match {READONLY You can't write against a master that holds no lease from Nic-KV*} $e
+        $w close
     }
 }
 
 # A second Nic-KV for the same master is refused, loudly; the first keeps
 # the lease and the daemon role.
-start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
-    set m [srv 0 client]
-    set mport [srv 0 port]
-    start_server [list overrides $hf_conf] {
-        set r [srv 0 client]
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes]
-        $r replicaof 127.0.0.1 $mport
-        test {Nic-KV lease: a second Nic-KV for the same master is refused loudly} {
-            nickv_wait_lease $m
-            wait_for_sync $r
-            wait_for_condition 100 100 {
-                [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
-            } else {
-                fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]\n[$m client list]\n[exec tail -n 20 [dict get $nk log]]"
-            }
-            # The nickv-user's password is Nic-KV's own: it opens nothing on
-            # Nic-KV (whose clients' password, requirepass, is unset here).
-            set c [redis 127.0.0.1 [dict get $nk port]]
-            catch {$c auth $::nickv_test_user $::nickv_test_pass} e
-            assert_match {ERR AUTH <password> called without any password configured*} $e
-            $c close
-            set refused [nickv_status $m nickv_others_refused]
-            set nk2 [nickv_start $mport {*}[nickv_user_args] --failover yes]
-            # (Stopped whatever happens: it would go on grabbing the lease of
-            # whichever master gets this port next.)
-            set status [catch {
-                wait_for_condition 100 100 {
-                    [nickv_info $nk2 master_lease] eq {refused}
-                } else {
-                    fail "the second Nic-KV's lease was not refused: [nickv_cmd $nk2 info failover]"
-                }
-                assert {[nickv_status $m nickv_others_refused] > $refused}
-                verify_log_message -1 "*Nic-KV: refused *: another Nic-KV*grants this master's lease*" 0
-                assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $m nickv_daemon_addr]
-                assert_equal on [nickv_info $nk master_lease]
-            } e]
-            nickv_stop $nk2
-            if {$status} { error $e $::errorInfo }
-            # The first one's grants go on.
-            set g [nickv_status $m nickv_lease_grants]
-            wait_for_condition 6 50 {
-                [nickv_status $m nickv_lease_grants] > $g
-            } else {
-                fail "no grant from the first Nic-KV within 300 ms: [$m info nickv]"
-            }
+nickv_topology [list overrides $hf_conf replicas 1 nickv [list {*}[nickv_user_args] --failover yes] \
+        nickv_first yes] {
+    set m $master
+    set r [lindex $replicas 0]
+    test {Nic-KV lease: a second Nic-KV for the same master is refused loudly} {
+        nickv_wait_lease $m
+        wait_for_sync $r
+        wait_for_condition 100 100 {
+            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on}
+        } else {
+            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]\n[$m client list]\n[exec tail -n 20 [dict get $nk log]]"
         }
-        nickv_stop $nk
+        # The nickv-user's password is Nic-KV's own: it opens nothing on
+        # Nic-KV (whose clients' password, requirepass, is unset here).
+        set c [redis 127.0.0.1 [dict get $nk port]]
+        catch {$c auth $::nickv_test_user $::nickv_test_pass} e
+        assert_match {ERR AUTH <password> called without any password configured*} $e
+        $c close
+        set refused [nickv_status $m nickv_others_refused]
+        set nk2 [nickv_start $master_port {*}[nickv_user_args] --failover yes]
+        # (Stopped whatever happens: it would go on grabbing the lease of
+        # whichever master gets this port next.)
+        set status [catch {
+            wait_for_condition 100 100 {
+                [nickv_info $nk2 master_lease] eq {refused}
+            } else {
+                fail "the second Nic-KV's lease was not refused: [nickv_cmd $nk2 info failover]"
+            }
+            assert {[nickv_status $m nickv_others_refused] > $refused}
+            verify_log_message -1 "*Nic-KV: refused *: another Nic-KV*grants this master's lease*" 0
+            assert_equal "127.0.0.1:[dict get $nk port]" [nickv_status $m nickv_daemon_addr]
+            assert_equal on [nickv_info $nk master_lease]
+        } e]
+        nickv_stop $nk2
+        if {$status} { error $e $::errorInfo }
+        # The first one's grants go on.
+        set g [nickv_status $m nickv_lease_grants]
+        wait_for_condition 6 50 {
+            [nickv_status $m nickv_lease_grants] > $g
+        } else {
+            fail "no grant from the first Nic-KV within 300 ms: [$m info nickv]"
+        }
     }
 }
 
@@ -331,7 +320,12 @@ start_server [list tags {"nickv repl external:skip"} overrides $hf_conf] {
             $r replicaof 127.0.0.1 $mport
             wait_for_sync $r
             nickv_wait_failover_view $n1 1
-            after 1200
+            set n1state [file dirname [dict get $n1 log]]/nickv.state
+            wait_for_condition 50 100 {
+                [string match "*replica *" [exec cat $n1state]]
+            } else {
+                fail "N1's state file does not list the replica: [exec cat $n1state]"
+            }
             nickv_stop $n1
             set n2 [nickv_start $mport {*}[nickv_user_args] --failover yes --lease-time 5000]
             set status [catch {
