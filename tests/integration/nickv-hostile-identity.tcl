@@ -10,78 +10,72 @@ set id_conf [nickv_failover_overrides]
 # A key that is not Nic-KV's (its own never leaves it).
 set ::id_wrong_key [string repeat 9 40]
 
-start_server [list tags {"nickv repl external:skip"} overrides $id_conf] {
-    set m [srv 0 client]
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $id_conf] {
-        set r [srv 0 client]
-        set rport [srv 0 port]
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        $r replicaof 127.0.0.1 $mport
+nickv_topology [list overrides $id_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1] nickv_first yes] {
+    set m $master
+    set r [lindex $replicas 0]
+    set rport [lindex $replica_ports 0]
 
-        test {Identity: Nic-KV's public instance id without its key takes no daemon role} {
-            nickv_wait_lease $m
-            wait_for_sync $r
-            nickv_wait_replicas $nk 1
-            nickv_wait_failover_view $nk 1
-            set inst [nickv_info $nk run_id]
-            set c [nickv_user_client $mport]
-            # Nic-KV's connections closed, then its hello with its run id:
-            # the master used to take it for Nic-KV on the first try.
-            $c client kill user $::nickv_test_user skipme yes
-            catch {$c replconf nickv "hello 127.0.0.1 [dict get $nk port] 0 $inst $::id_wrong_key 0"} e
-            assert_match {NICKV refused: another Nic-KV grants this master's lease} $e
-            # ... so what a daemon says (a replica it serves, its ACK) is not taken.
-            catch {$c replconf nickv "add 1 127.0.0.1 $rport"} e
-            assert_match {*come from the Nic-KV daemon only*} $e
-            $c close
-            # Nic-KV comes back as the daemon and the grantor.
-            wait_for_condition 100 100 {
-                [nickv_status $m nickv_daemon_addr] eq "127.0.0.1:[dict get $nk port]" &&
-                [nickv_info $nk master_lease] eq {on}
-            } else {
-                fail "Nic-KV did not come back: [$m info nickv]"
-            }
+    test {Identity: Nic-KV's public instance id without its key takes no daemon role} {
+        nickv_wait_lease $m
+        wait_for_sync $r
+        nickv_wait_replicas $nk 1
+        nickv_wait_failover_view $nk 1
+        set inst [nickv_info $nk run_id]
+        set c [nickv_user_client $master_port]
+        # Nic-KV's connections closed, then its hello with its run id:
+        # the master used to take it for Nic-KV on the first try.
+        $c client kill user $::nickv_test_user skipme yes
+        catch {$c replconf nickv "hello 127.0.0.1 [dict get $nk port] 0 $inst $::id_wrong_key 0"} e
+        assert_match {NICKV refused: another Nic-KV grants this master's lease} $e
+        # ... so what a daemon says (a replica it serves, its ACK) is not taken.
+        catch {$c replconf nickv "add 1 127.0.0.1 $rport"} e
+        assert_match {*come from the Nic-KV daemon only*} $e
+        $c close
+        # Nic-KV comes back as the daemon and the grantor.
+        wait_for_condition 100 100 {
+            [nickv_status $m nickv_daemon_addr] eq "127.0.0.1:[dict get $nk port]" &&
+            [nickv_info $nk master_lease] eq {on}
+        } else {
+            fail "Nic-KV did not come back: [$m info nickv]"
         }
+    }
 
-        test {Identity: leases sent with Nic-KV's instance id but not its key are never counted as Nic-KV's} {
-            # The impostor closes Nic-KV's connections and grants 60 s leases
-            # in its name, every 100 ms, for a second and a half.
-            set out [file normalize [tmpdir impostor]]/out
-            set ipid [exec tclsh tests/skv/fake-peer.tcl impostor $mport $::nickv_test_user $::nickv_test_pass \
-                          [nickv_info $nk run_id] $::id_wrong_key 60000 > $out 2>@1 &]
-            after 1500
-            exec kill $ipid
-            set replies [exec grep -c lease-reply: $out]
-            assert {$replies >= 5}
-            # A write queued on the master while it is stopped is answered
-            # after the failover: it must be refused, or no failover came
-            # (Nic-KV waits out a lease it cannot account for). It used to
-            # be +OK on a deposed master: the impostor's 60 s grants were
-            # counted as Nic-KV's own 250 ms ones.
-            nickv_wait_lease $m
-            set w [redis 127.0.0.1 $mport 1]
-            $w select 9
-            $w read
-            exec kill -STOP $mpid
-            $w set queued-during-stop 1
-            set moved [expr {![catch {
-                wait_for_condition 60 100 {
-                    [lindex [nickv_master_addr $nk] 1] == $rport
-                } else { error "no failover" }
-            }]}]
-            exec kill -CONT $mpid
-            catch {$w read} reply
-            $w close
-            if {$moved} {
-                assert_match {READONLY You can't write against a master that holds no lease from Nic-KV*} $reply
-            } else {
-                assert_match {*lease*} [nickv_info $nk failover_blocked]
-            }
-            assert_equal 0 [llength [lsearch -all -inline [exec grep lease-reply: $out] {*LEASE*60000*}]]
+    test {Identity: leases sent with Nic-KV's instance id but not its key are never counted as Nic-KV's} {
+        # The impostor closes Nic-KV's connections and grants 60 s leases
+        # in its name, every 100 ms, for a second and a half.
+        set out [file normalize [tmpdir impostor]]/out
+        set ipid [exec tclsh tests/skv/fake-peer.tcl impostor $master_port $::nickv_test_user $::nickv_test_pass \
+                      [nickv_info $nk run_id] $::id_wrong_key 60000 > $out 2>@1 &]
+        after 1500
+        exec kill $ipid
+        set replies [exec grep -c lease-reply: $out]
+        assert {$replies >= 5}
+        # A write queued on the master while it is stopped is answered
+        # after the failover: it must be refused, or no failover came
+        # (Nic-KV waits out a lease it cannot account for). It used to
+        # be +OK on a deposed master: the impostor's 60 s grants were
+        # counted as Nic-KV's own 250 ms ones.
+        nickv_wait_lease $m
+        set w [redis 127.0.0.1 $master_port 1]
+        $w select 9
+        $w read
+        exec kill -STOP $master_pid
+        $w set queued-during-stop 1
+        set moved [expr {![catch {
+            wait_for_condition 60 100 {
+                [lindex [nickv_master_addr $nk] 1] == $rport
+            } else { error "no failover" }
+        }]}]
+        exec kill -CONT $master_pid
+        catch {$w read} reply
+        $w close
+        if {$moved} {
+            assert_match {READONLY You can't write against a master that holds no lease from Nic-KV*} $reply
+        } else {
+            assert_match {*lease*} [nickv_info $nk failover_blocked]
         }
-        nickv_stop $nk
+        assert_equal 0 [llength [lsearch -all -inline [exec grep lease-reply: $out] {*LEASE*60000*}]]
     }
 }
 
@@ -120,57 +114,51 @@ start_server [list tags {"nickv repl external:skip"} overrides $id_conf] {
 # A process with the replicas' password that PSYNCs and announces its own
 # address used to be asked with AUTH <nickv-user> <password> at the first
 # failover: it now gets PING and INFO server, no credential, no command.
-start_server [list tags {"nickv repl external:skip"} overrides $id_conf] {
-    set m [srv 0 client]
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $id_conf] {
-        set r [srv 0 client]
-        set rport [srv 0 port]
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        $r replicaof 127.0.0.1 $mport
+nickv_topology [list overrides $id_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1] nickv_first yes] {
+    set m $master
+    set r [lindex $replicas 0]
+    set rport [lindex $replica_ports 0]
 
-        test {Identity: a replica no node line names is served, but never sent a credential, counted or promoted} {
-            nickv_wait_lease $m
-            wait_for_sync $r
-            nickv_wait_failover_view $nk 1
-            # A plausible claim (a little past the master's offset) and the
-            # highest priority: before members, it was asked first.
-            set lport [find_available_port [expr {$::baseport + 530}] 40]
-            set fout [file normalize [tmpdir fake-candidate]]/out
-            set fpid [exec tclsh tests/skv/fake-peer.tcl replica $mport $lport master+100 1 0 > $fout 2>@1 &]
-            set status [catch {
-                wait_for_condition 100 50 {
-                    [string match "*flags=ok,member=no*" [nickv_probe_node $nk 127.0.0.1:$lport]]
-                } else {
-                    fail "Nic-KV does not see the fake replica: [nickv_cmd $nk info failover]"
-                }
-                # Not named valid: the master counts it for neither WAIT nor
-                # min-replicas-to-write.
-                wait_for_condition 50 100 {
-                    [nickv_status $m nickv_valid_replicas] == 1
-                } else {
-                    fail "the master counts the non-member: [$m info nickv]"
-                }
-                # An operator's FAILOVER TO it says why not.
-                assert_match "*127.0.0.1:$lport is not a valid replica of the master*127.0.0.1:$lport not a member*" \
-                    [nickv_cmd $nk failover to 127.0.0.1 $lport]
-                exec kill -9 $mpid
-                fo_wait_failovers $nk 1
-                assert_equal $rport [lindex [nickv_master_addr $nk] 1]
-                assert_stays 0.5 {![regexp {AUTH|REPLICAOF|CONFIG} [exec cat $fout]]} \
-                    "Nic-KV sent the non-member a command"
-                set sent [exec cat $fout]
-                assert_no_match "*AUTH*" $sent
-                assert_no_match "*REPLICAOF*" $sent
-                assert_no_match "*CONFIG*" $sent
-                # Said once, with what to do.
-                assert_equal 1 [exec grep -c "replica 127.0.0.1:$lport is not a member" [dict get $nk log]]
-            } e]
-            catch {exec kill $fpid}
-            if {$status} { error $e $::errorInfo }
-        }
-        nickv_stop $nk
+    test {Identity: a replica no node line names is served, but never sent a credential, counted or promoted} {
+        nickv_wait_lease $m
+        wait_for_sync $r
+        nickv_wait_failover_view $nk 1
+        # A plausible claim (a little past the master's offset) and the
+        # highest priority: before members, it was asked first.
+        set lport [find_available_port [expr {$::baseport + 530}] 40]
+        set fout [file normalize [tmpdir fake-candidate]]/out
+        set fpid [exec tclsh tests/skv/fake-peer.tcl replica $master_port $lport master+100 1 0 > $fout 2>@1 &]
+        set status [catch {
+            wait_for_condition 100 50 {
+                [string match "*flags=ok,member=no*" [nickv_probe_node $nk 127.0.0.1:$lport]]
+            } else {
+                fail "Nic-KV does not see the fake replica: [nickv_cmd $nk info failover]"
+            }
+            # Not named valid: the master counts it for neither WAIT nor
+            # min-replicas-to-write.
+            wait_for_condition 50 100 {
+                [nickv_status $m nickv_valid_replicas] == 1
+            } else {
+                fail "the master counts the non-member: [$m info nickv]"
+            }
+            # An operator's FAILOVER TO it says why not.
+            assert_match "*127.0.0.1:$lport is not a valid replica of the master*127.0.0.1:$lport not a member*" \
+                [nickv_cmd $nk failover to 127.0.0.1 $lport]
+            exec kill -9 $master_pid
+            fo_wait_failovers $nk 1
+            assert_equal $rport [lindex [nickv_master_addr $nk] 1]
+            assert_stays 0.5 {![regexp {AUTH|REPLICAOF|CONFIG} [exec cat $fout]]} \
+                "Nic-KV sent the non-member a command"
+            set sent [exec cat $fout]
+            assert_no_match "*AUTH*" $sent
+            assert_no_match "*REPLICAOF*" $sent
+            assert_no_match "*CONFIG*" $sent
+            # Said once, with what to do.
+            assert_equal 1 [exec grep -c "replica 127.0.0.1:$lport is not a member" [dict get $nk log]]
+        } e]
+        catch {exec kill $fpid}
+        if {$status} { error $e $::errorInfo }
     }
 }
 
