@@ -26,198 +26,178 @@ proc busy_wait_lease_out {m} {
     }
 }
 
-start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
-    set m [srv 0 client]
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fo_conf] {
-    start_server [list overrides $fo_conf] {
-        set ports [list [srv -1 port] [srv 0 port]]
-        foreach r [list [srv -1 client] [srv 0 client]] { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1 \
-                    --waiting-time 300 --busy-limit 2500]
-        wait_for_condition 100 100 {
-            [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on} &&
-            [nickv_info $nk watch] eq {connected}
-        } else {
-            fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
-        }
-
-        test {Nic-KV busy: the master's watch thread listens where its lease answers say} {
-            set wport [nickv_status $m nickv_watch_port]
-            assert {$wport > 0}
-            assert_equal $wport [nickv_info $nk watch_port]
-            wait_for_condition 50 100 {
-                [nickv_status $m nickv_lease_watch_grants] > 0
-            } else {
-                fail "the watch prolongs no lease: [$m info nickv]"
-            }
-            assert_equal answers [nickv_info $nk master_verdict]
-        }
-
-        test {Nic-KV busy: a master busy for 1.5 s (DEBUG SLEEP, waiting-time 300) is not failed over} {
-            set before [nickv_info $nk busy_verdicts]
-            set d [redis_deferring_client -2]
-            $d debug sleep 1.5
-            busy_wait_verdict $nk busy
-            assert_equal debug [nickv_info $nk watch_busy_in]
-            assert {[nickv_info $nk watch_busy_ms] > 0}
-            assert_equal {} [nickv_info $nk failover_blocked]
-            assert_equal OK [$d read]
-            $d close
-            # Its lease ran on meanwhile (the watch's grants): it serves at
-            # once, and no failover happened.
-            assert_equal OK [$m set after-sleep 1]
-            assert_equal 0 [nickv_info $nk failovers]
-            assert_equal "127.0.0.1:$mport" [nickv_info $nk master]
-            assert_equal [expr {$before + 1}] [nickv_info $nk busy_verdicts]
-            busy_wait_verdict $nk answers
-            assert_match "*does not answer for * but it is busy (* in debug), not dead*" [exec cat [dict get $nk log]]
-        }
-
-        test {Nic-KV busy: a KEYS over three million keys is busy, not dead} {
-            # The populate is a busy spell of its own, seconds long on a
-            # loaded machine: not this test's subject.
-            assert_equal OK [nickv_cmd $nk config set busy-limit 60000]
-            $m debug populate 3000000 busykey 1
-            # (The populate itself may have been a busy spell: over first.
-            # Past 2 s the replicas left Nic-KV for the master, and count
-            # again once it sent them back.)
-            busy_wait_verdict $nk answers
-            wait_for_condition 300 100 {
-                [nickv_status $m nickv_valid_replicas] == 2
-            } else {
-                fail "the replicas do not count again after the populate: [$m info nickv]"
-            }
-            $m config resetstat
-            set d [redis_deferring_client -2]
-            set t0 [clock milliseconds]
-            # A pattern that costs time on every key (about 1 s here).
-            $d keys *y*y*y*y*y*z
-            # What Nic-KV sees while it runs.
-            set seen {}
-            while {[clock milliseconds] - $t0 < 3000} {
-                if {[nickv_info $nk master_verdict] eq {busy}} {
-                    set seen [nickv_info $nk watch_busy_in]
-                    break
-                }
-                after 20
-            }
-            assert_equal {} [$d read]
-            $d close
-            assert_equal 0 [nickv_info $nk failovers]
-            if {[catch {$m set after-keys 1} e]} {
-                fail "$e\n[$m info nickv]\n[nickv_cmd $nk info failover]"
-            }
-            # How long it took decides what Nic-KV had to see: past
-            # waiting-time (300 ms) and a probe round, the busy verdict.
-            regexp {cmdstat_keys:calls=1,usec=([0-9]+)} [$m info commandstats] -> usec
-            if {$usec > 600000} { assert_equal keys $seen }
-            puts "    (KEYS took [expr {$usec / 1000}] ms; Nic-KV saw: [expr {$seen eq {} ? {answers} : {busy in keys}}])"
-            $m flushall
-            busy_wait_verdict $nk answers
-            assert_equal OK [nickv_cmd $nk config set busy-limit 2500]
-        }
-
-        test {Nic-KV busy: busy longer than busy-limit is failed over; the old master refuses when it wakes} {
-            set d [redis_deferring_client -2]
-            $d debug sleep 4
-            wait_for_condition 100 100 {
-                [nickv_info $nk failovers] >= 1
-            } else {
-                fail "no failover of a master busy past busy-limit: [nickv_cmd $nk info failover]"
-            }
-            assert_match "*busy for * ms in debug: more than busy-limit (2500 ms)*" [exec cat [dict get $nk log]]
-            lassign [split [nickv_info $nk master] :] host new
-            assert {[lsearch -exact $ports $new] >= 0}
-            assert_equal OK [$d read]
-            # It woke without a lease (the watch never starts one, and no
-            # grant came once it was given up): it takes no write, the one
-            # its client sends as it wakes included.
-            $d set late 1
-            catch {$d read} e
-            $d close
-            assert {[regexp {^(READONLY|NOREPLICAS) } $e]}
-            # (A new client: the demotion kills the old master's clients.)
-            wait_for_condition 100 100 {
-                [catch {status [set m2 [redis 127.0.0.1 $mport]] role} r] == 0 && $r eq {slave}
-            } else {
-                fail "the old master was not made a replica"
-            }
-            nickv_assert_no_bug $nk
-        }
-        nickv_stop $nk
+nickv_topology [list overrides $fo_conf replicas 2 nickv [list {*}[nickv_user_args] --failover yes \
+        --min-slaves 1 --waiting-time 300 --busy-limit 2500]] {
+    set m $master
+    set ports $replica_ports
+    wait_for_condition 100 100 {
+        [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on} &&
+        [nickv_info $nk watch] eq {connected}
+    } else {
+        fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
     }
+
+    test {Nic-KV busy: the master's watch thread listens where its lease answers say} {
+        set wport [nickv_status $m nickv_watch_port]
+        assert {$wport > 0}
+        assert_equal $wport [nickv_info $nk watch_port]
+        wait_for_condition 50 100 {
+            [nickv_status $m nickv_lease_watch_grants] > 0
+        } else {
+            fail "the watch prolongs no lease: [$m info nickv]"
+        }
+        assert_equal answers [nickv_info $nk master_verdict]
+    }
+
+    test {Nic-KV busy: a master busy for 1.5 s (DEBUG SLEEP, waiting-time 300) is not failed over} {
+        set before [nickv_info $nk busy_verdicts]
+        set d [redis_deferring_client -2]
+        $d debug sleep 1.5
+        busy_wait_verdict $nk busy
+        assert_equal debug [nickv_info $nk watch_busy_in]
+        assert {[nickv_info $nk watch_busy_ms] > 0}
+        assert_equal {} [nickv_info $nk failover_blocked]
+        assert_equal OK [$d read]
+        $d close
+        # Its lease ran on meanwhile (the watch's grants): it serves at
+        # once, and no failover happened.
+        assert_equal OK [$m set after-sleep 1]
+        assert_equal 0 [nickv_info $nk failovers]
+        assert_equal "127.0.0.1:$master_port" [nickv_info $nk master]
+        assert_equal [expr {$before + 1}] [nickv_info $nk busy_verdicts]
+        busy_wait_verdict $nk answers
+        assert_match "*does not answer for * but it is busy (* in debug), not dead*" [exec cat [dict get $nk log]]
+    }
+
+    test {Nic-KV busy: a KEYS over three million keys is busy, not dead} {
+        # The populate is a busy spell of its own, seconds long on a
+        # loaded machine: not this test's subject.
+        assert_equal OK [nickv_cmd $nk config set busy-limit 60000]
+        $m debug populate 3000000 busykey 1
+        # (The populate itself may have been a busy spell: over first.
+        # Past 2 s the replicas left Nic-KV for the master, and count
+        # again once it sent them back.)
+        busy_wait_verdict $nk answers
+        wait_for_condition 300 100 {
+            [nickv_status $m nickv_valid_replicas] == 2
+        } else {
+            fail "the replicas do not count again after the populate: [$m info nickv]"
+        }
+        $m config resetstat
+        set d [redis_deferring_client -2]
+        set t0 [clock milliseconds]
+        # A pattern that costs time on every key (about 1 s here).
+        $d keys *y*y*y*y*y*z
+        # What Nic-KV sees while it runs.
+        set seen {}
+        while {[clock milliseconds] - $t0 < 3000} {
+            if {[nickv_info $nk master_verdict] eq {busy}} {
+                set seen [nickv_info $nk watch_busy_in]
+                break
+            }
+            after 20
+        }
+        assert_equal {} [$d read]
+        $d close
+        assert_equal 0 [nickv_info $nk failovers]
+        if {[catch {$m set after-keys 1} e]} {
+            fail "$e\n[$m info nickv]\n[nickv_cmd $nk info failover]"
+        }
+        # How long it took decides what Nic-KV had to see: past
+        # waiting-time (300 ms) and a probe round, the busy verdict.
+        regexp {cmdstat_keys:calls=1,usec=([0-9]+)} [$m info commandstats] -> usec
+        if {$usec > 600000} { assert_equal keys $seen }
+        puts "    (KEYS took [expr {$usec / 1000}] ms; Nic-KV saw: [expr {$seen eq {} ? {answers} : {busy in keys}}])"
+        $m flushall
+        busy_wait_verdict $nk answers
+        assert_equal OK [nickv_cmd $nk config set busy-limit 2500]
+    }
+
+    test {Nic-KV busy: busy longer than busy-limit is failed over; the old master refuses when it wakes} {
+        set d [redis_deferring_client -2]
+        $d debug sleep 4
+        wait_for_condition 100 100 {
+            [nickv_info $nk failovers] >= 1
+        } else {
+            fail "no failover of a master busy past busy-limit: [nickv_cmd $nk info failover]"
+        }
+        assert_match "*busy for * ms in debug: more than busy-limit (2500 ms)*" [exec cat [dict get $nk log]]
+        lassign [split [nickv_info $nk master] :] host new
+        assert {[lsearch -exact $ports $new] >= 0}
+        assert_equal OK [$d read]
+        # It woke without a lease (the watch never starts one, and no
+        # grant came once it was given up): it takes no write, the one
+        # its client sends as it wakes included.
+        $d set late 1
+        catch {$d read} e
+        $d close
+        assert {[regexp {^(READONLY|NOREPLICAS) } $e]}
+        # (A new client: the demotion kills the old master's clients.)
+        wait_for_condition 100 100 {
+            [catch {status [set m2 [redis 127.0.0.1 $master_port]] role} r] == 0 && $r eq {slave}
+        } else {
+            fail "the old master was not made a replica"
+        }
+        nickv_assert_no_bug $nk
     }
 }
 
 # A stopped master (every thread stopped) is dead to Nic-KV within
 # waiting-time, watch or not.
-start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fo_conf] {
-        [srv 0 client] replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --waiting-time 300 --busy-limit 5000]
-        wait_for_condition 100 100 {
-            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on} &&
-            [nickv_info $nk watch] eq {connected}
-        } else {
-            fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
-        }
+nickv_topology [list overrides $fo_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --waiting-time 300 --busy-limit 5000]] {
+    wait_for_condition 100 100 {
+        [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on} &&
+        [nickv_info $nk watch] eq {connected}
+    } else {
+        fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
+    }
 
-        test {Nic-KV busy: a master stopped (SIGSTOP) is failed over within waiting-time, not busy-limit} {
-            set t0 [clock milliseconds]
-            exec kill -STOP $mpid
-            wait_for_condition 100 50 {
-                [nickv_info $nk failovers] >= 1
-            } else {
-                exec kill -CONT $mpid
-                fail "no failover of a stopped master: [nickv_cmd $nk info failover]"
-            }
-            set took [expr {[clock milliseconds] - $t0}]
-            exec kill -CONT $mpid
-            # waiting-time (300) + the lease (500) + a promotion: far below
-            # busy-limit (5000).
-            assert {$took < 4000}
-            assert_equal 0 [nickv_info $nk busy_verdicts]
-            assert_match "*no answer for *" [nickv_info $nk last_failover][exec cat [dict get $nk log]]
+    test {Nic-KV busy: a master stopped (SIGSTOP) is failed over within waiting-time, not busy-limit} {
+        set t0 [clock milliseconds]
+        exec kill -STOP $master_pid
+        wait_for_condition 100 50 {
+            [nickv_info $nk failovers] >= 1
+        } else {
+            exec kill -CONT $master_pid
+            fail "no failover of a stopped master: [nickv_cmd $nk info failover]"
         }
-        nickv_stop $nk
+        set took [expr {[clock milliseconds] - $t0}]
+        exec kill -CONT $master_pid
+        # waiting-time (300) + the lease (500) + a promotion: far below
+        # busy-limit (5000).
+        assert {$took < 4000}
+        assert_equal 0 [nickv_info $nk busy_verdicts]
+        assert_match "*no answer for *" [nickv_info $nk last_failover][exec cat [dict get $nk log]]
     }
 }
 
 # busy-limit longer than the 2 s after which replicas behind a silent
 # Nic-KV go back to the master (and wait there, unlisted): they are still
 # the candidates when busy-limit runs out (min-slaves 0: no other list).
-start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
-    set mport [srv 0 port]
-    start_server [list overrides $fo_conf] {
-        set r [srv 0 client]
-        set rport [srv 0 port]
-        $r replicaof 127.0.0.1 $mport
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --waiting-time 300 --busy-limit 3000]
-        wait_for_condition 100 100 {
-            [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on} &&
-            [nickv_info $nk watch] eq {connected} && [nickv_info $nk connected_slaves] == 1
-        } else {
-            fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
-        }
+nickv_topology [list overrides $fo_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --waiting-time 300 --busy-limit 3000]] {
+    set r [lindex $replicas 0]
+    set rport [lindex $replica_ports 0]
+    wait_for_condition 100 100 {
+        [nickv_info $nk valid_replicas] == 1 && [nickv_info $nk master_lease] eq {on} &&
+        [nickv_info $nk watch] eq {connected} && [nickv_info $nk connected_slaves] == 1
+    } else {
+        fail "Nic-KV does not see the topology and the watch: [nickv_cmd $nk info failover]"
+    }
 
-        test {Nic-KV busy: busy past a busy-limit longer than the replicas wait for Nic-KV: still failed over} {
-            set d [redis_deferring_client -1]
-            $d debug sleep 6
-            wait_for_condition 120 100 {
-                [nickv_info $nk failovers] >= 1
-            } else {
-                fail "no failover: [nickv_cmd $nk info failover]"
-            }
-            assert_equal "127.0.0.1:$rport" [nickv_info $nk master]
-            assert_match "*busy for * ms in debug: more than busy-limit (3000 ms)*" [exec cat [dict get $nk log]]
-            catch {$d read}
-            $d close
+    test {Nic-KV busy: busy past a busy-limit longer than the replicas wait for Nic-KV: still failed over} {
+        set d [redis_deferring_client -1]
+        $d debug sleep 6
+        wait_for_condition 120 100 {
+            [nickv_info $nk failovers] >= 1
+        } else {
+            fail "no failover: [nickv_cmd $nk info failover]"
         }
-        nickv_stop $nk
+        assert_equal "127.0.0.1:$rport" [nickv_info $nk master]
+        assert_match "*busy for * ms in debug: more than busy-limit (3000 ms)*" [exec cat [dict get $nk log]]
+        catch {$d read}
+        $d close
     }
 }
 
