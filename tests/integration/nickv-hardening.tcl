@@ -150,7 +150,12 @@ start_server {tags {"nickv external:skip"}} {
         }]
         close $f
         set fake [exec tclsh $script &]
-        after 300
+        # Until it listens (a connection closed at once is sent nothing).
+        wait_for_condition 100 20 {
+            [catch {close [socket 127.0.0.1 $fport]}] == 0
+        } else {
+            fail "the fake master does not listen"
+        }
         set nk [nickv_start $fport]
         wait_for_condition 100 100 {
             [catch {exec grep -c "longer than 64 KB" [dict get $nk log]} n] == 0 && $n >= 1
