@@ -38,136 +38,131 @@ proc hs_log_lines {nk} {
     llength [split [exec cat [dict get $nk log]] "\n"]
 }
 
-start_server [list tags {"nickv repl external:skip"} overrides $hs_conf] {
-    set mport [srv 0 port]
-    start_server [list overrides $hs_conf] {
-        set r [srv 0 client]
-        $r replicaof 127.0.0.1 $mport
-        set dir [file normalize [tmpdir nickv-state]]
-        set state $dir/nickv.state
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --state-file $state]
-        wait_for_sync $r
-        nickv_wait_failover_view $nk 1
-        # Its replica in the state file too (knownTick: within a second).
-        wait_for_condition 50 100 {
-            [string match "*replica *" [exec cat $state]]
-        } else {
-            fail "the state file does not list the replica: [exec cat $state]"
+set dir [file normalize [tmpdir nickv-state]]
+set state $dir/nickv.state
+nickv_topology [list overrides $hs_conf replicas 1 \
+        nickv [list {*}[nickv_user_args] --failover yes --state-file $state]] {
+    set r [lindex $replicas 0]
+    nickv_wait_failover_view $nk 1
+    # Its replica in the state file too (knownTick: within a second).
+    wait_for_condition 50 100 {
+        [string match "*replica *" [exec cat $state]]
+    } else {
+        fail "the state file does not list the replica: [exec cat $state]"
+    }
+    nickv_stop $nk
+    set fd [open $state rb]
+    set good [read $fd]
+    close $fd
+
+    test {Nic-KV state file: it names its format and writer, and ends with a checksum} {
+        assert_match "*\nversion 1 nic-kv * skv *\n*" $good
+        assert {[regexp "\nend \[0-9a-f\]{64}\n$" $good]}
+    }
+
+    # A damaged file: Nic-KV exits at start, says so and what to do,
+    # and leaves the file as it was.
+    proc hs_assert_refused {mport state text what} {
+        set fd [open $state wb]
+        puts -nonewline $fd $text
+        close $fd
+        set out [hs_run $mport $state]
+        assert_match "*the state file $state is damaged ($what)*does not start with it*Check which node is the master*remove $state*" $out
+        set fd [open $state rb]
+        set now [read $fd]
+        close $fd
+        assert_equal $text $now
+    }
+
+    test {Nic-KV state file: cut short anywhere, it stops Nic-KV at start} {
+        # Right after the master line, and within its port (the issue's
+        # 'master "127.0.0.1" 262': Nic-KV followed that port).
+        set m [string first "\nmaster \"127.0.0.1\" $master_port\n" $good]
+        assert {$m > 0}
+        set after_master [expr {$m + [string length "\nmaster \"127.0.0.1\" $master_port\n"]}]
+        set cuts [list $after_master [expr {$after_master - 3}] 10 \
+                      [expr {[string length $good] / 2}] \
+                      [expr {[string length $good] - 1}] \
+                      [expr {[string length $good] - 20}]]
+        foreach cut $cuts {
+            set text [string range $good 0 [expr {$cut - 1}]]
+            hs_assert_refused $master_port $state $text {it has no "end" line: it was cut short*}
         }
+        hs_assert_refused $master_port $state {} {it is empty}
+    }
+
+    test {Nic-KV state file: a changed byte or a missing end line stops Nic-KV at start} {
+        # The epoch line, one digit flipped: still a well-formed line.
+        set i [string first "\nepoch " $good]
+        set text [string replace $good [expr {$i + 7}] [expr {$i + 7}] 7]
+        hs_assert_refused $master_port $state $text "its checksum does not match its text: it was changed or cut"
+        regsub "end \[0-9a-f\]+\n$" $good {} text
+        hs_assert_refused $master_port $state $text {it has no "end" line: *}
+    }
+
+    test {Nic-KV state file: one written by an older Nic-KV (no version, no end line) stops it at start} {
+        # What the previous Nic-KV wrote: the same lines without the
+        # second comment, the version and the end line.
+        set old {}
+        foreach l [split [string trimright $good "\n"] "\n"] {
+            if {[string match "# Do not edit*" $l] || [string match "version *" $l] ||
+                [string match "end *" $l]} continue
+            append old "$l\n"
+        }
+        hs_assert_refused $master_port $state $old \
+            "it has no \"end\" line: it was cut short, or written by a Nic-KV older than state file format 1, which had none"
+    }
+
+    test {Nic-KV state file: a format from a newer Nic-KV stops it at start} {
+        # A well-formed file of format 3 (the checksum recomputed).
+        regsub "end \[0-9a-f\]+\n$" $good {} body
+        regsub {\nversion 1 } $body "\nversion 3 " body
+        set fd [open $dir/body wb]
+        puts -nonewline $fd $body
+        close $fd
+        set sum [lindex [exec sha256sum $dir/body] 0]
+        hs_assert_refused $master_port $state "${body}end $sum\n" \
+            "it is of format 3, written by a newer Nic-KV; this one reads formats 1 to 2"
+    }
+
+    test {Nic-KV state file: a good one is read at start, and written back the same way} {
+        set fd [open $state wb]
+        puts -nonewline $fd $good
+        close $fd
+        set nk [nickv_start $master_port {*}[nickv_user_args] --failover yes --state-file $state]
+        wait_for_condition 50 100 {
+            ![catch {exec grep -q "state file $state read: epoch" [dict get $nk log]}]
+        } else {
+            fail "the state file was not read: [exec tail -n 5 [dict get $nk log]]"
+        }
+        nickv_wait_failover_view $nk 1
         nickv_stop $nk
         set fd [open $state rb]
-        set good [read $fd]
+        set now [read $fd]
         close $fd
+        assert {[regexp "\nend \[0-9a-f\]{64}\n$" $now]}
+        assert_match "*\nmaster \"127.0.0.1\" $master_port\n*" $now
+    }
 
-        test {Nic-KV state file: it names its format and writer, and ends with a checksum} {
-            assert_match "*\nversion 1 nic-kv * skv *\n*" $good
-            assert {[regexp "\nend \[0-9a-f\]{64}\n$" $good]}
+    test {Nic-KV state file: a symbolic link planted at its temporary file is not written through} {
+        set victim $dir/victim
+        set fd [open $victim w]
+        puts $fd precious
+        close $fd
+        file delete $state
+        file link -symbolic $state.tmp $victim
+        set nk [nickv_start $master_port {*}[nickv_user_args] --failover yes --state-file $state]
+        wait_for_condition 50 100 {
+            [file exists $state]
+        } else {
+            fail "no state file"
         }
-
-        # A damaged file: Nic-KV exits at start, says so and what to do,
-        # and leaves the file as it was.
-        proc hs_assert_refused {mport state text what} {
-            set fd [open $state wb]
-            puts -nonewline $fd $text
-            close $fd
-            set out [hs_run $mport $state]
-            assert_match "*the state file $state is damaged ($what)*does not start with it*Check which node is the master*remove $state*" $out
-            set fd [open $state rb]
-            set now [read $fd]
-            close $fd
-            assert_equal $text $now
-        }
-
-        test {Nic-KV state file: cut short anywhere, it stops Nic-KV at start} {
-            # Right after the master line, and within its port (the issue's
-            # 'master "127.0.0.1" 262': Nic-KV followed that port).
-            set m [string first "\nmaster \"127.0.0.1\" $mport\n" $good]
-            assert {$m > 0}
-            set after_master [expr {$m + [string length "\nmaster \"127.0.0.1\" $mport\n"]}]
-            set cuts [list $after_master [expr {$after_master - 3}] 10 \
-                          [expr {[string length $good] / 2}] \
-                          [expr {[string length $good] - 1}] \
-                          [expr {[string length $good] - 20}]]
-            foreach cut $cuts {
-                set text [string range $good 0 [expr {$cut - 1}]]
-                hs_assert_refused $mport $state $text {it has no "end" line: it was cut short*}
-            }
-            hs_assert_refused $mport $state {} {it is empty}
-        }
-
-        test {Nic-KV state file: a changed byte or a missing end line stops Nic-KV at start} {
-            # The epoch line, one digit flipped: still a well-formed line.
-            set i [string first "\nepoch " $good]
-            set text [string replace $good [expr {$i + 7}] [expr {$i + 7}] 7]
-            hs_assert_refused $mport $state $text "its checksum does not match its text: it was changed or cut"
-            regsub "end \[0-9a-f\]+\n$" $good {} text
-            hs_assert_refused $mport $state $text {it has no "end" line: *}
-        }
-
-        test {Nic-KV state file: one written by an older Nic-KV (no version, no end line) stops it at start} {
-            # What the previous Nic-KV wrote: the same lines without the
-            # second comment, the version and the end line.
-            set old {}
-            foreach l [split [string trimright $good "\n"] "\n"] {
-                if {[string match "# Do not edit*" $l] || [string match "version *" $l] ||
-                    [string match "end *" $l]} continue
-                append old "$l\n"
-            }
-            hs_assert_refused $mport $state $old \
-                "it has no \"end\" line: it was cut short, or written by a Nic-KV older than state file format 1, which had none"
-        }
-
-        test {Nic-KV state file: a format from a newer Nic-KV stops it at start} {
-            # A well-formed file of format 3 (the checksum recomputed).
-            regsub "end \[0-9a-f\]+\n$" $good {} body
-            regsub {\nversion 1 } $body "\nversion 3 " body
-            set fd [open $dir/body wb]
-            puts -nonewline $fd $body
-            close $fd
-            set sum [lindex [exec sha256sum $dir/body] 0]
-            hs_assert_refused $mport $state "${body}end $sum\n" \
-                "it is of format 3, written by a newer Nic-KV; this one reads formats 1 to 2"
-        }
-
-        test {Nic-KV state file: a good one is read at start, and written back the same way} {
-            set fd [open $state wb]
-            puts -nonewline $fd $good
-            close $fd
-            set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --state-file $state]
-            wait_for_condition 50 100 {
-                ![catch {exec grep -q "state file $state read: epoch" [dict get $nk log]}]
-            } else {
-                fail "the state file was not read: [exec tail -n 5 [dict get $nk log]]"
-            }
-            nickv_wait_failover_view $nk 1
-            nickv_stop $nk
-            set fd [open $state rb]
-            set now [read $fd]
-            close $fd
-            assert {[regexp "\nend \[0-9a-f\]{64}\n$" $now]}
-            assert_match "*\nmaster \"127.0.0.1\" $mport\n*" $now
-        }
-
-        test {Nic-KV state file: a symbolic link planted at its temporary file is not written through} {
-            set victim $dir/victim
-            set fd [open $victim w]
-            puts $fd precious
-            close $fd
-            file delete $state
-            file link -symbolic $state.tmp $victim
-            set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --state-file $state]
-            wait_for_condition 50 100 {
-                [file exists $state]
-            } else {
-                fail "no state file"
-            }
-            nickv_wait_failover_view $nk 1
-            nickv_stop $nk
-            assert_equal precious [exec cat $victim]
-            assert_equal file [file type $state]
-            assert {[regexp "\nend \[0-9a-f\]{64}\n$" [exec cat $state]\n]}
-            assert {![file exists $state.tmp]}
-        }
+        nickv_wait_failover_view $nk 1
+        nickv_stop $nk
+        assert_equal precious [exec cat $victim]
+        assert_equal file [file type $state]
+        assert {[regexp "\nend \[0-9a-f\]{64}\n$" [exec cat $state]\n]}
+        assert {![file exists $state.tmp]}
     }
 }
 
