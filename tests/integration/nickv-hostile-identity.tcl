@@ -306,7 +306,14 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $id_conf 
                 }
                 # Nic-KV still names 127.0.0.2:<port> valid (the member answers).
                 assert_match "*addr=127.0.0.2:$rport,*flags=*member=yes*" [nickv_cmd $nk info failover]
-                after 1000
+                # The master counts nobody, and goes on counting nobody over a
+                # second of Nic-KV's reports (ten probe intervals).
+                wait_for_condition 50 100 {
+                    [nickv_status $m nickv_valid_replicas] == 0
+                } else {
+                    fail "the acker is counted in the member's name: [$m info nickv]"
+                }
+                assert_stays 1 {[nickv_status $m nickv_valid_replicas] == 0} "the acker counted in the member's name"
                 catch {$m set unacked 1} e
                 # Either refused (min-slaves counts nobody) or not acknowledged:
                 # never acknowledged in the member's name.
