@@ -60,12 +60,10 @@ proc co_level {i} { expr {$i - 2} }
 # Until the clock reads until_ms, neither standby (nodes 1 and 2) leads;
 # if one does, the stopped relays are let go and the test fails with msg.
 proc co_standbys_wait {until_ms relay_pids msg} {
-    while {[clock milliseconds] < $until_ms} {
-        if {[co_role 1] eq {leader} || [co_role 2] eq {leader}} {
-            foreach p $relay_pids { exec kill -CONT $p }
-            fail $msg
-        }
-        after 50
+    set seconds [expr {max(0, $until_ms - [clock milliseconds]) / 1000.0}]
+    if {[catch {assert_stays $seconds {[co_role 1] ne {leader} && [co_role 2] ne {leader}} $msg} e]} {
+        foreach p $relay_pids { exec kill -CONT $p }
+        error $e $::errorInfo
     }
 }
 
@@ -460,13 +458,9 @@ start_server [list overrides $co_conf] {
             exec kill -CONT [dict get [co_nk $y] pid]
             fail "X does not lead again: [nickv_cmd [co_nk $x] info coordinator]"
         }
-        set t0 [clock milliseconds]
-        while {[clock milliseconds] - $t0 < 1500} {
-            if {[co_role $x] ne {leader}} {
-                exec kill -CONT [dict get [co_nk $y] pid]
-                fail "X resigned to a Nic-KV that is gone: [nickv_cmd [co_nk $x] info coordinator]"
-            }
-            after 50
+        if {[catch {assert_stays 1.5 {[co_role $x] eq {leader}} "X resigned to a Nic-KV that is gone"} e]} {
+            exec kill -CONT [dict get [co_nk $y] pid]
+            error "$e\n[nickv_cmd [co_nk $x] info coordinator]"
         }
         exec kill -CONT [dict get [co_nk $y] pid]
         set co(nk,0) [nickv_restart $saved]
@@ -676,16 +670,9 @@ start_server [list overrides $co_conf] {
         if {[catch {
             set co(nk,$u) [nickv_restart $saved_u]
             # The leader key (leader-ttl 2 s) expires meanwhile.
-            set held {}
-            set deadline [expr {[clock milliseconds] + 5000}]
-            while {[clock milliseconds] < $deadline} {
-                if {[co_role $u] ne {standby}} { error "node $u's Nic-KV leads without knowing the master's lease" }
-                lappend held [nickv_info [co_nk $u] campaign_held]
-                after 200
-            }
-            if {[lsort -unique $held] ne {master-lease-unknown}} {
-                error "campaign_held said [lsort -unique $held]"
-            }
+            assert_stays 5 {[co_role $u] eq {standby} &&
+                            [nickv_info [co_nk $u] campaign_held] eq {master-lease-unknown}} \
+                "node $u's Nic-KV leads, or holds back for another reason than the master's lease unknown"
             assert_equal 0 [nickv_info [co_nk $u] leaderships_won]
             exec kill -CONT [dict get $saved_k pid]
             set co(nk,$k) $saved_k
