@@ -258,7 +258,15 @@ proc nickv_topology_run {caller o body} {
     if {$with_nickv && [dict get $o nickv_first]} { set nk [nickv_start $mport {*}[dict get $o nickv]] }
     foreach r $clients { $r replicaof 127.0.0.1 $mport }
     if {$with_nickv && ![dict get $o nickv_first]} { set nk [nickv_start $mport {*}[dict get $o nickv]] }
-    foreach r $clients { wait_for_sync $r }
+    # Longer than wait_for_sync's 5 s: with nickv-lease yes the master
+    # serves PSYNC only once Nic-KV grants it a lease.
+    foreach r $clients port $ports {
+        wait_for_condition 200 100 {
+            [status $r master_link_status] eq {up}
+        } else {
+            fail "the replica on port $port did not sync: [$r info replication]"
+        }
+    }
     if {[dict exists $o serves]} { nickv_wait_replicas $nk [dict get $o serves] }
 
     foreach {name value} [list master [srv -$n client] master_port $mport master_pid [srv -$n pid] \
