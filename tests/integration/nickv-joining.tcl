@@ -106,56 +106,49 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
 
 # The whole path: a failover under a writer that never pauses; the new
 # master must answer no -NOREPLICAS.
-start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
-    start_server [list overrides $fo_conf] {
-    start_server [list overrides $fo_conf] {
-        set nodes [dict create [srv -1 port] [srv -1 client] [srv 0 port] [srv 0 client]]
-        dict for {port r} $nodes { $r replicaof 127.0.0.1 $mport }
-        set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
-        wait_for_condition 100 100 {
-            [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on}
-        } else {
-            fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
-        }
-
-        test {Nic-KV joining: a master promoted with min-slaves 1 refuses no write while its replicas join} {
-            exec kill -9 $mpid
-            wait_for_condition 100 50 {
-                [nickv_info $nk failovers] >= 1
-            } else {
-                fail "no failover: [nickv_cmd $nk info failover]"
-            }
-            lassign [nickv_cmd $nk sentinel get-master-addr-by-name mymaster] host new
-            set w [redis 127.0.0.1 $new]
-            # From its lease on, every write: accepted, or refused for the
-            # lease only (until Nic-KV's probe grants it), never for want
-            # of replicas.
-            set ok 0
-            set errors {}
-            set deadline [expr {[clock milliseconds] + 5000}]
-            while {$ok < 2000 && [clock milliseconds] < $deadline} {
-                if {[catch {$w set j$ok $ok} e]} {
-                    if {![string match {READONLY*no lease*} $e]} { lappend errors $e }
-                    if {[llength $errors] > 10} break
-                } else {
-                    incr ok
-                }
-            }
-            $w close
-            assert_equal {} $errors
-            assert_equal 2000 $ok
-            # The other replica joined for real: counted, no longer as joining.
-            set r [dict get $nodes $new]
-            wait_for_condition 100 100 {
-                [nickv_status $r nickv_valid_replicas] == 1 && [nickv_status $r nickv_joining_replicas] == 0
-            } else {
-                fail "the other replica does not count on the new master: [$r info nickv]"
-            }
-            nickv_assert_no_bug $nk
-        }
-        nickv_stop $nk
+nickv_topology [list overrides $fo_conf replicas 2 \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1]] {
+    set nodes {}
+    foreach p $replica_ports r $replicas { dict set nodes $p $r }
+    wait_for_condition 100 100 {
+        [nickv_info $nk valid_replicas] == 2 && [nickv_info $nk master_lease] eq {on}
+    } else {
+        fail "Nic-KV does not see the topology: [nickv_cmd $nk info failover]"
     }
+
+    test {Nic-KV joining: a master promoted with min-slaves 1 refuses no write while its replicas join} {
+        exec kill -9 $master_pid
+        wait_for_condition 100 50 {
+            [nickv_info $nk failovers] >= 1
+        } else {
+            fail "no failover: [nickv_cmd $nk info failover]"
+        }
+        lassign [nickv_cmd $nk sentinel get-master-addr-by-name mymaster] host new
+        set w [redis 127.0.0.1 $new]
+        # From its lease on, every write: accepted, or refused for the
+        # lease only (until Nic-KV's probe grants it), never for want
+        # of replicas.
+        set ok 0
+        set errors {}
+        set deadline [expr {[clock milliseconds] + 5000}]
+        while {$ok < 2000 && [clock milliseconds] < $deadline} {
+            if {[catch {$w set j$ok $ok} e]} {
+                if {![string match {READONLY*no lease*} $e]} { lappend errors $e }
+                if {[llength $errors] > 10} break
+            } else {
+                incr ok
+            }
+        }
+        $w close
+        assert_equal {} $errors
+        assert_equal 2000 $ok
+        # The other replica joined for real: counted, no longer as joining.
+        set r [dict get $nodes $new]
+        wait_for_condition 100 100 {
+            [nickv_status $r nickv_valid_replicas] == 1 && [nickv_status $r nickv_joining_replicas] == 0
+        } else {
+            fail "the other replica does not count on the new master: [$r info nickv]"
+        }
+        nickv_assert_no_bug $nk
     }
 }
