@@ -95,15 +95,9 @@ proc ff_level {port} {
 
 set ff_conf [nickv_failover_overrides appendonly no]
 
-start_server [list tags {"nickv repl external:skip"} overrides $ff_conf] {
-start_server [list overrides $ff_conf] {
-start_server [list overrides $ff_conf] {
-start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
-    set mport [srv -3 port]
-    set ports {}
-    for {set l -3} {$l <= 0} {incr l} { lappend ports [srv $l port] }
-    for {set l -2} {$l <= 0} {incr l} { [srv $l client] replicaof 127.0.0.1 $mport }
-    set nk [nickv_start $mport {*}[nickv_user_args] --failover yes --min-slaves 1]
+nickv_topology [list overrides $ff_conf replicas {{} {} {nickv-offload no}} \
+        nickv [list {*}[nickv_user_args] --failover yes --min-slaves 1]] {
+    set ports [concat $master_port $replica_ports]
 
     test {Nic-KV failover checker: 20 faults, every acknowledged append kept, in order} {
         global ff
@@ -191,7 +185,4 @@ start_server [list overrides [concat $ff_conf {nickv-offload no}]] {
         assert {$ff(changes) >= 10}
         nickv_stop $nk
     }
-}
-}
-}
 }
