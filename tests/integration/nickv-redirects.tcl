@@ -94,37 +94,27 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
 # Direct replicas go to Nic-KV one at a time (after a failover every
 # replica is direct): one in transit answers no WAIT until it streams
 # behind Nic-KV, and all three handed over at once left none online.
-start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
-    set master [srv 0 client]
-    set mport [srv 0 port]
-    start_server {overrides {save ""}} {
-    start_server {overrides {save ""}} {
-    start_server {overrides {save ""}} {
-        set rs [list [srv -2 client] [srv -1 client] [srv 0 client]]
-        foreach r $rs { $r replicaof 127.0.0.1 $mport }
-        foreach r $rs { wait_for_sync $r }
-        set before [nickv_status $master nickv_handoffs]
-        set nk [nickv_start $mport]
-        test {Nic-KV: direct replicas are handed over one at a time: the others stay online meanwhile} {
-            # The master's online replicas, direct or behind Nic-KV, as often
-            # as INFO can say, until all three are behind it.
-            set least 3
-            set samples 0
-            set deadline [expr {[clock milliseconds] + 20000}]
-            while {[clock milliseconds] < $deadline} {
-                set info [$master info replication]
-                set online [regexp -all {slave[0-9]+:[^\r\n]*state=online} $info]
-                if {$online < $least} { set least $online }
-                incr samples
-                if {[regexp -all {slave[0-9]+:[^\r\n]*via=nickv} $info] == 3} break
-            }
-            assert_equal 3 [regexp -all {slave[0-9]+:[^\r\n]*via=nickv} [$master info replication]]
-            assert_equal [expr {$before + 3}] [nickv_status $master nickv_handoffs]
-            # Two of three online at every sample.
-            if {$least < 2} { fail "$least replica(s) online at one moment ($samples samples)" }
+# Nic-KV starts once they all stream directly from the master.
+nickv_topology {replicas 3} {
+    set before [nickv_status $master nickv_handoffs]
+    set nk [nickv_start $master_port]
+    test {Nic-KV: direct replicas are handed over one at a time: the others stay online meanwhile} {
+        # The master's online replicas, direct or behind Nic-KV, as often
+        # as INFO can say, until all three are behind it.
+        set least 3
+        set samples 0
+        set deadline [expr {[clock milliseconds] + 20000}]
+        while {[clock milliseconds] < $deadline} {
+            set info [$master info replication]
+            set online [regexp -all {slave[0-9]+:[^\r\n]*state=online} $info]
+            if {$online < $least} { set least $online }
+            incr samples
+            if {[regexp -all {slave[0-9]+:[^\r\n]*via=nickv} $info] == 3} break
         }
-        nickv_stop $nk
+        assert_equal 3 [regexp -all {slave[0-9]+:[^\r\n]*via=nickv} [$master info replication]]
+        assert_equal [expr {$before + 3}] [nickv_status $master nickv_handoffs]
+        # Two of three online at every sample.
+        if {$least < 2} { fail "$least replica(s) online at one moment ($samples samples)" }
     }
-    }
-    }
+    nickv_stop $nk
 }
