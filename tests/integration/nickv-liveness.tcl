@@ -4,90 +4,75 @@
 
 source tests/skv/helpers.tcl
 
-start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
-    set master [srv 0 client]
-    set mhost [srv 0 host]
-    set mport [srv 0 port]
-    set nk [nickv_start $mport]
+nickv_topology {replicas 3 nickv {} nickv_first yes serves 3} {
+    set mhost [srv -3 host]
 
-    start_server {overrides {save ""}} {
-    start_server {overrides {save ""}} {
-    start_server {overrides {save ""}} {
-        set replicas [list [srv -2 client] [srv -1 client] [srv 0 client]]
-        foreach r $replicas { $r replicaof $mhost $mport }
-        foreach r $replicas { wait_for_sync $r }
+    test {Nic-KV: an idle stream through Nic-KV keeps its replicas} {
+        # Nothing is written for 4 s: the master PINGs through Nic-KV,
+        # and no replica mistakes the silence for a dead Nic-KV.
+        set joins [nickv_status $master nickv_daemon_joins]
+        assert_stays 4 {[lsort -unique [lmap rep $replicas {nickv_status $rep nickv_via_timeouts}]] eq {0} &&
+                        [nickv_status $master nickv_daemon_joins] == $joins} \
+            "the idle stream taken for a dead Nic-KV"
+        foreach r $replicas {
+            assert_equal 0 [nickv_status $r nickv_via_timeouts]
+            assert_equal $mhost [nickv_status $r nickv_link_via]
+        }
+        assert_equal 3 [nickv_info $nk connected_replicas]
+        assert_equal healthy [nickv_status $master nickv_daemon]
+        assert_equal $joins [nickv_status $master nickv_daemon_joins]
+        assert_equal 0 [nickv_status $master nickv_daemon_timeouts]
+    }
+
+    test {Nic-KV: stopped (SIGSTOP), its replicas stream from the master within seconds} {
+        $master set before-stop 1
+        nickv_assert_digests $master $replicas
+        set full [status $master sync_full]
+        set start [clock milliseconds]
+        exec kill -STOP [dict get $nk pid]
+        foreach r $replicas {
+            wait_for_condition 50 100 {
+                [status $r master_link_status] eq {up} && [nickv_status $r nickv_link_via] eq {}
+            } else {
+                exec kill -CONT [dict get $nk pid]
+                fail "a replica still waits for the stopped Nic-KV"
+            }
+        }
+        set took [expr {[clock milliseconds] - $start}]
+        puts [format "    (replicas back with the master %.1f s after SIGSTOP)" [expr {$took / 1000.0}]]
+        # The master counts what it hears from: three direct replicas,
+        # none "via=nickv", and WAIT sees them at once.
+        assert_equal none [nickv_status $master nickv_daemon]
+        assert_equal 1 [nickv_status $master nickv_daemon_timeouts]
+        assert_no_match "*via=nickv*" [$master info replication]
+        assert_equal 3 [status $master connected_slaves]
+        $master set during-stop 1
+        assert_equal 3 [$master wait 3 5000]
+        # Partial resyncs from the master's backlog, no full sync.
+        assert_equal $full [status $master sync_full]
+        foreach r $replicas { assert_equal 1 [nickv_status $r nickv_via_timeouts] }
+        nickv_assert_digests $master $replicas
+    }
+
+    test {Nic-KV: resumed (SIGCONT), it rejoins and takes its replicas back} {
+        exec kill -CONT [dict get $nk pid]
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_daemon] eq {healthy}
+        } else {
+            fail "Nic-KV did not rejoin the master"
+        }
         nickv_wait_replicas $nk 3
-
-        test {Nic-KV: an idle stream through Nic-KV keeps its replicas} {
-            # Nothing is written for 4 s: the master PINGs through Nic-KV,
-            # and no replica mistakes the silence for a dead Nic-KV.
-            set joins [nickv_status $master nickv_daemon_joins]
-            assert_stays 4 {[lsort -unique [lmap rep $replicas {nickv_status $rep nickv_via_timeouts}]] eq {0} &&
-                            [nickv_status $master nickv_daemon_joins] == $joins} \
-                "the idle stream taken for a dead Nic-KV"
-            foreach r $replicas {
-                assert_equal 0 [nickv_status $r nickv_via_timeouts]
-                assert_equal $mhost [nickv_status $r nickv_link_via]
-            }
-            assert_equal 3 [nickv_info $nk connected_replicas]
-            assert_equal healthy [nickv_status $master nickv_daemon]
-            assert_equal $joins [nickv_status $master nickv_daemon_joins]
-            assert_equal 0 [nickv_status $master nickv_daemon_timeouts]
+        wait_for_condition 100 100 {
+            [nickv_status $master nickv_replicas] == 3
+        } else {
+            fail "the master does not count the replicas behind Nic-KV again"
         }
-
-        test {Nic-KV: stopped (SIGSTOP), its replicas stream from the master within seconds} {
-            $master set before-stop 1
-            nickv_assert_digests $master $replicas
-            set full [status $master sync_full]
-            set start [clock milliseconds]
-            exec kill -STOP [dict get $nk pid]
-            foreach r $replicas {
-                wait_for_condition 50 100 {
-                    [status $r master_link_status] eq {up} && [nickv_status $r nickv_link_via] eq {}
-                } else {
-                    exec kill -CONT [dict get $nk pid]
-                    fail "a replica still waits for the stopped Nic-KV"
-                }
-            }
-            set took [expr {[clock milliseconds] - $start}]
-            puts [format "    (replicas back with the master %.1f s after SIGSTOP)" [expr {$took / 1000.0}]]
-            # The master counts what it hears from: three direct replicas,
-            # none "via=nickv", and WAIT sees them at once.
-            assert_equal none [nickv_status $master nickv_daemon]
-            assert_equal 1 [nickv_status $master nickv_daemon_timeouts]
-            assert_no_match "*via=nickv*" [$master info replication]
-            assert_equal 3 [status $master connected_slaves]
-            $master set during-stop 1
-            assert_equal 3 [$master wait 3 5000]
-            # Partial resyncs from the master's backlog, no full sync.
-            assert_equal $full [status $master sync_full]
-            foreach r $replicas { assert_equal 1 [nickv_status $r nickv_via_timeouts] }
-            nickv_assert_digests $master $replicas
-        }
-
-        test {Nic-KV: resumed (SIGCONT), it rejoins and takes its replicas back} {
-            exec kill -CONT [dict get $nk pid]
-            wait_for_condition 100 100 {
-                [nickv_status $master nickv_daemon] eq {healthy}
-            } else {
-                fail "Nic-KV did not rejoin the master"
-            }
-            nickv_wait_replicas $nk 3
-            wait_for_condition 100 100 {
-                [nickv_status $master nickv_replicas] == 3
-            } else {
-                fail "the master does not count the replicas behind Nic-KV again"
-            }
-            $master set after-cont 1
-            assert_equal 3 [$master wait 3 5000]
-            nickv_assert_digests $master $replicas
-            foreach r $replicas { assert_equal via [nickv_status $r nickv_replica_path] }
-            foreach level {-2 -1 0} { nickv_assert_no_server_bug $level }
-        }
+        $master set after-cont 1
+        assert_equal 3 [$master wait 3 5000]
+        nickv_assert_digests $master $replicas
+        foreach r $replicas { assert_equal via [nickv_status $r nickv_replica_path] }
+        foreach level {-2 -1 0} { nickv_assert_no_server_bug $level }
     }
-    }
-    }
-    nickv_stop $nk
 }
 
 # nickv-user: the daemon role belongs to one ACL user; while a daemon is
@@ -145,32 +130,22 @@ start_server {tags {"nickv repl external:skip"} overrides {save "" nickv-user nk
 
 # The master's cron runs once a second (hz 1): it must not take every one
 # of its own ticks for a block that excuses the daemon's silence.
-start_server {tags {"nickv repl external:skip"} overrides {save "" hz 1}} {
-    set master [srv 0 client]
-    set mhost [srv 0 host]
-    set mport [srv 0 port]
-    set nk [nickv_start $mport]
-    start_server {overrides {save ""}} {
-        set r [srv 0 client]
-        $r replicaof $mhost $mport
-        wait_for_sync $r
-        nickv_wait_replicas $nk 1
+nickv_topology {master {hz 1} replicas 1 nickv {} nickv_first yes serves 1} {
+    set r [lindex $replicas 0]
 
-        test {Nic-KV: with the master at hz 1, a stopped Nic-KV still loses its replica to it} {
-            exec kill -STOP [dict get $nk pid]
-            wait_for_condition 80 100 {
-                [status $r master_link_status] eq {up} && [nickv_status $r nickv_link_via] eq {}
-            } else {
-                exec kill -CONT [dict get $nk pid]
-                fail "the replica still waits for the stopped Nic-KV"
-            }
-            assert_equal none [nickv_status $master nickv_daemon]
+    test {Nic-KV: with the master at hz 1, a stopped Nic-KV still loses its replica to it} {
+        exec kill -STOP [dict get $nk pid]
+        wait_for_condition 80 100 {
+            [status $r master_link_status] eq {up} && [nickv_status $r nickv_link_via] eq {}
+        } else {
             exec kill -CONT [dict get $nk pid]
-            $master set hz1 1
-            assert_equal 1 [$master wait 1 5000]
+            fail "the replica still waits for the stopped Nic-KV"
         }
+        assert_equal none [nickv_status $master nickv_daemon]
+        exec kill -CONT [dict get $nk pid]
+        $master set hz1 1
+        assert_equal 1 [$master wait 1 5000]
     }
-    nickv_stop $nk
 }
 
 # A Nic-KV that shuts down (SIGTERM: a restart, an upgrade) must leave the
