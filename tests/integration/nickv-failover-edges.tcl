@@ -25,6 +25,12 @@ proc fe_wait_invalid {nk addr} {
     }
 }
 
+# How many of Nic-KV's probes node addr answered; -1 when Nic-KV has no line for it.
+proc fe_answers {nk addr} {
+    if {![regexp {,answers=(\d+),} [nickv_probe_node $nk $addr] -> n]} { return -1 }
+    return $n
+}
+
 # The master is dead and R1 (pid1), which holds the write only-on-r1, is
 # stopped: the failover waits to hear from it, promotes nobody meanwhile,
 # and promotes R1 once it answers.
@@ -477,7 +483,13 @@ nickv_topology [list overrides $fe_conf replicas 1 \
             fail "the replica is still listed: [nickv_cmd $nk info failover]"
         }
         restart_server 0 true false
-        after 500
+        # Its new process answers Nic-KV's probes while still unlisted.
+        set answers [fe_answers $nk 127.0.0.1:$rport]
+        wait_for_condition 50 100 {
+            [fe_answers $nk 127.0.0.1:$rport] > $answers
+        } else {
+            fail "the restarted replica does not answer Nic-KV: [nickv_probe_node $nk 127.0.0.1:$rport]"
+        }
         [srv 0 client] replicaof 127.0.0.1 $master_port
         wait_for_sync [srv 0 client]
         nickv_wait_failover_view $nk 1
