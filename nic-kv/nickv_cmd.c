@@ -735,14 +735,47 @@ void nkMonitorForget(nkClient *c) {
     c->monitor = 0;
 }
 
-/* Is argv[i] a secret a MONITOR must not see? AUTH's arguments, and the
- * user and password after HELLO's AUTH (what upstream 7.0 redacts). */
-static int monitorRedacted(const nkCommand *cmd, int argc, sds *argv, int i) {
-    if (cmd->proc == authCommand) return i >= 1;
-    if (cmd->proc != helloCommand) return 0;
-    for (int j = 2; j + 2 < argc; j++)
-        if (!strcasecmp(argv[j], "auth")) return i == j + 1 || i == j + 2;
-    return 0;
+/* SENTINEL's subcommands a MONITOR sees with their arguments: those that
+ * only name a master or read. Any other (CONFIG SET sentinel-pass, SET
+ * auth-pass: refused or an admin's, but a password all the same) shows
+ * its name only. */
+static const char *monitorSentinelReads[] = {
+    "masters", "master", "replicas", "slaves", "sentinels", "get-master-addr-by-name", "myid",
+    "ckquorum", "reset", "failover", NULL
+};
+
+/* Which arguments of argv a MONITOR must not see, into hide[] (argc
+ * entries). As upstream 7.0 redacts: AUTH's arguments, each user and
+ * password pair of HELLO's AUTH, walked as helloCommand parses HELLO (a
+ * SETNAME's value is a name, not a keyword), and whatever HELLO holds that
+ * it cannot parse; ACL's arguments past the subcommand (SETUSER takes
+ * passwords); SENTINEL's past a subcommand that is not a read. */
+static void monitorRedact(const nkCommand *cmd, int argc, sds *argv, char *hide) {
+    long long v;
+    memset(hide, 0, argc);
+    if (cmd->proc == authCommand) {
+        memset(hide + 1, 1, argc - 1);
+    } else if (cmd->proc == helloCommand) {
+        int j = 1;
+        if (argc > 1 && string2ll(argv[1], sdslen(argv[1]), &v)) j = 2;
+        while (j < argc) {
+            if (!strcasecmp(argv[j], "auth")) {
+                for (int k = j + 1; k < argc && k <= j + 2; k++) hide[k] = 1;
+                j += 3;
+            } else if (!strcasecmp(argv[j], "setname")) {
+                j += 2;
+            } else {
+                hide[j++] = 1;
+            }
+        }
+    } else if (cmd->proc == aclCommand) {
+        if (argc > 2) memset(hide + 2, 1, argc - 2);
+    } else if (!strcmp(cmd->name, "sentinel") && argc > 2) {
+        int reads = 0;
+        for (int k = 0; monitorSentinelReads[k]; k++)
+            if (!strcasecmp(argv[1], monitorSentinelReads[k])) reads = 1;
+        if (!reads) memset(hide + 2, 1, argc - 2);
+    }
 }
 
 /* Send the command c is about to run to every MONITOR but c, one line as
@@ -757,11 +790,14 @@ static void monitorFeed(nkClient *c, const nkCommand *cmd, int argc, sds *argv) 
     gettimeofday(&tv, NULL);
     sds line = sdscatprintf(sdsempty(), "+%ld.%06ld [0 ", (long)tv.tv_sec, (long)tv.tv_usec);
     line = sdscatprintf(line, strchr(c->ip, ':') ? "[%s]:%d]" : "%s:%d]", c->ip, c->port);
+    char *hide = zmalloc(argc);
+    monitorRedact(cmd, argc, argv, hide);
     for (int i = 0; i < argc; i++) {
         line = sdscatlen(line, " ", 1);
-        if (monitorRedacted(cmd, argc, argv, i)) line = sdscat(line, "\"(redacted)\"");
+        if (hide[i]) line = sdscat(line, "\"(redacted)\"");
         else line = sdscatrepr(line, argv[i], sdslen(argv[i]));
     }
+    zfree(hide);
     line = sdscatlen(line, "\r\n", 2);
     listIter li;
     listNode *ln;
@@ -769,6 +805,15 @@ static void monitorFeed(nkClient *c, const nkCommand *cmd, int argc, sds *argv) 
     while ((ln = listNext(&li))) {
         nkClient *m = listNodeValue(ln);
         if (m == c || !m->monitor || !m->conn || m->state != NK_CLIENT_CONNECTED) continue;
+        /* One that does not read is closed, as a client that does not
+         * read its replies is (nkClientReadable): it would grow without
+         * bound, as fast as every other client sends. */
+        if (sdslen(m->outbuf) + sdslen(line) > NK_OUTBUF_MAX) {
+            nkLog(LL_NOTICE, "MONITOR client %s:%d does not read: closing it", m->ip, m->port);
+            stats.obuf_drops++;
+            nkClientFree(m);
+            continue;
+        }
         nkClientWriteRaw(m, line, sdslen(line));
         nkClientFlushSoon(m);     /* may free m (not c): its node only */
     }

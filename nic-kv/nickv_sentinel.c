@@ -125,14 +125,17 @@ static int isOurName(const sds name) {
            !memcmp(name, nk.cfg.master_name, sdslen(name));
 }
 
-/* Is replica r one of master m's, as redis-sentinel lists them? Every
- * replica the probes know, listed by the master or not: Sentinel keeps
- * the replicas it learnt, a dead one flagged s_down (an old master after a
- * failover among them), until SENTINEL RESET. Not one at the master's own
- * address: the old master watched before the probe moved, or the winner
- * still in the list, is the master there. */
+/* Is replica r one of master m's, as redis-sentinel lists them? One the
+ * master lists, and one it no longer lists that does not answer: Sentinel
+ * keeps the replicas it learnt, a dead one flagged s_down (an old master
+ * after a failover among them), until SENTINEL RESET. Not one that is not
+ * listed but answers: it may have become a master of its own (REPLICAOF NO
+ * ONE), and a client that picks replicas by their flags would read its
+ * diverging data. Not one at the master's own address: the old master
+ * watched before the probe moved, or the winner still in the list, is the
+ * master there. */
 static int sentinelListed(const nkProbeView *r, const nkProbeView *m) {
-    return !r->is_master && !(r->port == m->port && !strcmp(r->reach, m->addr));
+    return !r->is_master && (r->listed || !r->valid) && !(r->port == m->port && !strcmp(r->reach, m->addr));
 }
 
 /* The probes' nodes into v (at most NK_SENTINEL_NODES), v[0] the master

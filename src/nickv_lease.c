@@ -168,10 +168,22 @@ static int hasScript(client *c) {
  * back to SYNC, so its offset no longer says what it holds and the
  * failover cannot check it (nickv-failover-edges.tcl failed five ways
  * when PING answered with PSYNC refused as MASTERDOWN). */
+/* PING, or a transaction of PINGs and commands a stale replica serves,
+ * scripts aside (hasScript): EXEC is judged by what it queued
+ * (is_denystale), and PING is not flagged CMD_STALE. */
+static int onlyPings(client *c) {
+    if (c->cmd->proc == pingCommand) return 1;
+    if (c->cmd->proc != execCommand || !(c->flags & CLIENT_MULTI)) return 0;
+    for (int j = 0; j < c->mstate.count; j++) {
+        struct redisCommand *q = c->mstate.commands[j].cmd;
+        if (isScript(q) || (q->proc != pingCommand && !(q->flags & CMD_STALE))) return 0;
+    }
+    return 1;
+}
+
 int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
     nickvWatchCommand(c);
-    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || c->cmd->proc == pingCommand ||
-        nickvLeaseHeld())
+    if (!nickvLease || mustObeyClient(c) || (!is_denystale && !hasScript(c)) || onlyPings(c) || nickvLeaseHeld())
         return 0;
     LE.refused++;
     if (c->cmd->proc == syncCommand)

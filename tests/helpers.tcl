@@ -965,10 +965,10 @@ proc nickv_write_when_good {nk c args} {
 
 # Wait until the node behind client c serves data: a master Nic-KV just
 # promoted does once the probe has granted it a lease, a round trip later
-# (PING needs the lease too, SELECT does not).
+# (a read needs the lease; PING and SELECT do not).
 proc nickv_wait_served {c} {
     wait_for_condition 100 20 {
-        [catch {$c ping} e] == 0
+        [catch {$c exists nickv-wait-served} e] == 0
     } else {
         fail "it serves nothing: $e"
     }

@@ -346,10 +346,53 @@ print(s.sentinels\[0\].client_info()\['resp'\])
         assert_equal [list {"auth" "(redacted)"} {"auth" "(redacted)"} {"ping"} {"echo" "a b\n"} \
                           {"hello" "3" "auth" "(redacted)" "(redacted)" "setname" "mon"} {"get" "nickv:epoch"}] \
             [lmap line $lines {regsub {^[0-9.]+ \[0 [^\]]+\] } $line {}}]
+        # Every password HELLO parses is hidden, walked as HELLO walks its
+        # options (a client named "auth", a second AUTH pair); ACL's and a
+        # SENTINEL subcommand's that is not a read, whatever they are.
+        set c [redis 127.0.0.1 $port]
+        $c hello 3 setname auth auth default rp
+        $c hello 2 auth default rp auth admin ap
+        catch {$c hello auth default rp}
+        catch {$c acl setuser default >s3cret}
+        catch {$c sentinel config set sentinel-pass s3cret}
+        $c sentinel get-master-addr-by-name mymaster
+        $c close
+        set lines {}
+        for {set i 0} {$i < 6} {incr i} { lappend lines [regsub {^[0-9.]+ \[0 [^\]]+\] } [$m read] {}] }
+        assert_equal [list {"hello" "3" "setname" "auth" "auth" "(redacted)" "(redacted)"} \
+                          {"hello" "2" "auth" "(redacted)" "(redacted)" "auth" "(redacted)" "(redacted)"} \
+                          {"hello" "auth" "(redacted)" "(redacted)"} \
+                          {"acl" "setuser" "(redacted)" "(redacted)"} \
+                          {"sentinel" "config" "(redacted)" "(redacted)" "(redacted)"} \
+                          {"sentinel" "get-master-addr-by-name" "mymaster"}] $lines
         # A MONITOR that leaves: the others run on.
         $m close
         assert_equal {0 PONG} [clients_call $nk rp ping]
         assert_no_match "*flags=O*" [clients_call $nk ap client list]
+    }
+
+    test {MONITOR: one that does not read is closed past the output limit, not grown without bound} {
+        set port [dict get $nk port]
+        set fd [socket 127.0.0.1 $port]
+        fconfigure $fd -translation binary -buffering none
+        puts -nonewline $fd [nickv_resp AUTH ap][nickv_resp MONITOR]
+        assert_match {+OK*} [gets $fd]
+        assert_match {+OK*} [gets $fd]
+        # Never read again: 64 KB echoes, shown 4 times larger (\xNN), go
+        # past the 8 MB limit after a few dozen.
+        set c [redis 127.0.0.1 $port]
+        $c auth rp
+        set big [string repeat "\x01" 65536]
+        set drops [nickv_info $nk client_output_buffer_limit_disconnections]
+        wait_for_condition 200 10 {
+            [catch {$c echo $big}] == 0 && [nickv_info $nk client_output_buffer_limit_disconnections] > $drops
+        } else {
+            fail "the MONITOR that does not read was not closed: [nickv_cmd $nk info stats]"
+        }
+        assert_match "*MONITOR client * does not read: closing it*" [exec cat [dict get $nk log]]
+        assert_no_match "*flags=O*" [clients_call $nk ap client list]
+        $c close
+        close $fd
     }
 
     test {A command Nic-KV does not serve: an error naming what it serves} {

@@ -111,6 +111,23 @@ start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
         assert_equal {NOMASTERLINK This master holds no lease from Nic-KV (nickv-lease yes): try again later} $e
         catch {$m sync} e
         assert_match {NOMASTERLINK*no lease*} $e
+        # A transaction of PINGs answers too; one that holds a read (or a
+        # script) does not.
+        $m multi
+        $m ping
+        assert_equal PONG [lindex [$m exec] 0]
+        $m multi
+        $m ping
+        catch {$m get k} e
+        assert_match {MASTERDOWN*} $e
+        catch {$m exec} e
+        assert_match {EXECABORT*} $e
+        $m multi
+        $m ping
+        catch {$m eval {return 1} 0} e
+        assert_match {MASTERDOWN*} $e
+        catch {$m exec} e
+        assert_match {EXECABORT*} $e
         assert_equal master [lindex [$m role] 0]
         assert_equal {nickv-lease yes} [$m config get nickv-lease]
         assert_match {*id=*} [$m client list]

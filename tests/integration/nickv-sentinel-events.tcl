@@ -110,33 +110,42 @@ proc sev_sentinel_start {mport} {
 
 tags {"nickv repl external:skip"} {
 
-# Sentinel's side: a master with nickv-lease no, two replicas.
+# Sentinel's side: a master with nickv-lease no, two replicas. The
+# reference must be one clean failover: on a loaded machine Sentinel (down
+# after 1 s) may take the promoted replica, slow to answer for a moment,
+# for down and fail it over again; such a run is done again, up to three
+# times.
 set sentinel_events {}
-start_server {overrides {save ""}} {
-    set mport [srv 0 port]
-    set mpid [srv 0 pid]
+for {set sev_try 0} {$sev_try < 3} {incr sev_try} {
     start_server {overrides {save ""}} {
-    start_server {overrides {save ""}} {
-        set ports [list [srv -1 port] [srv 0 port]]
-        foreach r [list [srv -1 client] [srv 0 client]] { $r replicaof 127.0.0.1 $mport }
-        foreach r [list [srv -1 client] [srv 0 client]] { wait_for_sync $r }
-        lassign [sev_sentinel_start $mport] sport spid
-        set fd [sev_subscribe $sport]
-        after 200
-        read $fd
-        exec kill -9 $mpid
-        set events [sev_collect $fd +sdown "slave 127.0.0.1:$mport " 500 20000]
-        set s [redis 127.0.0.1 $sport]
-        set new [lindex [$s sentinel get-master-addr-by-name mymaster] 1]
-        set other [lindex [lsearch -all -inline -not -exact $ports $new] 0]
-        set sentinel_replicas [sev_replicas [$s sentinel replicas mymaster] [list $mport OLD $new NEW $other OTHER]]
-        $s close
-        exec kill -9 $spid
-        set other [lindex [lsearch -all -inline -not -exact $ports $new] 0]
-        set sentinel_events [sev_normal $events [list $mport OLD $new NEW $other OTHER]]
-        set sentinel_roles [list $mport OLD $new NEW $other OTHER]
+        set mport [srv 0 port]
+        set mpid [srv 0 pid]
+        start_server {overrides {save ""}} {
+        start_server {overrides {save ""}} {
+            set ports [list [srv -1 port] [srv 0 port]]
+            foreach r [list [srv -1 client] [srv 0 client]] { $r replicaof 127.0.0.1 $mport }
+            foreach r [list [srv -1 client] [srv 0 client]] { wait_for_sync $r }
+            lassign [sev_sentinel_start $mport] sport spid
+            set fd [sev_subscribe $sport]
+            after 200
+            read $fd
+            exec kill -9 $mpid
+            set events [sev_collect $fd +sdown "slave 127.0.0.1:$mport " 500 20000]
+            set s [redis 127.0.0.1 $sport]
+            set new [lindex [$s sentinel get-master-addr-by-name mymaster] 1]
+            set other [lindex [lsearch -all -inline -not -exact $ports $new] 0]
+            set sentinel_replicas [sev_replicas [$s sentinel replicas mymaster] [list $mport OLD $new NEW $other OTHER]]
+            $s close
+            exec kill -9 $spid
+            set other [lindex [lsearch -all -inline -not -exact $ports $new] 0]
+            set sentinel_events [sev_normal $events [list $mport OLD $new NEW $other OTHER]]
+            set sentinel_roles [list $mport OLD $new NEW $other OTHER]
+        }
+        }
     }
-    }
+    if {[llength [lsearch -all $sentinel_events {+switch-master *}]] == 1 &&
+        [lsearch $sentinel_events {+try-failover master mymaster NEW}] < 0} break
+    puts "    (redis-sentinel failed over more than once: run again)"
 }
 
 # Nic-KV's side: the same topology, fenced.
@@ -178,6 +187,24 @@ start_server [list overrides $fo_conf] {
             # Sentinel lists it.
             assert_equal {{OLD s_down,slave,disconnected} {OTHER slave}} $sentinel_replicas
             assert_equal $sentinel_replicas $nickv_replicas
+        }
+
+        test {Sentinel events: SENTINEL REPLICAS leaves out a replica that left its master and answers (it may be a master of its own now)} {
+            set r [redis 127.0.0.1 $other]
+            # (A master now: with nickv-lease yes it takes no write without
+            # Nic-KV's lease, but one without the option would.)
+            $r replicaof no one
+            assert_equal master [lindex [$r role] 0]
+            $r close
+            wait_for_condition 100 100 {
+                [llength [nickv_cmd $nk sentinel replicas mymaster]] == 1
+            } else {
+                fail "SENTINEL REPLICAS still lists 127.0.0.1:$other: [nickv_cmd $nk sentinel replicas mymaster]"
+            }
+            set c [redis 127.0.0.1 [dict get $nk port]]
+            assert_equal {{OLD s_down,slave,disconnected}} \
+                [sev_replicas [$c sentinel replicas mymaster] [list $mport OLD $new NEW $other OTHER]]
+            $c close
         }
         nickv_stop $nk
     }
