@@ -177,16 +177,21 @@ start_server [list overrides $fo_conf] {
             # as it is whole.
             assert {[lsearch $sentinel_events "+switch-master mymaster OLD NEW"] >= 0}
             assert {[lsearch $sentinel_events "+slave slave OLD OLD @ mymaster NEW"] >= 0}
-            set c [redis 127.0.0.1 [dict get $nk port]]
-            set nickv_replicas [sev_replicas [$c sentinel replicas mymaster] [list $mport OLD $new NEW $other OTHER]]
-            $c close
             if {$nickv_events ne $sentinel_events} {
                 fail "Nic-KV's events differ from redis-sentinel's:\nsentinel:\n  [join $sentinel_events "\n  "]\nnic-kv:\n  [join $nickv_events "\n  "]"
             }
             # SENTINEL REPLICAS: the dead old master listed, s_down, as
-            # Sentinel lists it.
+            # Sentinel lists it, and the other replica once the new master
+            # lists it (Sentinel's list was read after its reconfiguration
+            # ended; Nic-KV's repointed replica is listed when its link is
+            # up).
             assert_equal {{OLD s_down,slave,disconnected} {OTHER slave}} $sentinel_replicas
-            assert_equal $sentinel_replicas $nickv_replicas
+            set roles [list $mport OLD $new NEW $other OTHER]
+            wait_for_condition 50 100 {
+                [sev_replicas [nickv_cmd $nk sentinel replicas mymaster] $roles] eq $sentinel_replicas
+            } else {
+                fail "SENTINEL REPLICAS: [sev_replicas [nickv_cmd $nk sentinel replicas mymaster] $roles], Sentinel's $sentinel_replicas"
+            }
         }
 
         test {Sentinel events: SENTINEL REPLICAS leaves out a replica that left its master and answers (it may be a master of its own now)} {
@@ -211,4 +216,68 @@ start_server [list overrides $fo_conf] {
     }
 }
 
+}
+
+# A Sentinel client through a kill -9 failover (issue 33): redis-py 8's
+# Sentinel (HELLO 3, RESP3) writes through the master Nic-KV names, an
+# append followed by WAIT 1 each, retrying through Nic-KV on any error as
+# its connection pool does; the master is killed -9 under it. Its writes
+# resume on the new master, and every append it saw acknowledged is there.
+tags {"nickv repl external:skip"} {
+nickv_topology [list overrides [nickv_failover_overrides] replicas 2 \
+                    nickv [list {*}[nickv_user_args] --failover yes]] {
+    test {redis-py 8 through Nic-KV follows a kill -9 failover: writes resume, nothing acknowledged lost} {
+        nickv_wait_failover_view $nk 2
+        set out [file normalize [tmpfile pywriter]]
+        set nkport [dict get $nk port]
+        set stop [file normalize [tmpfile pystop]]
+        set pid [skv_redis_py_bg [string map [list @PORT@ $nkport @STOP@ $stop] {
+import os, time
+from redis.sentinel import Sentinel
+import redis
+s = Sentinel([('127.0.0.1', @PORT@)], socket_timeout=0.5, protocol=3)
+m = s.master_for('mymaster', socket_timeout=0.5, protocol=3)
+i, acked = 0, []
+while not os.path.exists('@STOP@'):
+    try:
+        m.rpush('pylist', i)
+        if m.execute_command('WAIT', 1, 1000) >= 1:
+            acked.append(i)
+            print('acked', i, s.discover_master('mymaster')[1], flush=True)
+    except (redis.RedisError, OSError):
+        time.sleep(0.01)
+    i += 1
+print('done', ' '.join(map(str, acked)), flush=True)
+}] $out 8]
+        wait_for_condition 100 50 {
+            [file exists $out] && [string match "*acked*" [exec cat $out]]
+        } else {
+            fail "redis-py writes nothing: [exec cat $out]"
+        }
+        exec kill -9 $master_pid
+        fo_wait_failovers $nk 1
+        set new [lindex [nickv_master_addr $nk] 1]
+        # Acknowledged appends on the new master, through redis-py's own
+        # discovery.
+        wait_for_condition 200 50 {
+            [regexp -all "acked \[0-9\]+ $new\n" [exec cat $out]] >= 20
+        } else {
+            fail "redis-py's writes do not resume on $new: [exec tail -n 5 $out]"
+        }
+        close [open $stop w]
+        wait_for_condition 100 50 {
+            [string match "*done*" [exec cat $out]]
+        } else {
+            fail "the writer does not stop: [exec tail -n 5 $out]"
+        }
+        regexp {done ([0-9 ]*)} [exec cat $out] -> acked
+        set r [redis 127.0.0.1 $new]
+        set got [$r lrange pylist 0 -1]
+        $r close
+        set lost 0
+        foreach v $acked { if {[lsearch -exact $got $v] < 0} { incr lost } }
+        puts "    ([llength $acked] appends acknowledged to redis-py, $lost lost)"
+        assert_equal 0 $lost
+    }
+}
 }
