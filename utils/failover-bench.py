@@ -706,7 +706,9 @@ class CoordShard(Shard):
              "--leader-ttl", str(self.ttl), "--lease-time", str(self.lease_ms),
              "--local-node", f"127.0.0.1:{self.nodes[i]}",
              "--state-file", os.path.join(self.out, f"nic-kv{i}.state"),
-             "--logfile", os.path.join(self.out, f"nic-kv{i}.log")], self.coords[i], "nic-kv")
+             "--logfile", os.path.join(self.out, f"nic-kv{i}.log")]
+            # Without etcd authentication the members come from node lines.
+            + [a for p in self.nodes for a in ("--node", f"127.0.0.1:{p}")], self.coords[i], "nic-kv")
 
     def leaders(self):
         out = []
