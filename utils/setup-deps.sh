@@ -36,7 +36,7 @@ as_root() {
 # BUILD_RDMA=no (make's variable, in the environment) builds without rdma-core.
 build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils ca-certificates git"
 [ "${BUILD_RDMA:-yes}" = no ] || build_pkgs="$build_pkgs libibverbs-dev librdmacm-dev"
-test_pkgs="etcd-server etcd-client prometheus-redis-exporter tcl openssl procps iproute2 iptables openvswitch-switch ethtool socat libjemalloc2 liblzf1 libatomic1 python3-venv python3-pip golang-go"
+test_pkgs="etcd-server etcd-client prometheus-redis-exporter tcl openssl procps iproute2 iptables openvswitch-switch ethtool socat libjemalloc2 liblzf1 libatomic1 python3-venv python3-pip golang-go default-jdk-headless"
 vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod
          python3-pip python3-venv busybox-static iptables"
 arm64_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross libc6:arm64 libssl-dev:arm64 qemu-user-static"
@@ -193,6 +193,52 @@ if [ "$what" != build ]; then
         (cd "$gosrc" && env GOPATH="$godir/gopath" GOCACHE="$godir/cache" \
             GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}" GOFLAGS="-mod=mod -modcacherw" \
             GO111MODULE=on /usr/bin/go build -o "$gobin" .) || die "cannot build tests/goclient with /usr/bin/go"
+    fi
+fi
+
+# ---------------------------------------------- a Java Sentinel client ---
+# A third client: Jedis' JedisSentinelPool, in our own program
+# (tests/jedisclient/Main.java), compiled with Debian's javac
+# (default-jdk-headless) into build/jedisclient/classes. The jars are Jedis
+# and what its pom lists as runtime dependencies, from Maven Central, each
+# pinned by sha256 (a jar that differs stops the script: it is not the one
+# reviewed). MAVEN_REPO, when set, says where to fetch them from. Without
+# javac, or when a jar cannot be fetched (offline), the step is skipped: the
+# test then skips, or fails under CI.
+JEDIS_JARS="
+redis/clients/jedis/8.0.2/jedis-8.0.2.jar 34fb85c67291fd70cee4e2e86240b0c155ea8b998175975e264d86baaf54ffc2
+org/apache/commons/commons-pool2/2.13.1/commons-pool2-2.13.1.jar f77a5060d6936a9144023584232f9de3f2248f1abfe156e9d31795f18770674f
+org/slf4j/slf4j-api/1.7.36/slf4j-api-1.7.36.jar d3ef575e3e4979678dc01bf1dcce51021493b4d11fb7f1be8ad982877c16a1c0
+com/google/code/gson/gson/2.14.0/gson-2.14.0.jar 2cbd119bf1961c28788310963dc80ba65f58cdeec1dd139c8bdb1240faa2c36f
+org/json/json/20260719/json-20260719.jar c243f45f9590c12694a4142ed3f07fc70dfb71e4daebd05ae234bf92a2da92a6
+redis/clients/authentication/redis-authx-core/0.1.1-beta2/redis-authx-core-0.1.1-beta2.jar cc56edb08b3df8562cddac108dca61907d21cc4ad04de05e9f5d1b01058390af
+"
+jedis_jars() {  # fetch the missing jars into $1; false when one cannot be fetched
+    local lib=$1 path sum jar
+    mkdir -p "$lib"
+    while read -r path sum; do
+        [ -n "$path" ] || continue
+        jar="$lib/${path##*/}"
+        [ -f "$jar" ] && continue
+        say "fetch ${path##*/} (Maven Central)"
+        curl -fsSL --retry 2 -o "$jar.part" "${MAVEN_REPO:-https://repo1.maven.org/maven2}/$path" ||
+            { rm -f "$jar.part"; return 1; }
+        [ "$(sha256sum < "$jar.part" | cut -d' ' -f1)" = "$sum" ] ||
+            { rm -f "$jar.part"; die "${path##*/}: sha256 is not the pinned $sum"; }
+        mv "$jar.part" "$jar"
+    done <<< "$JEDIS_JARS"
+}
+if [ "$what" != build ] && command -v javac >/dev/null; then
+    jsrc="$top/tests/jedisclient"
+    jdir="$top/build/jedisclient"
+    jclass="$jdir/classes/Main.class"
+    if ! jedis_jars "$jdir/lib"; then
+        say "cannot fetch Jedis' jars: the Jedis test will not run"
+    elif [ ! -f "$jclass" ] || [ -n "$(find "$jsrc" "$jdir/lib" -type f -newer "$jclass")" ]; then
+        say "javac tests/jedisclient (Jedis) into $jdir/classes"
+        mkdir -p "$jdir/classes"
+        javac -d "$jdir/classes" -cp "$jdir/lib/*" "$jsrc"/*.java ||
+            die "cannot compile tests/jedisclient with javac"
     fi
 fi
 
