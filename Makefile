@@ -20,6 +20,8 @@
 #   make check-layers    nic-kv/LAYERS holds for the objects built, and no
 #                        function of SKV's own is over 100 lines
 #                        (utils/check-layers.sh)
+#   make check-model     spin checks the fencing protocol's model
+#                        (model/fencing.pml, utils/check-model.sh)
 #   make clean           remove build outputs, keep the patched tree
 #   make distclean       remove build/ entirely (downloads included)
 
@@ -51,7 +53,7 @@ REDIS_MAKE = $(HARDENING) $(MAKE) -C $(REDIS) SKV_SRC=$(TOP)/src BUILD_TLS=yes B
 PATCHES := deps/redis/pin deps/redis/fetch.sh deps/redis/patches/series \
            $(wildcard deps/redis/patches/*.patch)
 
-.PHONY: all deps run test test-skv install clean distclean check-patches check-layers nic-kv-debug nic-kv-arm64 deb
+.PHONY: all deps run test test-skv install clean distclean check-patches check-layers check-model nic-kv-debug nic-kv-arm64 deb
 
 all: deps $(REDIS)/.skv-patched
 	+$(REDIS_MAKE) -j$(JOBS) all
@@ -117,6 +119,10 @@ check-patches: deps
 
 check-layers: all
 	utils/check-layers.sh
+
+check-model:
+	@utils/setup-deps.sh test
+	utils/check-model.sh
 
 install: all
 	+$(REDIS_MAKE) install PREFIX=$(PREFIX)

@@ -6,12 +6,16 @@
 #   layers    SKV's own code keeps to nic-kv/LAYERS and has no function over
 #             100 lines: tests/unit/check-layers.tcl (utils/check-layers.sh,
 #             as `make check-layers`), first, as it takes seconds
+#   model     spin checks the fencing protocol's model, and catches each
+#             mutation: tests/unit/check-model.tcl (utils/check-model.sh,
+#             as `make check-model`), a few minutes
 #   patches   the committed patch series matches a fresh export
 #   upstream  upstream's Tcl suite, every unit and integration test
 #   sentinel  upstream's Sentinel suite
 #   cluster   upstream's Cluster suite
 #   skv       SKV's own tests (tests/unit, tests/integration), in upstream's
-#             harness; unit/check-layers is the layers suite's
+#             harness; unit/check-layers is the layers suite's, unit/
+#             check-model the model suite's
 #   skv-debug the Nic-KV tests (tests/integration/nickv*) again, against
 #             nic-kv-debug (make nic-kv-debug): its invariants checked, a
 #             broken one (nkBug) aborting the daemon
@@ -46,7 +50,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree="$top/build/redis"
 logs="$top/build/test-logs"
-suites=${SKV_TEST_SUITES:-layers patches upstream sentinel cluster skv skv-debug arm64 deb rdma}
+suites=${SKV_TEST_SUITES:-layers model patches upstream sentinel cluster skv skv-debug arm64 deb rdma}
 clients=${SKV_TEST_CLIENTS:-4}
 
 [ -x "$tree/src/redis-server" ] || { echo "run-tests: build first (make)" >&2; exit 1; }
@@ -160,6 +164,9 @@ for suite in $suites; do
     layers)
         run_suite layers count_runtest \
             bash -c "cd '$tree' && ./runtest --clients 1 --single skv/unit/check-layers ${SKV_RUNTEST_ARGS:-}" ;;
+    model)
+        run_suite model count_runtest \
+            bash -c "cd '$tree' && ./runtest --clients 1 --timeout 1800 --single skv/unit/check-model ${SKV_RUNTEST_ARGS:-}" ;;
     patches)
         run_suite patches count_check "$top/utils/patch-queue.sh" check ;;
     upstream)
@@ -173,7 +180,7 @@ for suite in $suites; do
         run_suite cluster count_instances bash -c "cd '$tree' && ./runtest-cluster" ;;
     skv)
         args=()
-        for u in $(skv_units | grep -v '^unit/check-layers$'); do args+=(--single "skv/$u"); done
+        for u in $(skv_units | grep -v -e '^unit/check-layers$' -e '^unit/check-model$'); do args+=(--single "skv/$u"); done
         if [ ${#args[@]} = 0 ]; then echo "no SKV tests found in tests/" >&2; total_fail=$((total_fail+1)); continue; fi
         run_suite skv count_runtest \
             bash -c "cd '$tree' && ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}"

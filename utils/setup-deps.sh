@@ -36,7 +36,7 @@ as_root() {
 # BUILD_RDMA=no (make's variable, in the environment) builds without rdma-core.
 build_pkgs="build-essential pkg-config libssl-dev libsystemd-dev patch xz-utils ca-certificates git"
 [ "${BUILD_RDMA:-yes}" = no ] || build_pkgs="$build_pkgs libibverbs-dev librdmacm-dev"
-test_pkgs="etcd-server etcd-client prometheus-redis-exporter tcl openssl procps iproute2 iptables openvswitch-switch ethtool socat libjemalloc2 liblzf1 libatomic1 python3-venv python3-pip golang-go default-jdk-headless"
+test_pkgs="etcd-server etcd-client prometheus-redis-exporter tcl openssl procps iproute2 iptables openvswitch-switch ethtool socat libjemalloc2 liblzf1 libatomic1 python3-venv python3-pip golang-go default-jdk-headless spin"
 vm_pkgs="qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils kmod
          python3-pip python3-venv busybox-static iptables"
 arm64_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross libc6:arm64 libssl-dev:arm64 qemu-user-static"
