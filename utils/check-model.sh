@@ -128,7 +128,7 @@ for r in "${runs[@]}"; do
     printf '%-26s %12s %8ss  %s\n' "$name" "$(states "$name")" "$(secs "$name")" "$result"
     if [ "$name" = large ]; then
         hf=$(grep -m1 -o 'hash factor: [0-9.e+]*' "$work/large/out")
-        [ -n "$hf" ] && printf '%-26s %s\n' "" "bit-state $hf (above 100: few states missed)"
+        [ -n "$hf" ] && printf '%-26s %s\n' "" "bit-state $hf (pan: best above 100; lower, states may be missed)"
     fi
 done
 
