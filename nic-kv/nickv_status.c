@@ -10,11 +10,12 @@
  * SELECT, TYPE, MEMORY USAGE, PFCOUNT, STRLEN and GET on each, and makes
  * redis_key_value{key="nickv:epoch"} of a number, and
  * redis_key_value_as_string{key=...,val="<text>"} plus redis_key_size of
- * a word. So every field of INFO failover and INFO coordinator is also a string key "nickv:<field>" in database 0, built
- * from those sections on each read: the keys cannot say anything INFO does
- * not, and there is nothing to keep in step. nickv:<name> that names no
- * field does not exist; a key outside nickv: is an error, as the data
- * commands always were here.
+ * a word. So every field of INFO failover and INFO coordinator is also a
+ * string key "nickv:<field>" in database 0, built from those sections on
+ * each read: the keys cannot say anything INFO does not, and there is
+ * nothing to keep in step. nickv:<name> that names no field does not
+ * exist; a key outside nickv: is an error, as the data commands always
+ * were here.
  * NIC-KV.md "Monitoring" has the exporter's flags and the alert rules.
  */
 
