@@ -158,6 +158,11 @@ start_server {overrides {save ""}} {
             assert_equal 2 [exporter_int [exporter_value $m [status_series value valid_replicas]]]
             assert_equal 1 [exporter_value $m [status_series value_as_string failover_state watching]]
             assert_equal 0 [exporter_value $m [status_series size failover_blocked]]
+            # SENTINEL CKQUORUM answers +OK (this Nic-KV fails the master
+            # over): the exporter's quorum status is 1, not an alert.
+            set ck [lsearch -inline [split $m "\n"] {redis_sentinel_master_ckquorum_status\{*}]
+            assert_match {*master_name="mymaster"*} $ck
+            assert_equal 1 [lindex $ck end]
             assert_match "*redis_instance_info{*,process_id=\"$pid\",*redis_mode=\"nickv\",redis_version=\"$version\",role=\"nickv\",run_id=\"$runid\",tcp_port=\"$nkport\"} 1*" $m
         }
 
