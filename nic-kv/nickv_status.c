@@ -138,19 +138,24 @@ void nkStatusStrlenCommand(nkClient *c, int argc, sds *argv) {
     sdsfree(v);
 }
 
+/* How many of argv[1..argc) are status keys, INFO read once for all. */
+static long long statusCount(int argc, sds *argv) {
+    sds text = statusText();
+    long long n = 0;
+    for (int i = 1; i < argc; i++) {
+        sds v = statusValue(text, argv[i]);
+        n += v != NULL;
+        sdsfree(v);
+    }
+    sdsfree(text);
+    return n;
+}
+
 /* PFCOUNT <key> ...: no status key is a HyperLogLog (the exporter asks, to
  * tell one from a string); keys that do not exist count 0, as upstream's. */
 void nkStatusPfcountCommand(nkClient *c, int argc, sds *argv) {
     if (!statusNamespaceAll(c, 1, argc, argv)) return;
-    sds text = statusText();
-    int found = 0;
-    for (int i = 1; i < argc && !found; i++) {
-        sds v = statusValue(text, argv[i]);
-        found = v != NULL;
-        sdsfree(v);
-    }
-    sdsfree(text);
-    if (found)
+    if (statusCount(argc, argv))
         nkClientReply(c, "-WRONGTYPE Key is not a valid HyperLogLog string value.\r\n");
     else
         nkClientReply(c, ":0\r\n");
@@ -160,15 +165,7 @@ void nkStatusPfcountCommand(nkClient *c, int argc, sds *argv) {
  * named twice counts twice, as upstream's). */
 void nkStatusExistsCommand(nkClient *c, int argc, sds *argv) {
     if (!statusNamespaceAll(c, 1, argc, argv)) return;
-    sds text = statusText();
-    long long n = 0;
-    for (int i = 1; i < argc; i++) {
-        sds v = statusValue(text, argv[i]);
-        n += v != NULL;
-        sdsfree(v);
-    }
-    sdsfree(text);
-    nkClientReply(c, ":%lld\r\n", n);
+    nkClientReply(c, ":%lld\r\n", statusCount(argc, argv));
 }
 
 /* The status keys whose names match pattern (NULL: all), as bulk strings
