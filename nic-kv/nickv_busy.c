@@ -54,6 +54,8 @@ static struct {
     long long busy_ms;                 /* ... the main thread busy for so long */
     char what[64];                     /* ... in this command ("-": none) */
     long long grants, answers, busy_verdicts;
+    long long wants;                   /* "+WANT" pushes read */
+    nkWatchWantFn want_fn;             /* ... and who takes them */
     char err[128];                     /* why the last connection ended */
 } WT;
 
@@ -136,6 +138,31 @@ static int watchParse(const char *line, long long *clock, long long *busy, char 
     return ok;
 }
 
+void nkWatchOnWant(nkWatchWantFn fn) {
+    WT.want_fn = fn;
+}
+
+/* "+WANT <now> <offset>": the master's lease answer, pushed early because
+ * a WAIT waits for us to confirm <offset> (src/nickv_lease.c on the
+ * master's side, nickvLeaseWant). 1 when it is one (taken, or the
+ * connection closed when it cannot be read), 0 for any other line. */
+static int watchWant(const char *line) {
+    long long clock, offset;
+    const char *p = line + 6, *sp;
+    if (strncmp(line, "+WANT ", 6)) return 0;
+    if (!(sp = strchr(p, ' ')) || !string2ll(p, (size_t)(sp - p), &clock) || clock <= 0 ||
+        !string2ll(sp + 1, strlen(sp + 1), &offset) || offset < 0) {
+        char why[sizeof(WT.err)];
+        snprintf(why, sizeof(why), "a push we cannot read: %.60s", line);
+        nkLog(LL_WARNING, "Watch: %s", why);
+        watchClose(why);
+        return 1;
+    }
+    WT.wants++;
+    if (WT.want_fn) WT.want_fn(clock, offset);
+    return 1;
+}
+
 static void watchLine(const char *line) {
     long long clock, busy;
     char what[sizeof(WT.what)];
@@ -151,6 +178,7 @@ static void watchLine(const char *line) {
         WT.err[0] = '\0';
         return;
     }
+    if (watchWant(line)) return;    /* a push, not an answer */
     if (WT.pending > 0) WT.pending--;
     if (!watchParse(line, &clock, &busy, what, sizeof(what))) {
         char why[sizeof(WT.err)];
@@ -273,14 +301,15 @@ sds nkWatchInfo(sds s) {
         "watch_busy_in:%s\r\n"
         "watch_grants:%lld\r\n"
         "watch_answers:%lld\r\n"
+        "watch_wait_pushes:%lld\r\n"
         "busy_verdicts:%lld\r\n"
         "busy_limit:%d\r\n"
         "watch_error:%s\r\n",
         state, WT.port, WT.answered_us ? (now - WT.answered_us) / 1000 : -1,
         WT.answered_us ? WT.busy_ms : 0, WT.answered_us && WT.busy_ms ? WT.what : "",
-        WT.grants, WT.answers, WT.busy_verdicts, nk.cfg.busy_limit, WT.err);
+        WT.grants, WT.answers, WT.wants, WT.busy_verdicts, nk.cfg.busy_limit, WT.err);
 }
 
 void nkWatchResetStats(void) {
-    WT.grants = WT.answers = WT.busy_verdicts = 0;
+    WT.grants = WT.answers = WT.busy_verdicts = WT.wants = 0;
 }

@@ -15,6 +15,9 @@
  * of now, as the grantor counts it (hooks.granted(lease_ms)). */
 long long nkLeaseGrantMs(long long lease_ms, long long read_us, long long now_us);
 void nkWatchTarget(const char *reach, int port, const char *token);
+/* Who takes the master's "+WANT <clock> <offset>" pushes (the probe). */
+typedef void (*nkWatchWantFn)(long long clock, long long offset);
+void nkWatchOnWant(nkWatchWantFn fn);
 void nkWatchForget(void);
 /* Every probe tick for the master (the leader's): connect, WATCH every
  * probe-interval, with a grant of lease_ms when may_grant: 1 if one went. */

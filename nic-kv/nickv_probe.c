@@ -175,6 +175,7 @@ static int stream_next;
 static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
 static long long master_clock_offset;   /* the offset of the answer master_clock is from */
 static long long granted_offset;        /* ... of the answer our last grant echoed */
+static long long want_grants;           /* grants sent at once for a "+WANT" push */
 static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
 static int master_restarted;            /* ... and is not vetted yet (probeVet) */
 static int master_identified;           /* a lease answer on this connection */
@@ -751,6 +752,28 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     lease_err[0] = '\0';
     lease_foreign = 0;
     foreign_since_us = 0;
+}
+
+/* The master's watch thread pushed "+WANT <clock> <offset>": a WAIT on
+ * the master waits for us to confirm that its stream reached offset (src/
+ * nickv_lease.c, nickvLeaseWant). Taken as a lease answer's clock and
+ * offset, and granted at once, echoing clock: the master counts its direct
+ * replicas' ACKs up to offset for WAIT a round trip after it asked, not
+ * two probe intervals. The ack bound (nkProbeAckBound) rises with the
+ * grant, as it does for an answer. Only the leader's, to a master it
+ * grants, whose process it knows; a clock older than the last answer's is
+ * a push overtaken by an answer, and needs nothing. */
+static void probeWant(long long clock, long long offset) {
+    probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : NULL;
+    if (!m || !m->is_master || !m->conn || !m->connected || !hooks.leader() || !hooks.granting() ||
+        !probeTrusted(m) || !master_identified || master_restarted || !master_clock || clock < master_clock)
+        return;
+    streamSeen(offset);
+    master_clock = clock;
+    master_clock_us = getMonotonicUs();
+    master_clock_offset = offset;
+    want_grants++;
+    probeSend(m, PROBE_LEASE);
 }
 
 /* A restarted master's INFO: does it hold our stream, all of it (its
@@ -1333,6 +1356,7 @@ static int probeTick(aeEventLoop *el, long long id, void *data) {
 void nkProbeStart(const char *host, int port, const nkProbeHooks *h) {
     hooks = *h;
     nodes = listCreate();
+    nkWatchOnWant(probeWant);
     nodeAdd(host, port, 1);
     next_info_us = getMonotonicUs();
     aeCreateTimeEvent(nk.el, 1, probeTick, NULL, NULL);
@@ -1371,6 +1395,7 @@ sds nkProbeInfo(sds s) {
         s = sdscatprintf(s, "master_verdict:%s\r\n", !m->valid ? "invalid" : (m->busy ? "busy" : "answers"));
     }
     s = nkWatchInfo(s);
+    s = sdscatprintf(s, "wait_grants:%lld\r\n", want_grants);
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
@@ -1423,6 +1448,7 @@ void nkProbeResetStats(void) {
     probe_errors = 0;
     master_moves = 0;
     nkWatchResetStats();
+    want_grants = 0;
     if (!nodes) return;
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {

@@ -49,7 +49,8 @@
 
 int nickvLease = 0;
 
-#define NICKV_LEASE_SENT 32        /* answers remembered (the probe's pace: ~3 s) */
+#define NICKV_LEASE_SENT 64        /* answers remembered (the probe's pace: ~6 s) */
+#define NICKV_WANT_RETRY_MS 50     /* a push not confirmed by then is sent again */
 
 static struct {
     long long grants;          /* grants taken */
@@ -63,6 +64,8 @@ static struct {
     int sent_next;
     long long confirmed;       /* the most Nic-KV was told and read ... */
     char confirmed_replid[CONFIG_RUN_ID_SIZE + 1];   /* ... in this history */
+    long long want_clock;      /* the <now> of the push not confirmed yet (0: none) */
+    long long wants, want_confirms;   /* pushes sent, and confirmed */
 } LE;
 
 /* Held until then (our monotonic clock). Atomic: the watch thread
@@ -208,12 +211,68 @@ static void leaseConfirmed(long long t) {
             (offset == -1 || LE.sent[i].offset < offset))
             offset = LE.sent[i].offset;
     if (offset == -1) return;
+    if (t == LE.want_clock) {
+        LE.want_clock = 0;      /* the next push may go (nickvLeaseWant) */
+        LE.want_confirms++;
+    }
     if (offset > server.master_repl_offset) offset = server.master_repl_offset;
     if (strcmp(LE.confirmed_replid, server.replid)) {
         memcpy(LE.confirmed_replid, server.replid, sizeof(LE.confirmed_replid));
         LE.confirmed = 0;
     }
     if (offset > LE.confirmed) LE.confirmed = offset;
+}
+
+/* Remember that we told Nic-KV our stream reached where it is now, with
+ * this <now>: a grant that echoes it confirms that offset. */
+static void leaseSent(long long now) {
+    LE.sent[LE.sent_next].now = now;
+    LE.sent[LE.sent_next].offset = server.master_repl_offset;
+    memcpy(LE.sent[LE.sent_next].replid, server.replid, sizeof(LE.sent[0].replid));
+    LE.sent_next = (LE.sent_next + 1) % NICKV_LEASE_SENT;
+}
+
+/* A WAIT that a direct replica's ACK would satisfy, were it confirmed
+ * (src/nickv_server.c, nickvDirectAckCounts). A lease answer would tell
+ * the grantor where our stream is at its next probe, and its grant after
+ * that would confirm it: two probe intervals, 200 ms at the defaults,
+ * for every such WAIT. Instead the watch thread pushes "+WANT <now>
+ * <offset>" to the grantor's watch connection at once (src/nickv_watch.c);
+ * the grantor takes it as it takes a lease answer, and grants at once,
+ * echoing <now> (nic-kv/nickv_probe.c, probeWant): the offset is
+ * confirmed within a round trip, by the same rule as before (a grant from
+ * our grantor, on its probe connection, echoing a <now> we sent with that
+ * offset). Nothing else changes: the push is only a lease answer sent
+ * early, and it confirms nothing by itself. One push at a time: the next
+ * once this one is confirmed (a WAIT still waiting then asks again), or
+ * after NICKV_WANT_RETRY_MS (no watch connection, a lost push). */
+static int want_wake;           /* leaseWantWake is armed */
+
+static int leaseWantWake(struct aeEventLoop *el, long long id, void *data) {
+    UNUSED(el);
+    UNUSED(id);
+    UNUSED(data);
+    want_wake = 0;              /* beforeSleep's WAITs ask again (nickvLeaseWant) */
+    return AE_NOMORE;
+}
+
+void nickvLeaseWant(void) {
+    long long now;
+    if (!nickvLeaseActive()) return;
+    now = leaseNow();
+    if (LE.want_clock && now - LE.want_clock < NICKV_WANT_RETRY_MS) return;
+    /* An answer or push of this millisecond went already: a grant echoing
+     * <now> would confirm the lowest offset sent with it (leaseConfirmed),
+     * not this one. The push goes in the next millisecond: the event loop
+     * is woken for it (a round trip takes about that long anyway). */
+    if (LE.sent[(LE.sent_next + NICKV_LEASE_SENT - 1) % NICKV_LEASE_SENT].now >= now) {
+        if (!want_wake && aeCreateTimeEvent(server.el, 1, leaseWantWake, NULL, NULL) != AE_ERR) want_wake = 1;
+        return;
+    }
+    if (!nickvWatchWant(now, server.master_repl_offset)) return;
+    leaseSent(now);             /* before the main thread can read the grant */
+    LE.want_clock = now;
+    LE.wants++;
 }
 
 /* What the watch thread does to the lease: it calls back, as it knows
@@ -261,10 +320,7 @@ void nickvLeaseGrant(client *c, int argc, sds *argv, int bound) {
         nickvLeaseHeld();       /* "granted" in the log now, not at the next command */
     }
     if (t > 0) leaseConfirmed(t);
-    LE.sent[LE.sent_next].now = now;
-    LE.sent[LE.sent_next].offset = server.master_repl_offset;
-    memcpy(LE.sent[LE.sent_next].replid, server.replid, sizeof(LE.sent[0].replid));
-    LE.sent_next = (LE.sent_next + 1) % NICKV_LEASE_SENT;
+    leaseSent(now);
     /* A master's grantor (nickvGrantorCheck bound it) also learns where
      * the watch thread listens, and the token it asks for. */
     if (token[0]) {
@@ -295,12 +351,14 @@ sds nickvLeaseInfo(sds info) {
         "nickv_lease_refused_commands:%lld\r\n"
         "nickv_lease_bad_grants:%lld\r\n"
         "nickv_lease_watch_grants:%lld\r\n"
-        "nickv_watch_port:%d\r\n",
+        "nickv_watch_port:%d\r\n"
+        "nickv_wait_pushes:%lld\r\n"
+        "nickv_wait_pushes_confirmed:%lld\r\n",
         state, left > 0 ? left : 0, LE.grants, LE.refused, LE.bad, (long long)atomic_load(&prolonged),
-        nickvWatchListeningPort());
+        nickvWatchListeningPort(), LE.wants, LE.want_confirms);
 }
 
 void nickvLeaseResetStats(void) {
-    LE.grants = LE.refused = LE.bad = 0;
+    LE.grants = LE.refused = LE.bad = LE.wants = LE.want_confirms = 0;
     atomic_store(&prolonged, 0);
 }

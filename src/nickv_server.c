@@ -1067,17 +1067,21 @@ static void nickvHeld(long long offset) {
  * and promoted another, and they were lost (nickv-failover-edges.tcl, "a
  * direct replica ahead of Nic-KV ..."). So an ACK counts once Nic-KV
  * said it holds the offset (its ACK or backlog report, every 200 ms) or
- * read a lease answer that said we reached it (up to two probe intervals
- * later): what its failover's ack bound holds (nkProbeAckBound, with the
- * replicas' ACKs it relays, which nickvCountAcksByOffset counts as they
- * are). WAIT on direct replicas waits that long. Only the daemon that
+ * read a lease answer that said we reached it, or the same pushed early
+ * through the watch thread (src/nickv_lease.c, nickvLeaseWant: a round
+ * trip; without a watch, up to two probe intervals): what its failover's
+ * ack bound holds (nkProbeAckBound, with the replicas' ACKs it relays,
+ * which nickvCountAcksByOffset counts as they are). WAIT on direct
+ * replicas waits that long. Only the daemon that
  * grants our lease is taken at its word (nickvDaemonIsGrantor). */
 int nickvDirectAckCounts(long long offset) {
     client *d;
     if (!nickvLease) return 1;
     if ((d = nickvDaemon()) && nickvDaemonIsGrantor()) nickvHeld(d->repl_ack_off);
     if (!strcmp(NK.held_replid, server.replid) && NK.held >= offset) return 1;
-    return nickvLeaseConfirmedOffset() >= offset;
+    if (nickvLeaseConfirmedOffset() >= offset) return 1;
+    nickvLeaseWant();           /* confirmed within a round trip, not two probes */
+    return 0;
 }
 
 int nickvCountAcksByOffset(long long offset) {

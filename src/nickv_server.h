@@ -59,6 +59,7 @@ extern int nickvLease;
 /* processCommand(): 1 if the command was refused for want of a lease. */
 int nickvLeaseRefuses(struct client *c, int is_write, int is_denystale);
 long long nickvLeaseConfirmedOffset(void);
+void nickvLeaseWant(void);
 /* 1 while this node may write as a master (always with nickv-lease no). */
 int nickvLeaseHeld(void);
 int nickvLeaseActive(void);
@@ -100,6 +101,7 @@ void nickvWatchAllow(int allow);
  * token its watch gives ("" when no thread runs). */
 const char *nickvWatchGrantor(const char *instance, const char *peer_ip, int bound, long long grant_ms);
 int nickvWatchListeningPort(void);
+int nickvWatchWant(long long clock, long long offset);
 
 /* ----------------------------------------------------- Replica side --- */
 

@@ -44,6 +44,12 @@
  * else of the server's: it reads the main thread's state from atomics and
  * the token and grantor under a mutex.
  *
+ * The thread also pushes one line of the main thread's to the grantor's
+ * connections, unasked: "+WANT <now> <offset>", a lease answer sent early
+ * because a WAIT waits for Nic-KV to confirm <offset> (src/nickv_lease.c,
+ * nickvLeaseWant). The main thread hands it over through a pipe, and
+ * neither waits for the other.
+ *
  * The port: nickv-watch-port (0: one the kernel picks, -1: no thread), on
  * the addresses of bind; Nic-KV learns it from the lease answers. With
  * tls-replication yes (the nodes speak TLS to each other, and Nic-KV to
@@ -111,6 +117,11 @@ static _Atomic long long cmd_since;       /* the command it runs began (0: none)
 static _Atomic unsigned cmd_seq;          /* seqlock over cmd_name */
 static char cmd_name[WATCH_NAME];
 static _Atomic int is_master;             /* a master with nickv-lease yes */
+static _Atomic int grantor_watches;       /* authenticated connections of the grantor */
+/* The push (nickvWatchWant): its <now> and <offset>, and the pipe that
+ * wakes the thread for it. */
+static _Atomic long long want_clock, want_offset;
+static int want_pipe[2] = {-1, -1};
 static _Atomic int may_prolong;           /* ... whose nickv-user is safe (nickvCron) */
 
 static long long watchNow(void) {
@@ -195,6 +206,19 @@ const char *nickvWatchGrantor(const char *instance, const char *peer_ip, int bou
 
 int nickvWatchListeningPort(void) {
     return W.started ? W.port : 0;
+}
+
+/* Push "+WANT <clock> <offset>" to the grantor's watch connections (the
+ * main thread; src/nickv_lease.c says why). 0 when nobody would read it:
+ * no thread, or no connection of the grantor's. A full pipe loses
+ * nothing: the thread reads the latest push when it wakes. */
+int nickvWatchWant(long long clock, long long offset) {
+    if (!W.started || want_pipe[1] == -1 || !atomic_load_explicit(&grantor_watches, memory_order_relaxed))
+        return 0;
+    atomic_store_explicit(&want_offset, offset, memory_order_relaxed);
+    atomic_store_explicit(&want_clock, clock, memory_order_release);
+    if (write(want_pipe[1], "w", 1) == -1 && errno != EAGAIN) return 0;
+    return 1;
 }
 
 /* ------------------------------------------------------- The thread --- */
@@ -351,6 +375,25 @@ static void watchLine(watchConn *c, char *line) {
     if (argv) sdsfreesplitres(argv, argc);
 }
 
+/* Is c an authenticated connection of the grantor's, now? */
+static int watchOfGrantor(watchConn *c) {
+    pthread_mutex_lock(&W.lock);
+    int ours = c->fd != -1 && c->authed && !c->handshake && c->gen == W.gen;
+    pthread_mutex_unlock(&W.lock);
+    return ours;
+}
+
+/* The main thread's push (nickvWatchWant): the latest, to each of the
+ * grantor's connections. */
+static void watchPushWant(void) {
+    char drain[64];
+    while (read(want_pipe[0], drain, sizeof(drain)) > 0) {}
+    long long clock = atomic_load_explicit(&want_clock, memory_order_acquire);
+    long long offset = atomic_load_explicit(&want_offset, memory_order_relaxed);
+    for (int i = 0; i < WATCH_CONNS && clock > 0; i++)
+        if (watchOfGrantor(&W.conns[i])) watchReply(&W.conns[i], "+WANT %lld %lld\r\n", clock, offset);
+}
+
 /* The TLS handshake's next step: 1 done, 0 under way, -1 failed (closed). */
 static int watchHandshake(watchConn *c) {
 #ifdef USE_OPENSSL
@@ -456,21 +499,29 @@ static void watchAccept(int lfd) {
 #endif
 }
 
+#define WATCH_WHO_PIPE (-1 - CONFIG_BINDADDR_MAX)
+
 static void *watchMain(void *arg) {
-    struct pollfd pfd[CONFIG_BINDADDR_MAX + WATCH_CONNS];
-    int who[CONFIG_BINDADDR_MAX + WATCH_CONNS];
+    struct pollfd pfd[CONFIG_BINDADDR_MAX + WATCH_CONNS + 1];
+    int who[CONFIG_BINDADDR_MAX + WATCH_CONNS + 1];
     (void)arg;
     redis_set_thread_title("nickv-watch");
     for (;;) {
-        int n = 0;
+        int n = 0, grantors = 0;
         for (int i = 0; i < W.nfds; i++) {
             pfd[n].fd = W.fds[i];
             pfd[n].events = POLLIN;
             who[n++] = -1 - i;
         }
+        if (want_pipe[0] != -1) {
+            pfd[n].fd = want_pipe[0];
+            pfd[n].events = POLLIN;
+            who[n++] = WATCH_WHO_PIPE;
+        }
         long long now = watchNow();
         for (int i = 0; i < WATCH_CONNS; i++) {
             watchConn *c = &W.conns[i];
+            grantors += watchOfGrantor(c);
             if (c->fd == -1) continue;
             if (!c->authed && now - c->accepted_ms > WATCH_AUTH_MS) {
                 watchClose(c);
@@ -480,10 +531,12 @@ static void *watchMain(void *arg) {
             pfd[n].events = c->handshake == 2 ? POLLOUT : POLLIN;
             who[n++] = i;
         }
+        atomic_store_explicit(&grantor_watches, grantors, memory_order_relaxed);
         if (poll(pfd, (nfds_t)n, 1000) <= 0) continue;
         for (int i = 0; i < n; i++) {
             if (!pfd[i].revents) continue;
-            if (who[i] < 0) watchAccept(pfd[i].fd);
+            if (who[i] == WATCH_WHO_PIPE) watchPushWant();
+            else if (who[i] < 0) watchAccept(pfd[i].fd);
             else if (pfd[i].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR)) watchRead(&W.conns[who[i]]);
 #ifdef USE_OPENSSL
             /* Bytes the session decrypted and the socket will not signal. */
@@ -582,6 +635,13 @@ void nickvWatchStart(const nickvWatchLeaseOps *lease) {
         serverLog(LL_WARNING, "Nic-KV watch: no port: Nic-KV cannot tell this master busy from dead");
         return;
     }
+    /* The push's pipe: without one, nothing is pushed (nickvWatchWant). */
+    if (pipe(want_pipe) == -1) want_pipe[0] = want_pipe[1] = -1;
+    else
+        for (int i = 0; i < 2; i++) {
+            anetNonBlock(NULL, want_pipe[i]);
+            anetCloexec(want_pipe[i]);
+        }
     W.started = 1;
     nickvWatchSleeping();
     if (pthread_create(&tid, NULL, watchMain, NULL) != 0) {
@@ -589,6 +649,9 @@ void nickvWatchStart(const nickvWatchLeaseOps *lease) {
         W.started = 0;
         for (int i = 0; i < W.nfds; i++) close(W.fds[i]);
         W.nfds = 0;
+        for (int i = 0; i < 2; i++)
+            if (want_pipe[i] != -1) close(want_pipe[i]);
+        want_pipe[0] = want_pipe[1] = -1;
         return;
     }
     pthread_detach(tid);

@@ -471,6 +471,63 @@ start_server [list overrides $co_conf] {
         }
     }
 
+    test {Many Nic-KVs: WAIT on direct replicas, the leader on another server, takes a round trip, not 0.2 s} {
+        # Node 0's Nic-KV (the leader, which fans out) killed: a standby
+        # leads and grants node 0, whose replicas stream from it directly.
+        # Their ACKs count for WAIT only once the leader confirmed the
+        # offset (src/nickv_server.c, nickvDirectAckCounts). It used to
+        # take a lease answer and the grant after it, two probe intervals:
+        # every WAIT took 0.1-0.2 s, for as long as the leader stayed
+        # elsewhere (issue 32). Now the master's watch thread pushes the
+        # offset to the leader, which grants at once (src/nickv_lease.c,
+        # nickvLeaseWant). WAITs of 0.15 s or more are counted: all of them
+        # before, a few on a loaded machine now.
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]"
+        }
+        set saved [co_nk 0]
+        nickv_stop $saved KILL
+        set co(nk,0) {}
+        wait_for_condition 100 100 {
+            [llength [co_leaders]] == 1
+        } else {
+            fail "no standby leads: [co_role 1] [co_role 2]"
+        }
+        set x [lindex [co_leaders] 0]
+        set mc [redis 127.0.0.1 $co(port,0)]
+        wait_for_condition 200 50 {
+            ![catch {$mc set wk 0}] && [$mc wait 2 1000] == 2
+        } else {
+            fail "the master does not take writes acknowledged by both replicas: [nickv_cmd [co_nk $x] info failover]"
+        }
+        assert_equal 0 [nickv_info [co_nk $x] connected_slaves]
+        set pushed [nickv_status $mc nickv_wait_pushes_confirmed]
+        set grants [nickv_info [co_nk $x] wait_grants]
+        set slow {}
+        for {set i 1} {$i <= 40} {incr i} {
+            set t0 [clock milliseconds]
+            $mc set wk $i
+            assert_equal 2 [$mc wait 2 2000]
+            set took [expr {[clock milliseconds] - $t0}]
+            if {$took >= 150} { lappend slow $took }
+        }
+        set pushed [expr {[nickv_status $mc nickv_wait_pushes_confirmed] - $pushed}]
+        set grants [expr {[nickv_info [co_nk $x] wait_grants] - $grants}]
+        puts "    (40 WAITs: [llength $slow] of 0.15 s or more ($slow), $pushed pushes confirmed, $grants grants at once)"
+        assert_lessthan [llength $slow] 8
+        assert_morethan $pushed 19
+        assert_morethan $grants 19
+        $mc close
+        set co(nk,0) [nickv_restart $saved]
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead again: [co_role 0] [co_role 1] [co_role 2]"
+        }
+    }
+
     test {Many Nic-KVs: a master whose lease another, uncoordinated, Nic-KV grants is not failed over} {
         # The leader dies; a Nic-KV started without coordinator (an
         # operator's mistake) takes the grantor's place and keeps granting:
