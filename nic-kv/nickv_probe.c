@@ -761,12 +761,13 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
  * replicas' ACKs up to offset for WAIT a round trip after it asked, not
  * two probe intervals. The ack bound (nkProbeAckBound) rises with the
  * grant, as it does for an answer. Only the leader's, to a master it
- * grants, whose process it knows; a clock older than the last answer's is
- * a push overtaken by an answer, and needs nothing. */
+ * grants, whose process it knows; a clock no later than the last
+ * answer's is a push overtaken by an answer, or a repeat (the master
+ * pushes once per millisecond of its clock at most), and needs nothing. */
 static void probeWant(long long clock, long long offset) {
     probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : NULL;
     if (!m || !m->is_master || !m->conn || !m->connected || !hooks.leader() || !hooks.granting() ||
-        !probeTrusted(m) || !master_identified || master_restarted || !master_clock || clock < master_clock)
+        !probeTrusted(m) || !master_identified || master_restarted || !master_clock || clock <= master_clock)
         return;
     streamSeen(offset);
     master_clock = clock;

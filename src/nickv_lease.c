@@ -60,7 +60,7 @@ static struct {
     time_t bad_logged;
     /* Our recent answers' <now> and <offset>: a grant's <t> names the one
      * Nic-KV read, so Nic-KV knows our stream reached that offset. */
-    struct { long long now, offset; char replid[CONFIG_RUN_ID_SIZE + 1]; } sent[NICKV_LEASE_SENT];
+    struct { long long now, offset; int pushed; char replid[CONFIG_RUN_ID_SIZE + 1]; } sent[NICKV_LEASE_SENT];
     int sent_next;
     long long confirmed;       /* the most Nic-KV was told and read ... */
     char confirmed_replid[CONFIG_RUN_ID_SIZE + 1];   /* ... in this history */
@@ -206,12 +206,14 @@ int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
  * least of their offsets is the one surely read. */
 static void leaseConfirmed(long long t) {
     long long offset = -1;
+    int pushed = 0;
     for (int i = 0; i < NICKV_LEASE_SENT; i++)
-        if (LE.sent[i].now == t && !strcmp(LE.sent[i].replid, server.replid) &&
-            (offset == -1 || LE.sent[i].offset < offset))
-            offset = LE.sent[i].offset;
+        if (LE.sent[i].now == t && !strcmp(LE.sent[i].replid, server.replid)) {
+            if (offset == -1 || LE.sent[i].offset < offset) offset = LE.sent[i].offset;
+            pushed |= LE.sent[i].pushed;
+        }
     if (offset == -1) return;
-    if (t == LE.want_clock) {
+    if (pushed) {
         LE.want_clock = 0;      /* the next push may go (nickvLeaseWant) */
         LE.want_confirms++;
     }
@@ -225,8 +227,9 @@ static void leaseConfirmed(long long t) {
 
 /* Remember that we told Nic-KV our stream reached where it is now, with
  * this <now>: a grant that echoes it confirms that offset. */
-static void leaseSent(long long now) {
+static void leaseSent(long long now, int pushed) {
     LE.sent[LE.sent_next].now = now;
+    LE.sent[LE.sent_next].pushed = pushed;
     LE.sent[LE.sent_next].offset = server.master_repl_offset;
     memcpy(LE.sent[LE.sent_next].replid, server.replid, sizeof(LE.sent[0].replid));
     LE.sent_next = (LE.sent_next + 1) % NICKV_LEASE_SENT;
@@ -270,7 +273,7 @@ void nickvLeaseWant(void) {
         return;
     }
     if (!nickvWatchWant(now, server.master_repl_offset)) return;
-    leaseSent(now);             /* before the main thread can read the grant */
+    leaseSent(now, 1);          /* before the main thread can read the grant */
     LE.want_clock = now;
     LE.wants++;
 }
@@ -320,7 +323,7 @@ void nickvLeaseGrant(client *c, int argc, sds *argv, int bound) {
         nickvLeaseHeld();       /* "granted" in the log now, not at the next command */
     }
     if (t > 0) leaseConfirmed(t);
-    leaseSent(now);
+    leaseSent(now, 0);
     /* A master's grantor (nickvGrantorCheck bound it) also learns where
      * the watch thread listens, and the token it asks for. */
     if (token[0]) {

@@ -420,3 +420,71 @@ start_server [list tags {"nickv repl external:skip"} overrides [concat $fo_conf 
         $c close
     }
 }
+
+# The watch's push (src/nickv_lease.c, nickvLeaseWant), with this test in
+# Nic-KV's place: a WAIT that a direct replica's ACK would end, were the
+# offset confirmed, has the thread push "+WANT <now> <offset>" to the
+# grantor's watch; a grant echoing <now> confirms it and ends the WAIT.
+start_server [list tags {"nickv repl external:skip"} overrides $fo_conf] {
+start_server [list overrides $fo_conf] {
+    set m [srv -1 client]
+    set mport [srv -1 port]
+    set r [srv 0 client]
+    set c [nickv_user_client $mport]
+    set inst [string repeat a 40]
+    set key [string repeat b 40]
+    lassign [$c replconf nickv "lease 0 0 $inst $key"] - first - - wport token
+    $c replconf nickv "lease $first 60000 $inst $key"
+    $r replicaof 127.0.0.1 $mport
+    wait_for_condition 100 100 {
+        [status $r master_link_status] eq {up}
+    } else {
+        fail "the replica did not sync: [$r info replication]"
+    }
+
+    # The next line from the watch within ms ("" if none).
+    proc watch_line {s ms} {
+        fconfigure $s -blocking 0
+        set deadline [expr {[clock milliseconds] + $ms}]
+        while {[clock milliseconds] < $deadline} {
+            if {[gets $s line] >= 0} { return [string trimright $line "\r"] }
+            if {[eof $s]} break
+            after 10
+        }
+        return ""
+    }
+
+    test {Nic-KV busy: a WAIT on a direct replica has the watch push the offset to the grantor; the grant echoing it ends the WAIT} {
+        set s [watch_open $wport]
+        assert_equal {+OK} [watch_ask $s "AUTH $token"]
+        set stranger [watch_open $wport]
+        set w [redis_deferring_client -1]
+        $w set wk 1
+        assert_equal OK [$w read]
+        set off [status $m master_repl_offset]
+        $w wait 1 10000
+        set push [watch_line $s 3000]
+        assert_match {+WANT * *} $push
+        lassign $push - clock poff
+        assert {$clock > $first && $poff >= $off}
+        # Not to a connection that gave no token.
+        assert_equal "" [watch_line $stranger 300]
+        # Unconfirmed, the ACK does not count: a grant echoing the first
+        # answer (before the write) does not end the WAIT.
+        $c replconf nickv "lease $first 60000 $inst $key"
+        after 200
+        assert_equal 1 [s -1 blocked_clients]
+        assert_equal 0 [nickv_status $m nickv_wait_pushes_confirmed]
+        # Unanswered, the push is sent again (every 50 ms): the latest one
+        # is echoed.
+        while {[set more [watch_line $s 100]] ne ""} { set push $more }
+        assert {[nickv_status $m nickv_wait_pushes] >= 2}
+        $c replconf nickv "lease [lindex $push 1] 60000 $inst $key"
+        assert_equal 1 [$w read]
+        assert_equal 1 [nickv_status $m nickv_wait_pushes_confirmed]
+        $w close
+        close $s
+        close $stranger
+    }
+}
+}
