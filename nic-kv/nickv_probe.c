@@ -176,6 +176,7 @@ static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
 static long long master_clock_offset;   /* the offset of the answer master_clock is from */
 static long long granted_offset;        /* ... of the answer our last grant echoed */
 static long long want_grants;           /* grants sent at once for a "+WANT" push */
+static long long master_infos;          /* the master's INFO read */
 static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
 static int master_restarted;            /* ... and is not vetted yet (probeVet) */
 static int master_identified;           /* a lease answer on this connection */
@@ -774,7 +775,12 @@ static void probeWant(long long clock, long long offset) {
     master_clock_us = getMonotonicUs();
     master_clock_offset = offset;
     want_grants++;
+    /* Off the probe's pace: the next PING, lease and INFO stay due when
+     * they were (a grant per WAIT, at a writer's rate, kept the master's
+     * INFO from ever being read again: nickv-failover-faults). */
+    long long due = m->ping_us;
     probeSend(m, PROBE_LEASE);
+    m->ping_us = due;
 }
 
 /* A restarted master's INFO: does it hold our stream, all of it (its
@@ -841,6 +847,7 @@ static void probeAnswered(probeNode *n, const char *payload, size_t len, int is_
     } else if (kind == PROBE_LEASE) {
         leaseAnswer(n, payload, len, is_error, now, (int)tag);
     } else if (kind == PROBE_INFO) {
+        if (!is_error) master_infos++;
         if (is_error) {
             char err[sizeof(view_err)];
             snprintf(err, sizeof(err), "%.*s", (int)len, payload);
@@ -1396,7 +1403,7 @@ sds nkProbeInfo(sds s) {
         s = sdscatprintf(s, "master_verdict:%s\r\n", !m->valid ? "invalid" : (m->busy ? "busy" : "answers"));
     }
     s = nkWatchInfo(s);
-    s = sdscatprintf(s, "wait_grants:%lld\r\n", want_grants);
+    s = sdscatprintf(s, "wait_grants:%lld\r\nprobe_master_infos:%lld\r\n", want_grants, master_infos);
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
@@ -1449,7 +1456,7 @@ void nkProbeResetStats(void) {
     probe_errors = 0;
     master_moves = 0;
     nkWatchResetStats();
-    want_grants = 0;
+    want_grants = master_infos = 0;
     if (!nodes) return;
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {

@@ -63,6 +63,7 @@ char *nickvUser = NULL;
 #define NICKV_HANDOFF_WAIT_MS 3000
 /* How long a replica that advertises nickv-hold stays with the master. */
 #define NICKV_HOLD_SECONDS 30
+#define NICKV_LINKS 16              /* Nic-KV links remembered (nickvLinkSeen) */
 
 typedef struct nickvReplica {
     long long id;             /* Nic-KV's id for it */
@@ -118,6 +119,8 @@ static struct {
     mstime_t daemon_ack_moved; /* ... which moved then, or it was all caught up */
     list *retired;            /* client ids of daemons forgotten whose links
                                * are not freed yet: still no replicas */
+    uint64_t links[NICKV_LINKS];   /* Nic-KV links refused the daemon role */
+    int links_next;
     long long idle_offset;     /* master_repl_offset when last seen moving */
     mstime_t idle_since;       /* ... and since when it stands still */
     time_t refused_logged;     /* rate limit for refused hellos */
@@ -178,6 +181,28 @@ static struct {
 
 static void nickvHeld(long long offset);
 static int nickvIdentSame(const nickvIdent *a, const nickvIdent *b);
+
+/* A Nic-KV link that is not the daemon's (its hello refused: nickv-offload
+ * no, another Nic-KV's role) streams as an ordinary replica, but it is not
+ * one: Nic-KV's backlog is no node a failover could promote. Its ACKs
+ * count neither for WAIT nor for min-replicas-to-write (nickvReplicaInvalid).
+ * Before, with nickv-offload no and min-slaves 0, WAIT 1 was answered by
+ * Nic-KV's link alone once the lease answers confirmed the offset (two
+ * probe intervals later, so rarely seen), and the write could be on no
+ * replica at all. Remembered by client id, the last NICKV_LINKS of them
+ * (a closed one's id is never reused). */
+static void nickvLinkSeen(client *c) {
+    for (int i = 0; i < NICKV_LINKS; i++)
+        if (NK.links[i] == c->id) return;
+    NK.links[NK.links_next] = c->id;
+    NK.links_next = (NK.links_next + 1) % NICKV_LINKS;
+}
+
+static int nickvIsLink(client *c) {
+    for (int i = 0; i < NICKV_LINKS; i++)
+        if (NK.links[i] == c->id) return 1;
+    return 0;
+}
 
 /* The daemon is the Nic-KV that grants our lease (or none grants yet): what
  * it says it holds bounds what that Nic-KV's failover counts. With many
@@ -669,7 +694,7 @@ static int nickvLeaseLapsed(void) {
 }
 
 int nickvReplicaInvalid(client *slave) {
-    return nickvLeaseLapsed() || (nickvHealthActive() && !nickvSlaveNamedValid(slave));
+    return nickvIsLink(slave) || nickvLeaseLapsed() || (nickvHealthActive() && !nickvSlaveNamedValid(slave));
 }
 
 /* Is addr:port an online replica of ours, direct or behind Nic-KV? */
@@ -816,7 +841,10 @@ static int nickvHelloRefused(client *c, nickvMsg *m, nickvIdent *id) {
  * Replies our replid and offset (where its PSYNC starts). */
 static void nickvOnHello(client *c, nickvMsg *m) {
     nickvIdent id;
-    if (nickvHelloRefused(c, m, &id)) return;
+    if (nickvHelloRefused(c, m, &id)) {
+        nickvLinkSeen(c);
+        return;
+    }
     if (NK.daemon_id && NK.daemon_id != c->id)
         nickvForgetDaemon("is replaced by a new daemon");
     nickvDropReplicas();
@@ -1076,11 +1104,15 @@ static void nickvHeld(long long offset) {
  * grants our lease is taken at its word (nickvDaemonIsGrantor). */
 int nickvDirectAckCounts(long long offset) {
     client *d;
+    int linked;
     if (!nickvLease) return 1;
-    if ((d = nickvDaemon()) && nickvDaemonIsGrantor()) nickvHeld(d->repl_ack_off);
+    if ((linked = (d = nickvDaemon()) && nickvDaemonIsGrantor())) nickvHeld(d->repl_ack_off);
     if (!strcmp(NK.held_replid, server.replid) && NK.held >= offset) return 1;
     if (nickvLeaseConfirmedOffset() >= offset) return 1;
-    nickvLeaseWant();           /* confirmed within a round trip, not two probes */
+    /* Without the grantor's link, confirmed within a round trip, not two
+     * probe intervals. With it, the link's own ACK comes as fast (it
+     * answers the WAIT's GETACK at once): a push would only double it. */
+    if (!linked) nickvLeaseWant();
     return 0;
 }
 

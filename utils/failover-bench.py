@@ -92,6 +92,7 @@ Nic-KV.
 """
 import argparse
 import os
+import random
 import shutil
 import signal
 import socket
@@ -109,6 +110,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SKV_BIN") or os.path.join(TOP, "build", "bin")
 CLASSIC = ["replica", "master", "failback"]
 SERVER = ["server", "nickv"]
+KILLS = ["kills"]
 DETECT = ["detect", "lease"]
 # The error replies a Writer counts (Writer._count).
 ERRORS = ("NOREPLICAS", "READONLY", "MASTERDOWN", "other")
@@ -751,6 +753,43 @@ class CoordShard(Shard):
             self.etcd.stop()
 
 
+class SingleShard(Shard):
+    """The same three nodes with one Nic-KV and no coordinator: the single
+    mode, for the kills scenario's side-by-side rate."""
+
+    lease = True
+
+    def __init__(self, ports, out, lease_ms=250):
+        self.lease_ms = lease_ms
+        self.system = f"Nic-KV single, lease-time {lease_ms} ms"
+        super().__init__(ports.take(3), ports.take(1), out)
+        try:
+            self.start_coord(0)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_coord(self, i):
+        self.cprocs[i] = spawn(
+            [os.path.join(BIN, "nic-kv"), "--port", str(self.coords[i]),
+             "--master-host", "127.0.0.1", "--master-port", str(self.nodes[0]),
+             "--failover", "yes", "--min-slaves", "1", "--masteruser", "nickv",
+             "--masterauth", NICKV_PASS, "--lease-time", str(self.lease_ms),
+             "--state-file", os.path.join(self.out, "nic-kv.state"),
+             "--logfile", os.path.join(self.out, "nic-kv.log")]
+            + [a for p in self.nodes for a in ("--node", f"127.0.0.1:{p}")], self.coords[i], "nic-kv")
+
+    def whole(self):
+        """Nic-KV grants the master, streams from it, two valid replicas."""
+        try:
+            i = self.info(self.coords[0])
+        except (redis.RedisError, OSError):
+            return False
+        want = {"valid_replicas": 2, "repoint_pending": 0, "failover_state": "watching",
+                "master_lease": "on", "master_link_status": "up"}
+        return all(i.get(k) == v for k, v in want.items())
+
+
 class SentinelShard(Shard):
     """Three nodes watched by three redis-sentinel processes, quorum 2."""
 
@@ -847,9 +886,16 @@ def server_scenario(shard, scenario, runs):
     writer = Writer(shard, f"bench:{scenario}")
     drive(writer, lambda a: shard.whole(), 60, "whole at the start")
     measures, back_pauses = [], []
+    begin = time.monotonic()
+    steady_acks, steady_s = 0, 0.0
     for run_no in range(runs):
         m = shard.master_index()
-        drive(writer, lambda a: len(a) >= 20, 10, "writing before the fault")
+        # 1 s of appends on a whole topology: the steady rate.
+        t0 = time.monotonic()
+        acks = drive(writer, lambda a: len(a) >= 20 and time.monotonic() - t0 >= 1.0, 10,
+                     "writing before the fault")
+        steady_acks += len(acks)
+        steady_s += time.monotonic() - t0
         kill = time.monotonic()
         if scenario == "server":
             # The server loses power: its node and its coordinator at once.
@@ -888,8 +934,9 @@ def server_scenario(shard, scenario, runs):
             f"({shard.nodes[m]}) {'lost' if scenario == 'server' else 'lost its coordinator'}: "
             f"{measures[-1]:.0f} ms; master now {shard.master()[1]}, "
             f"longest pause while it came back {back_pauses[-1]:.0f} ms")
+    rates = (steady_acks / steady_s, len(writer.acked) / (time.monotonic() - begin))
     lost = writer.check()
-    return measures, back_pauses, lost, len(writer.acked)
+    return measures, back_pauses, lost, len(writer.acked), rates
 
 
 def server_bench(args, wanted):
@@ -905,18 +952,92 @@ def server_bench(args, wanted):
         try:
             for scenario in [s for s in SERVER if s in wanted]:
                 try:
-                    measures, back, lost, acked = server_scenario(shard, scenario, args.runs)
+                    measures, back, lost, acked, rates = server_scenario(shard, scenario, args.runs)
                 except SystemExit as e:
                     # Stuck (no failover, not whole again): a row saying
                     # so, the logs kept, and the next system.
                     log(f"{shard.system}, {scenario}: {e}; logs in {shard.out}")
-                    rows.append((scenario, shard.system, None, None, None, None))
+                    rows.append((scenario, shard.system, None, None, None, None, None))
                     shutil.copytree(shard.out, shard.out + "-stuck", dirs_exist_ok=True)
                     break
-                rows.append((scenario, shard.system, measures, back, lost, acked))
+                rows.append((scenario, shard.system, measures, back, lost, acked, rates))
         finally:
             shard.stop()
     return rows
+
+
+def kills_scenario(shard, seed, n):
+    """n kills -9 of the master's node (its Nic-KV alive), on a schedule
+    drawn from seed: after each, appends until the topology is whole again
+    (with a coordinator: leadership back on the master's server), then a
+    drawn 1-4 s of appends before the next. Returns the windows (kill to
+    the first append the new master acknowledged, ms), the acknowledged
+    appends, their rate over the whole scenario, and those lost."""
+    rng = random.Random(seed)
+    writer = Writer(shard, "bench:kills")
+    drive(writer, lambda a: shard.whole(), 60, "whole at the start")
+    windows = []
+    begin = time.monotonic()
+    for k in range(n):
+        gap = rng.uniform(1.0, 4.0)
+        t0 = time.monotonic()
+        drive(writer, lambda a: time.monotonic() - t0 >= gap, gap + 10, "writing before the kill")
+        m = shard.master_index()
+        old = shard.nodes[m]
+        kill = time.monotonic()
+        shard.kill_node(m)
+        acks = drive(writer, lambda a: any(t >= kill and addr[1] != old for t, addr in a), 60,
+                     "failed over")
+        windows.append((next(t for t, addr in acks if t >= kill and addr[1] != old) - kill) * 1000)
+        shard.start_node(m)
+        drive(writer, lambda a: shard.whole(), 90, "whole again")
+        log(f"{shard.system}, kill {k + 1}/{n}: node {old}: {windows[-1]:.0f} ms; "
+            f"{len(writer.acked)} acknowledged so far")
+    elapsed = time.monotonic() - begin
+    lost = writer.check()
+    return windows, len(writer.acked), len(writer.acked) / elapsed, lost
+
+
+def kills_bench(args):
+    """The kills scenario, same seed, on the single mode and the
+    coordinated one (each at lease-time 250, the default); the table."""
+    ports = PortRange(args.port + 100, args.port + 1000)
+    systems = [lambda: SingleShard(ports, os.path.join(args.out, "kills-single")),
+               lambda: CoordShard(ports, os.path.join(args.out, "kills-coordinated"), 2, 250)]
+    rows = []
+    for make in systems:
+        shard = make()
+        try:
+            try:
+                rows.append((shard.system,) + kills_scenario(shard, args.seed, args.kills))
+            except SystemExit as e:
+                log(f"{shard.system}, kills: {e}; logs in {shard.out}")
+                rows.append((shard.system, None, None, None, None))
+        finally:
+            shard.stop()
+    print()
+    print(f"Kills: {args.kills} kills -9 of the master's node (its Nic-KV alive), seed {args.seed}: "
+          "after each, appends until whole again,")
+    print("then 1-4 s (drawn from the seed). One client, appends with WAIT 1 (acknowledged: >= 1 "
+          "within 1 s). Window: kill to the")
+    print("first append the new master acknowledged. Rate: acknowledged appends per second over "
+          "the scenario; ratio: to the single mode's.")
+    print()
+    print("| system | kills | median window ms | max window ms | acknowledged | per s | ratio | lost |")
+    print("|---|---|---|---|---|---|---|---|")
+    base = rows[0][3] if rows and rows[0][3] else None
+    with open(os.path.join(args.out, "kills.csv"), "w") as f:
+        f.write("system,kills,median_window_ms,max_window_ms,acknowledged,per_s,ratio,lost\n")
+        for system, w, acked, rate, lost in rows:
+            if w is None:
+                cells = [system, "stuck: see the log above", "", "", "", "", "", ""]
+            else:
+                cells = [system, len(w), f"{statistics.median(w):.0f}", f"{max(w):.0f}", acked,
+                         f"{rate:.0f}", f"{rate / base:.2f}" if base else "", lost]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
+            f.write(",".join(str(c) for c in cells) + "\n")
+    print(f"table: {args.out}/kills.csv")
+    return sum(r[4] for r in rows if r[4] is not None), any(r[1] is None for r in rows)
 
 
 WHAT = {
@@ -932,20 +1053,23 @@ def server_table(args, rows):
     print("asking each Nic-KV or Sentinel in turn, loopback TCP. Nic-KV: leader-ttl and lease-time")
     print("as named, min-slaves 1; etcd: heartbeat 50 ms, election timeout 500 ms (its shortest")
     print("lease TTL 1 s); Sentinel: quorum 2, failover-timeout 2000 ms. back: the longest")
-    print("pause while the lost server (or process) came back; acknowledged: over all runs.")
+    print("pause while the lost server (or process) came back; acknowledged: over all runs;")
+    print("steady/s: acknowledged appends per second in the 1 s before each fault; all/s: over")
+    print("the whole scenario, faults and recoveries included.")
     print()
-    print("| scenario | system | runs | median ms | min ms | max ms | back: max pause ms | acknowledged | acknowledged lost |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| scenario | system | runs | median ms | min ms | max ms | back: max pause ms | acknowledged | steady/s | all/s | acknowledged lost |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     with open(os.path.join(args.out, "server.csv"), "w") as f:
-        f.write("scenario,system,runs,median_ms,min_ms,max_ms,back_max_pause_ms,acknowledged,acknowledged_lost\n")
-        for scenario, system, m, back, lost, acked in rows:
+        f.write("scenario,system,runs,median_ms,min_ms,max_ms,back_max_pause_ms,acknowledged,"
+                "steady_per_s,all_per_s,acknowledged_lost\n")
+        for scenario, system, m, back, lost, acked, rates in rows:
             if m is None:
-                cells = [scenario, system, "stuck: see the log above", "", "", "", "", "", ""]
+                cells = [scenario, system, "stuck: see the log above", "", "", "", "", "", "", "", ""]
                 print("| " + " | ".join(str(c) for c in cells) + " |")
                 f.write(",".join(str(c) for c in cells) + "\n")
                 continue
             cells = [scenario, system, len(m), f"{statistics.median(m):.0f}", f"{min(m):.0f}",
-                     f"{max(m):.0f}", f"{max(back):.0f}", acked, lost]
+                     f"{max(m):.0f}", f"{max(back):.0f}", acked, f"{rates[0]:.0f}", f"{rates[1]:.0f}", lost]
             print("| " + " | ".join(str(c) for c in cells) + " |")
             f.write(",".join(str(c) for c in cells) + "\n")
     print()
@@ -1419,7 +1543,7 @@ def main():
     ap.add_argument("--detect", action="store_true",
                     help="add the detection scenarios (detect, lease) to the default ones")
     ap.add_argument("--scenarios", default=None,
-                    help="comma-separated, of " + ",".join(CLASSIC + SERVER + DETECT) +
+                    help="comma-separated, of " + ",".join(CLASSIC + SERVER + DETECT + KILLS) +
                          f" (default: {','.join(CLASSIC)}; with --coordinator and --detect, theirs too)")
     ap.add_argument("--sentinel-down-after", default="1000,200",
                     help="the Sentinel configurations beside Nic-KV (ms, at most two; '' none)")
@@ -1438,6 +1562,10 @@ def main():
                          "shared machine: \"while pgrep -f 'utils/run-test[s].sh'; do sleep 30; "
                          "done\"; the brackets keep the pattern from matching this command's own "
                          "shell)")
+    ap.add_argument("--kills", type=int, default=10,
+                    help="the kills scenario: kills -9 of the master's node per system")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="the kills scenario: the seed of its schedule (the same for each system)")
     ap.add_argument("--coord-configs", default="2/500",
                     help="the coordinated Nic-KV configurations, leader-ttl/lease-time "
                          "(s/ms), comma-separated: one shard each, side by side")
@@ -1456,9 +1584,9 @@ def main():
         BIN = os.path.abspath(args.bin)
     wanted = (args.scenarios.split(",") if args.scenarios else
               CLASSIC + (SERVER if args.coordinator else []) + (DETECT if args.detect else []))
-    unknown = [s for s in wanted if s not in CLASSIC + SERVER + DETECT]
+    unknown = [s for s in wanted if s not in CLASSIC + SERVER + DETECT + KILLS]
     if unknown:
-        ap.error(f"unknown scenario {','.join(unknown)}: choose among {','.join(CLASSIC + SERVER + DETECT)}")
+        ap.error(f"unknown scenario {','.join(unknown)}: choose among {','.join(CLASSIC + SERVER + DETECT + KILLS)}")
     args.sentinel_down_after = [int(x) for x in args.sentinel_down_after.split(",") if x]
     if len(args.sentinel_down_after) > 2:
         ap.error("--sentinel-down-after: at most two configurations")
@@ -1486,6 +1614,10 @@ def main():
         server_table(args, rows)
         lost += sum(r[4] for r in rows if r[1].startswith("Nic-KV") and r[4] is not None)
         stuck = any(r[2] is None for r in rows)
+    if "kills" in wanted:
+        k_lost, k_stuck = kills_bench(args)
+        lost += k_lost
+        stuck = stuck or k_stuck
     if any(s in DETECT for s in wanted):
         for prog in ("redis-server", "redis-sentinel", "redis-benchmark", "nic-kv"):
             if not os.access(os.path.join(BIN, prog), os.X_OK):

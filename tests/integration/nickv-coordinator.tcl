@@ -519,6 +519,17 @@ start_server [list overrides $co_conf] {
         assert_lessthan [llength $slow] 8
         assert_morethan $pushed 19
         assert_morethan $grants 19
+        # A grant per WAIT does not keep the leader from its own pace: it
+        # still reads the master's INFO (once a second) under 2.5 s of
+        # back-to-back WAITs. Before, each such grant counted as the
+        # probe's, and the INFO never came due again.
+        set infos [nickv_info [co_nk $x] probe_master_infos]
+        set until [expr {[clock milliseconds] + 2500}]
+        while {[clock milliseconds] < $until} {
+            $mc set wk $i
+            assert_equal 2 [$mc wait 2 2000]
+        }
+        assert_morethan [nickv_info [co_nk $x] probe_master_infos] $infos
         $mc close
         set co(nk,0) [nickv_restart $saved]
         wait_for_condition 300 100 {
