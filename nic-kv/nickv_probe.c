@@ -176,6 +176,8 @@ static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
 static long long master_clock_offset;   /* the offset of the answer master_clock is from */
 static long long granted_offset;        /* ... of the answer our last grant echoed */
 static long long want_grants;           /* grants sent at once for a "+WANT" push */
+static int master_pushes;               /* the master pushed on this connection: our
+                                         * grants echo the offset too */
 static long long master_infos;          /* the master's INFO read */
 static char restarted_runid[NK_RUNID_SIZE + 1];  /* another one answered since */
 static int master_restarted;            /* ... and is not vetted yet (probeVet) */
@@ -762,18 +764,25 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
  * replicas' ACKs up to offset for WAIT a round trip after it asked, not
  * two probe intervals. The ack bound (nkProbeAckBound) rises with the
  * grant, as it does for an answer. Only the leader's, to a master it
- * grants, whose process it knows; a clock no later than the last
- * answer's is a push overtaken by an answer, or a repeat (the master
- * pushes once per millisecond of its clock at most), and needs nothing. */
+ * grants, whose process it knows. The master pushes one at a time, once
+ * per millisecond of its clock at most (src/nickv_lease.c). */
 static void probeWant(long long clock, long long offset) {
     probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : NULL;
     if (!m || !m->is_master || !m->conn || !m->connected || !hooks.leader() || !hooks.granting() ||
-        !probeTrusted(m) || !master_identified || master_restarted || !master_clock || clock <= master_clock)
+        !probeTrusted(m) || !master_identified || master_restarted || !master_clock)
         return;
-    streamSeen(offset);
-    master_clock = clock;
-    master_clock_us = getMonotonicUs();
-    master_clock_offset = offset;
+    /* A push of the same millisecond as the answer or push before it, with
+     * more: the grant echoes both clock and offset (nickvMsgLeaseAt). An
+     * older clock: a lease answer sent after the push was read first; it
+     * says at least as much, and the grant echoes it (ignoring the push
+     * left the WAIT to the next probe, up to 100 ms). */
+    if (clock > master_clock || (clock == master_clock && offset > master_clock_offset)) {
+        streamSeen(offset);
+        master_clock = clock;
+        master_clock_us = getMonotonicUs();
+        master_clock_offset = offset;
+    }
+    master_pushes = 1;
     want_grants++;
     /* Off the probe's pace: the next PING, lease and INFO stay due when
      * they were (a grant per WAIT, at a writer's rate, kept the master's
@@ -951,6 +960,7 @@ static void probeConnected(nkConn *conn, void *data) {
         return;
     }
     n->connected = 1;
+    if (n->is_master) master_pushes = 0;   /* perhaps another process: four words until it pushes */
     nkConnSetWriteHandler(conn, NULL);
     nkConnSetReadHandler(conn, probeReadable);
     /* The master's probe reads its INFO: it authenticates as the link does,
@@ -1020,9 +1030,13 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
          * none), for lease-time: nickv_failover.c counts it. */
         int grant = master_clock && !master_restarted && hooks.granting();
         long long lease_ms = grant ? hooks.lease_time() : 0;
-        sds msg = nickvMsgLease(grant ? master_clock : 0,
-                                grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0,
-                                nk.instance, nk.key);
+        long long g_ms = grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0;
+        /* To a master that pushes, the offset read with the clock too
+         * (src/nickv_lease.c, leaseConfirmed); an older one takes only the
+         * four words. */
+        sds msg = grant && master_pushes
+                      ? nickvMsgLeaseAt(master_clock, g_ms, nk.instance, nk.key, master_clock_offset)
+                      : nickvMsgLease(grant ? master_clock : 0, g_ms, nk.instance, nk.key);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
         n->q[slot].tag = grant;

@@ -14,7 +14,7 @@
  * The protocol, on Nic-KV's probe connection (an ordinary client of the
  * nickv-user, not the daemon's replication link):
  *
- *   Nic-KV:  REPLCONF nickv "lease <t> <ms> <instance> <key>"
+ *   Nic-KV:  REPLCONF nickv "lease <t> <ms> <instance> <key> [<offset>]"
  *   master:  +LEASE <now> <run-id> <offset> [<watch-port> <token>]
 
  * (<instance> <key>: which Nic-KV process grants, src/nickv_server.c,
@@ -64,7 +64,8 @@ static struct {
     int sent_next;
     long long confirmed;       /* the most Nic-KV was told and read ... */
     char confirmed_replid[CONFIG_RUN_ID_SIZE + 1];   /* ... in this history */
-    long long want_clock;      /* the <now> of the push not confirmed yet (0: none) */
+    long long want_clock;      /* the <now> of the push not confirmed yet (0: none) ... */
+    long long want_offset;     /* ... and its offset */
     long long wants, want_confirms;   /* pushes sent, and confirmed */
 } LE;
 
@@ -204,25 +205,26 @@ int nickvLeaseRefuses(client *c, int is_write, int is_denystale) {
 /* A grant echoes t, the <now> of an answer Nic-KV read: that answer's
  * offset is confirmed. Answers within one millisecond share a <now>: the
  * least of their offsets is the one surely read. */
-static void leaseConfirmed(long long t) {
+static void leaseConfirmed(long long t, long long echoed) {
     long long offset = -1;
     int pushed = 0;
     for (int i = 0; i < NICKV_LEASE_SENT; i++)
-        if (LE.sent[i].now == t && !strcmp(LE.sent[i].replid, server.replid)) {
+        if (LE.sent[i].now == t && !strcmp(LE.sent[i].replid, server.replid) &&
+            (echoed < 0 || LE.sent[i].offset == echoed)) {
             if (offset == -1 || LE.sent[i].offset < offset) offset = LE.sent[i].offset;
             pushed |= LE.sent[i].pushed;
         }
     if (offset == -1) return;
-    if (pushed) {
-        LE.want_clock = 0;      /* the next push may go (nickvLeaseWant) */
-        LE.want_confirms++;
-    }
+    if (pushed) LE.want_confirms++;
     if (offset > server.master_repl_offset) offset = server.master_repl_offset;
     if (strcmp(LE.confirmed_replid, server.replid)) {
         memcpy(LE.confirmed_replid, server.replid, sizeof(LE.confirmed_replid));
         LE.confirmed = 0;
     }
     if (offset > LE.confirmed) LE.confirmed = offset;
+    /* The push is answered, by its own echo or a later answer's: the next
+     * may go (nickvLeaseWant). */
+    if (LE.want_clock && (pushed || LE.confirmed >= LE.want_offset)) LE.want_clock = 0;
 }
 
 /* Remember that we told Nic-KV our stream reached where it is now, with
@@ -248,33 +250,24 @@ static void leaseSent(long long now, int pushed) {
  * offset). Nothing else changes: the push is only a lease answer sent
  * early, and it confirms nothing by itself. One push at a time: the next
  * once this one is confirmed (a WAIT still waiting then asks again), or
- * after NICKV_WANT_RETRY_MS (no watch connection, a lost push). */
-static int want_wake;           /* leaseWantWake is armed */
-
-static int leaseWantWake(struct aeEventLoop *el, long long id, void *data) {
-    UNUSED(el);
-    UNUSED(id);
-    UNUSED(data);
-    want_wake = 0;              /* beforeSleep's WAITs ask again (nickvLeaseWant) */
-    return AE_NOMORE;
-}
-
+ * after NICKV_WANT_RETRY_MS (no watch connection, a lost push).
+ *
+ * Several answers and pushes may go in one millisecond, with one <now>
+ * and several offsets: a grant that echoes only <now> confirms the lowest
+ * of them (Nic-KV may have read only that one). The grant that answers a
+ * push also echoes the offset it read ("lease <t> <ms> <instance> <key>
+ * <offset>", sent only to a master that pushes, so that an older one
+ * never sees six words): that offset is confirmed when it is one we sent
+ * with <t>, and no other. */
 void nickvLeaseWant(void) {
     long long now;
     if (!nickvLeaseActive()) return;
     now = leaseNow();
     if (LE.want_clock && now - LE.want_clock < NICKV_WANT_RETRY_MS) return;
-    /* An answer or push of this millisecond went already: a grant echoing
-     * <now> would confirm the lowest offset sent with it (leaseConfirmed),
-     * not this one. The push goes in the next millisecond: the event loop
-     * is woken for it (a round trip takes about that long anyway). */
-    if (LE.sent[(LE.sent_next + NICKV_LEASE_SENT - 1) % NICKV_LEASE_SENT].now >= now) {
-        if (!want_wake && aeCreateTimeEvent(server.el, 1, leaseWantWake, NULL, NULL) != AE_ERR) want_wake = 1;
-        return;
-    }
     if (!nickvWatchWant(now, server.master_repl_offset)) return;
     leaseSent(now, 1);          /* before the main thread can read the grant */
     LE.want_clock = now;
+    LE.want_offset = server.master_repl_offset;
     LE.wants++;
 }
 
@@ -288,11 +281,13 @@ static const nickvWatchLeaseOps watch_lease = {
 /* REPLCONF nickv "lease <t> <ms> <instance> <key>" (argv[0] is "lease"),
  * from the grantor (bound: it became the grantor with this message). */
 void nickvLeaseGrant(client *c, int argc, sds *argv, int bound) {
-    long long t, ms, now = leaseNow();
-    if (argc != NICKV_MSG_LEASE_ARGC || !string2ll(argv[1], sdslen(argv[1]), &t) || t < 0 ||
-        !string2ll(argv[2], sdslen(argv[2]), &ms) || ms < 0 || ms > NICKV_LEASE_MAX_MS) {
+    long long t, ms, echoed = -1, now = leaseNow();
+    if ((argc != NICKV_MSG_LEASE_ARGC && argc != NICKV_MSG_LEASE_AT_ARGC) ||
+        !string2ll(argv[1], sdslen(argv[1]), &t) || t < 0 ||
+        !string2ll(argv[2], sdslen(argv[2]), &ms) || ms < 0 || ms > NICKV_LEASE_MAX_MS ||
+        (argc == NICKV_MSG_LEASE_AT_ARGC && (!string2ll(argv[5], sdslen(argv[5]), &echoed) || echoed < 0))) {
         LE.bad++;
-        addReplyError(c, "malformed lease: expected lease <t> <ms> <instance> <key>");
+        addReplyError(c, "malformed lease: expected lease <t> <ms> <instance> <key> [<offset>]");
         return;
     }
     if (t > now) {
@@ -322,7 +317,7 @@ void nickvLeaseGrant(client *c, int argc, sds *argv, int bound) {
         LE.grants++;
         nickvLeaseHeld();       /* "granted" in the log now, not at the next command */
     }
-    if (t > 0) leaseConfirmed(t);
+    if (t > 0) leaseConfirmed(t, echoed);
     leaseSent(now, 0);
     /* A master's grantor (nickvGrantorCheck bound it) also learns where
      * the watch thread listens, and the token it asks for. */

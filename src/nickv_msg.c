@@ -65,7 +65,7 @@ static int msgWords(nickvMsg *m) {
     case NICKV_M_LEASE:
         /* <t> <ms> are read by nickvLeaseGrant (src/nickv_lease.c). */
         m->why = "expected lease <t> <ms> <instance> <key>";
-        return argc == NICKV_MSG_LEASE_ARGC;
+        return argc == NICKV_MSG_LEASE_ARGC || argc == NICKV_MSG_LEASE_AT_ARGC;
     case NICKV_M_HEALTH:
         /* The list is read by nickvHealth. */
         m->why = "expected health <min-slaves> <n> [<addr> <port>]...";
@@ -130,6 +130,10 @@ sds nickvMsgHello(const char *host, int port, int rdma_port, const char *instanc
 
 sds nickvMsgLease(long long t, long long ms, const char *instance, const char *key) {
     return sdscatprintf(sdsempty(), NICKV_MSG_LEASE " %lld %lld %s %s", t, ms, instance, key);
+}
+
+sds nickvMsgLeaseAt(long long t, long long ms, const char *instance, const char *key, long long offset) {
+    return sdscatprintf(sdsempty(), NICKV_MSG_LEASE " %lld %lld %s %s %lld", t, ms, instance, key, offset);
 }
 
 sds nickvMsgAdd(long long id, const char *ip, int port) {

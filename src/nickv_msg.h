@@ -57,6 +57,7 @@ int nickvMsgPort(const char *s, size_t len, int *port);
 sds nickvMsgHello(const char *host, int port, int rdma_port, const char *instance, const char *key,
                   int tls_port);
 sds nickvMsgLease(long long t, long long ms, const char *instance, const char *key);
+sds nickvMsgLeaseAt(long long t, long long ms, const char *instance, const char *key, long long offset);
 sds nickvMsgAdd(long long id, const char *ip, int port);
 sds nickvMsgDel(long long id);
 sds nickvMsgAck(long long id, long long offset);

@@ -81,6 +81,9 @@
  * health, while the link is down): src/nickv_server.c, "One Nic-KV". */
 #define NICKV_MSG_LEASE "lease"
 #define NICKV_MSG_LEASE_ARGC 5
+/* ... and with the offset read with <t>: "lease <t> <ms> <instance> <key>
+ * <offset>", sent only to a master that pushed (src/nickv_lease.c). */
+#define NICKV_MSG_LEASE_AT_ARGC 6
 #define NICKV_LEASE_MAX_MS 60000        /* a longer grant is malformed */
 
 /* ------------------------------------------------------------ Replies --- */

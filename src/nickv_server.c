@@ -879,8 +879,8 @@ static void nickvOnHello(client *c, nickvMsg *m) {
     addReplyStatusFormat(c, "%s %lld", server.replid, server.master_repl_offset);
 }
 
-/* lease <t> <ms> <instance> <key>, from Nic-KV's probe connection (not its
- * link): replies. */
+/* lease <t> <ms> <instance> <key> [<offset>], from Nic-KV's probe
+ * connection (not its link): replies. */
 static void nickvOnLease(client *c, nickvMsg *m) {
     nickvIdent id;
     int bound;
@@ -890,7 +890,7 @@ static void nickvOnLease(client *c, nickvMsg *m) {
     else if (nickvLease && nickvUserUnsafe())
         addReplyErrorFormat(c, "-" NICKV_REPLY_REFUSED " %s", nickvUserUnsafe());
     else if (!m->ok || !nickvIdentFrom(&id, m->argv[3], m->argv[4]))
-        addReplyError(c, "malformed lease: expected lease <t> <ms> <instance> <key>");
+        addReplyError(c, "malformed lease: expected lease <t> <ms> <instance> <key> [<offset>]");
     else if ((bound = nickvGrantorCheck(c, &id)) >= 0)
         nickvLeaseGrant(c, m->argc, m->argv, bound);
 }

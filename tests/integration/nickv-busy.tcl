@@ -479,7 +479,13 @@ start_server [list overrides $fo_conf] {
         # is echoed.
         while {[set more [watch_line $s 100]] ne ""} { set push $more }
         assert {[nickv_status $m nickv_wait_pushes] >= 2}
-        $c replconf nickv "lease [lindex $push 1] 60000 $inst $key"
+        lassign $push - clock poff
+        # The grant may echo the offset read with the clock too: one never
+        # sent with that clock confirms nothing.
+        $c replconf nickv "lease $clock 60000 $inst $key [expr {$poff + 1}]"
+        after 100
+        assert_equal 1 [s -1 blocked_clients]
+        $c replconf nickv "lease $clock 60000 $inst $key $poff"
         assert_equal 1 [$w read]
         assert_equal 1 [nickv_status $m nickv_wait_pushes_confirmed]
         $w close

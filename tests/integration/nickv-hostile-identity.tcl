@@ -348,8 +348,11 @@ start_server [list tags {"nickv repl external:skip"} overrides $id_conf] {
             "hello ? 1 0 $a $b" $hello_err \
             "hello ? 1 0 $a $b 0 extra" $hello_err \
             "hello ? 1 0 xyz $b 0" $hello_err \
-            "lease 0 0 $a" {ERR malformed lease: expected lease <t> <ms> <instance> <key>} \
-            "lease 0 0 $a short" {ERR malformed lease: expected lease <t> <ms> <instance> <key>} \
+            "lease 0 0 $a" {ERR malformed lease: expected lease <t> <ms> <instance> <key> [<offset>]} \
+            "lease 0 0 $a short" {ERR malformed lease: expected lease <t> <ms> <instance> <key> [<offset>]} \
+            "lease 0 0 $a $b -1" {ERR malformed lease: expected lease <t> <ms> <instance> <key> [<offset>]} \
+            "lease 0 0 $a $b 12x" {ERR malformed lease: expected lease <t> <ms> <instance> <key> [<offset>]} \
+            "lease 0 0 $a $b 1 extra" {ERR malformed lease: expected lease <t> <ms> <instance> <key> [<offset>]} \
             "add 1 127.0.0.1 1" {ERR REPLCONF nickv messages come from the Nic-KV daemon only} \
             "ack 1 12x" {ERR REPLCONF nickv messages come from the Nic-KV daemon only} \
             "nosuchverb 1" {ERR REPLCONF nickv messages come from the Nic-KV daemon only}] {
