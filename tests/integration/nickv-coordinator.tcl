@@ -129,6 +129,9 @@ proc co_round {} {
             incr co(acknowledged)
             set now [clock milliseconds]
             if {$now - $co(last_ack) > $co(pause)} { set co(pause) [expr {$now - $co(last_ack)}] }
+            # Two probe intervals, the wait of a WAIT that only the next
+            # lease answers could confirm (issue 32): counted.
+            if {$now - $co(last_ack) >= 185 && $now - $co(last_ack) <= 230} { incr co(steps) }
             set co(last_ack) $now
         } elseif {[string match {*READONLY*} $e] || [catch {$co(r) ping}]} {
             # A replica now, or gone: ask the Nic-KVs again.
@@ -587,6 +590,7 @@ start_server [list overrides $co_conf] {
         set co(attempted) 0
         set co(acknowledged) 0
         set co(pause) 0
+        set co(steps) 0
         set co(last_ack) [clock milliseconds]
         for {set c 0} {$c < 3} {incr c} {
             set co(next,$c) 0
@@ -705,10 +709,15 @@ start_server [list overrides $co_conf] {
         foreach r $others { $r close }
         $mm close
         puts "    (longest pause of acknowledged writes per fault: [join $pauses {, }])"
-        puts "    ($co(attempted) appends attempted, $co(acknowledged) acknowledged, $lost lost, [llength $co(split)] taken by a replaced master)"
+        puts "    ($co(attempted) appends attempted, $co(acknowledged) acknowledged, $lost lost, [llength $co(split)] taken by a replaced master; $co(steps) gaps of 0.19-0.23 s between acknowledgements)"
         if {$lost} { fail "$lost acknowledged appends lost:\n$::fo_lost_detail" }
         assert_equal {} $co(split)
         assert {$co(acknowledged) > 100}
+        # While the leader was on another server than the master (after
+        # the master's Nic-KV was killed, after the master's process was),
+        # every WAIT took two probe intervals: dozens of such gaps a run.
+        # A few are chance on a loaded machine.
+        assert_lessthan $co(steps) 10
     }
 
     test {Many Nic-KVs: a standby that never reached the master does not lead in place of one that did} {
