@@ -760,12 +760,13 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
 /* The master's watch thread pushed "+WANT <clock> <offset>": a WAIT on
  * the master waits for us to confirm that its stream reached offset (src/
  * nickv_lease.c, nickvLeaseWant). Taken as a lease answer's clock and
- * offset, and granted at once, echoing clock: the master counts its direct
- * replicas' ACKs up to offset for WAIT a round trip after it asked, not
- * two probe intervals. The ack bound (nkProbeAckBound) rises with the
- * grant, as it does for an answer. Only the leader's, to a master it
- * grants, whose process it knows. The master pushes one at a time, once
- * per millisecond of its clock at most (src/nickv_lease.c). */
+ * offset, and granted at once, echoing clock and offset: the master
+ * counts its direct replicas' ACKs up to offset for WAIT a round trip
+ * after it asked, not two probe intervals. The ack bound (nkProbeAckBound)
+ * rises with the grant, as it does for an answer. Only the leader's, to a
+ * master it grants, whose process it knows. The master pushes one at a
+ * time (src/nickv_lease.c); a grant per push, whatever a peer sends, is
+ * bounded by the probe's queue. */
 static void probeWant(long long clock, long long offset) {
     probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : NULL;
     if (!m || !m->is_master || !m->conn || !m->connected || !hooks.leader() || !hooks.granting() ||
