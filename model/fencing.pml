@@ -393,6 +393,19 @@ inline leaderMaybeResign(k) {
     fi
 }
 
+/* A resigning leader confirms, without a lease ("lease <t> 0 ...": the
+ * grant of nothing, probeWant and probeSendCmd in nic-kv/nickv_probe.c),
+ * what the master's stream reached, so that WAIT goes on until its last
+ * grant runs out. Only on the connection it granted on. */
+inline probeConfirm(k, m) {
+    if
+    :: answers(m) && gconn[m] && grantor_inst[m] == INST(k) && grantor_key[m] == INST(k) &&
+       off[m] > nkheld[m] ->
+        nkheld[m] = off[m]
+    :: else -> skip
+    fi
+}
+
 /* resigningTick, roleResigned: once our last grant has run out, the record
  * names the successor and the key is deleted. */
 inline resigningTick(k) {
@@ -558,7 +571,9 @@ inline nickvCron(k) {
     if
     :: co[k] == CO_STANDBY -> standbyCampaign(k)
     :: co[k] == CO_LEADER -> foTick(k)
-    :: co[k] == CO_RESIGNING -> resigningTick(k)
+    :: co[k] == CO_RESIGNING ->
+        probeConfirm(k, kmaster[k]);
+        resigningTick(k)
     fi
 }
 

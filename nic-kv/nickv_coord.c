@@ -834,6 +834,14 @@ int nkCoordLeader(void) {
     return C.role == CO_LEADER && heldUs() > coordNowUs();
 }
 
+/* Handing over (RESIGNING), while our leadership surely holds: no grant
+ * goes, but the probe confirms what the master's stream reached for its
+ * WAITs (nic-kv/nickv_probe.c, probeWant), until the key is deleted: a
+ * WAIT on a direct replica waited out the whole handover before. */
+int nkCoordResigning(void) {
+    return nkCoordOn() && C.role == CO_RESIGNING && heldUs() > coordNowUs();
+}
+
 /* A grant of ms sent now runs out before our leadership can have (3.). */
 int nkCoordMayGrant(long long ms) {
     if (!nkCoordOn()) return 1;

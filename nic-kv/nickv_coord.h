@@ -36,6 +36,7 @@ int nkCoordInit(const nkCoordHooks *hooks);
 void nkCoordShutdown(void);
 int nkCoordOn(void);
 int nkCoordLeader(void);
+int nkCoordResigning(void);
 int nkCoordMayGrant(long long ms);
 int nkCoordLocal(const char *ip, int port);
 int nkCoordFanout(const char *ip, int port);

@@ -1526,6 +1526,7 @@ static const nkProbeHooks probe_hooks = {
     .master_serves = foMasterServes,
     .master_follows = probeMasterFollows,
     .granting = leaseGranting,
+    .confirming = nkCoordResigning,
     .lease_time = leaseTime,
     .granted = leaseGranted,
     .changed = probeChanged,
@@ -1537,6 +1538,13 @@ static const nkProbeHooks probe_hooks = {
      * (nkFailoverOnEvents), at nkFailoverStart. */
 };
 
+/* Leadership won or lost: the fan-out follows it, and a new leader's
+ * first lease goes at once. */
+static void coordLeaderChanged(void) {
+    nkLinkFanoutCheck();
+    nkProbeLeaseNow();
+}
+
 static const nkCoordHooks coord_hooks = {
     .follow = foFollow,
     .granted = leaseGranted,
@@ -1544,7 +1552,7 @@ static const nkCoordHooks coord_hooks = {
     .lease_max_ms = leaseMaxMs,
     .master_lease = nkProbeMasterLease,
     .drop_master_conn = nkProbeDropMasterConn,
-    .fanout_changed = nkLinkFanoutCheck,
+    .fanout_changed = coordLeaderChanged,
     .changed = probeChanged,
 };
 

@@ -176,6 +176,7 @@ static char master_runid[NK_RUNID_SIZE + 1];     /* the process we grant to */
 static long long master_clock_offset;   /* the offset of the answer master_clock is from */
 static long long granted_offset;        /* ... of the answer our last grant echoed */
 static long long want_grants;           /* grants sent at once for a "+WANT" push */
+static long long want_confirms;         /* ... of them confirmations only (handing over) */
 static int master_pushes;               /* the master pushed on this connection: our
                                          * grants echo the offset too */
 static long long master_infos;          /* the master's INFO read */
@@ -757,6 +758,12 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     foreign_since_us = 0;
 }
 
+/* A leader handing over confirms without granting, on the connection it
+ * granted on (hooks.confirming). */
+static int probeConfirming(void) {
+    return master_granted && hooks.confirming && hooks.confirming();
+}
+
 /* The master's watch thread pushed "+WANT <clock> <offset>": a WAIT on
  * the master waits for us to confirm that its stream reached offset (src/
  * nickv_lease.c, nickvLeaseWant). Taken as a lease answer's clock and
@@ -769,9 +776,14 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
  * bounded by the probe's queue. */
 static void probeWant(long long clock, long long offset) {
     probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : NULL;
-    if (!m || !m->is_master || !m->conn || !m->connected || !hooks.leader() || !hooks.granting() ||
-        !probeTrusted(m) || !master_identified || master_restarted || !master_clock)
+    if (!m || !m->is_master || !m->conn || !m->connected || !probeTrusted(m) || !master_identified ||
+        master_restarted || !master_clock || !(hooks.leader() ? hooks.granting() : probeConfirming()) ||
+        m->qlen + 1 >= NK_PROBE_QUEUE)
         return;
+    /* The master's clock runs no faster than ours (10 % and 100 ms
+     * spare): a clock further ahead than that is no time it sent, and
+     * would only have our grant refused. */
+    if (clock > master_clock + ((long long)getMonotonicUs() - master_clock_us) / 1000 * 11 / 10 + 100) return;
     /* A push of the same millisecond as the answer or push before it, with
      * more: the grant echoes both clock and offset (nickvMsgLeaseAt). An
      * older clock: a lease answer sent after the push was read first; it
@@ -1030,24 +1042,28 @@ static void probeSendCmd(probeNode *n, probeKind kind, const char *cmd, nkProbeR
         /* A grant from the master's last clock (a query while we have
          * none), for lease-time: nickv_failover.c counts it. */
         int grant = master_clock && !master_restarted && hooks.granting();
+        /* Handing over: "lease <t> 0", a confirmation of the offset read
+         * with t, no lease (the master extends nothing by it). */
+        int confirm = !grant && master_clock && !master_restarted && probeConfirming();
         long long lease_ms = grant ? hooks.lease_time() : 0;
         long long g_ms = grant ? nkLeaseGrantMs(lease_ms, master_clock_us, n->q[slot].sent_us) : 0;
         /* To a master that pushes, the offset read with the clock too
          * (src/nickv_lease.c, leaseConfirmed); an older one takes only the
          * four words. */
-        sds msg = grant && master_pushes
+        sds msg = (grant || confirm) && master_pushes
                       ? nickvMsgLeaseAt(master_clock, g_ms, nk.instance, nk.key, master_clock_offset)
-                      : nickvMsgLease(grant ? master_clock : 0, g_ms, nk.instance, nk.key);
+                      : nickvMsgLease(grant || confirm ? master_clock : 0, g_ms, nk.instance, nk.key);
         n->out = nkCatCommand(n->out, "REPLCONF", NICKV_REPLCONF, msg, NULL);
         sdsfree(msg);
         n->q[slot].tag = grant;
         if (grant) {
             hooks.granted(lease_ms);
             master_granted = 1;
-            /* The master learns from the echoed clock that we read this
-             * answer's offset (src/nickv_lease.c, leaseConfirmed). */
-            if (master_clock_offset > granted_offset) granted_offset = master_clock_offset;
         }
+        /* The master learns from the echoed clock that we read this
+         * answer's offset (src/nickv_lease.c, leaseConfirmed). */
+        if ((grant || confirm) && master_clock_offset > granted_offset) granted_offset = master_clock_offset;
+        if (confirm) want_confirms++;
     } else
         n->out = nkCatCommand(n->out, "PING", NULL);
     if (kind == PROBE_PING || kind == PROBE_LEASE) n->ping_us = n->q[slot].sent_us;
@@ -1418,7 +1434,8 @@ sds nkProbeInfo(sds s) {
         s = sdscatprintf(s, "master_verdict:%s\r\n", !m->valid ? "invalid" : (m->busy ? "busy" : "answers"));
     }
     s = nkWatchInfo(s);
-    s = sdscatprintf(s, "wait_grants:%lld\r\nprobe_master_infos:%lld\r\n", want_grants, master_infos);
+    s = sdscatprintf(s, "wait_grants:%lld\r\nwait_confirms:%lld\r\nprobe_master_infos:%lld\r\n", want_grants,
+                     want_confirms, master_infos);
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
@@ -1471,7 +1488,7 @@ void nkProbeResetStats(void) {
     probe_errors = 0;
     master_moves = 0;
     nkWatchResetStats();
-    want_grants = master_infos = 0;
+    want_grants = want_confirms = master_infos = 0;
     if (!nodes) return;
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
@@ -1538,6 +1555,18 @@ void nkProbeDropMasterConn(void) {
     if (!nodes || !listLength(nodes)) return;
     probeNode *m = listNodeValue(listFirst(nodes));
     if (m->is_master && m->conn) probeConnect(m);
+}
+
+/* Leadership won: the lease now, not at the next probe interval (up to
+ * 100 ms of a handover's pause). A query when we have no clock of the
+ * master's yet: its answer is granted at once (leaseAnswer). */
+void nkProbeLeaseNow(void) {
+    if (!nodes || !listLength(nodes)) return;
+    probeNode *m = listNodeValue(listFirst(nodes));
+    if (!m->is_master || !m->conn || !m->connected || !hooks.leader() || !probeTrusted(m) ||
+        m->qlen + 1 >= NK_PROBE_QUEUE)
+        return;
+    probeSend(m, PROBE_LEASE);
 }
 
 void nkProbeFollowMaster(const char *ip, int port) {

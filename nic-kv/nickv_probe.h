@@ -21,6 +21,9 @@ typedef struct nkProbeHooks {
     /* May the master's probe grant a lease now? For how long (ms), and
      * one of ms was sent now. */
     int (*granting)(void);
+    /* Not granting, but confirming what the master's stream reached for
+     * its WAITs ("lease <t> 0"): a leader handing over (nkCoordResigning). */
+    int (*confirming)(void);
     long long (*lease_time)(void);
     void (*granted)(long long ms);
     /* A verdict changed or a reply came: decide now, not at the next tick. */
@@ -123,5 +126,7 @@ const char *nkProbeMasterReplid(void);
 /* Close the master's probe connection (it may hold the master's grantor
  * place: another leader's turn). */
 void nkProbeDropMasterConn(void);
+/* Leadership won: a lease (or the query before it) to the master now. */
+void nkProbeLeaseNow(void);
 
 #endif

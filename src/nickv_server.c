@@ -63,7 +63,6 @@ char *nickvUser = NULL;
 #define NICKV_HANDOFF_WAIT_MS 3000
 /* How long a replica that advertises nickv-hold stays with the master. */
 #define NICKV_HOLD_SECONDS 30
-#define NICKV_LINKS 16              /* Nic-KV links remembered (nickvLinkSeen) */
 
 typedef struct nickvReplica {
     long long id;             /* Nic-KV's id for it */
@@ -119,8 +118,7 @@ static struct {
     mstime_t daemon_ack_moved; /* ... which moved then, or it was all caught up */
     list *retired;            /* client ids of daemons forgotten whose links
                                * are not freed yet: still no replicas */
-    uint64_t links[NICKV_LINKS];   /* Nic-KV links refused the daemon role */
-    int links_next;
+    list *links;              /* client ids of Nic-KV links refused the daemon role */
     long long idle_offset;     /* master_repl_offset when last seen moving */
     mstime_t idle_since;       /* ... and since when it stands still */
     time_t refused_logged;     /* rate limit for refused hellos */
@@ -181,6 +179,8 @@ static struct {
 
 static void nickvHeld(long long offset);
 static int nickvIdentSame(const nickvIdent *a, const nickvIdent *b);
+static int nickvUserOk(client *c);
+static int nickvIsLink(client *c);
 
 /* A Nic-KV link that is not the daemon's (its hello refused: nickv-offload
  * no, another Nic-KV's role) streams as an ordinary replica, but it is not
@@ -189,18 +189,27 @@ static int nickvIdentSame(const nickvIdent *a, const nickvIdent *b);
  * Before, with nickv-offload no and min-slaves 0, WAIT 1 was answered by
  * Nic-KV's link alone once the lease answers confirmed the offset (two
  * probe intervals later, so rarely seen), and the write could be on no
- * replica at all. Remembered by client id, the last NICKV_LINKS of them
- * (a closed one's id is never reused). */
+ * replica at all. Remembered by client id while the client lives, for
+ * hellos of the nickv-user only: others could not push a link out (a ring
+ * of the last 16 ids let 16 hellos from anyone do it). */
 static void nickvLinkSeen(client *c) {
-    for (int i = 0; i < NICKV_LINKS; i++)
-        if (NK.links[i] == c->id) return;
-    NK.links[NK.links_next] = c->id;
-    NK.links_next = (NK.links_next + 1) % NICKV_LINKS;
+    listIter li;
+    listNode *ln;
+    if (!nickvUserOk(c) || nickvIsLink(c)) return;
+    if (!NK.links) NK.links = listCreate();
+    listRewind(NK.links, &li);
+    while ((ln = listNext(&li)))
+        if (!lookupClientByID((uint64_t)(uintptr_t)listNodeValue(ln))) listDelNode(NK.links, ln);
+    listAddNodeTail(NK.links, (void *)(uintptr_t)c->id);
 }
 
 static int nickvIsLink(client *c) {
-    for (int i = 0; i < NICKV_LINKS; i++)
-        if (NK.links[i] == c->id) return 1;
+    listIter li;
+    listNode *ln;
+    if (!NK.links) return 0;
+    listRewind(NK.links, &li);
+    while ((ln = listNext(&li)))
+        if ((uint64_t)(uintptr_t)listNodeValue(ln) == c->id) return 1;
     return 0;
 }
 
@@ -1104,15 +1113,16 @@ static void nickvHeld(long long offset) {
  * grants our lease is taken at its word (nickvDaemonIsGrantor). */
 int nickvDirectAckCounts(long long offset) {
     client *d;
-    int linked;
     if (!nickvLease) return 1;
-    if ((linked = (d = nickvDaemon()) && nickvDaemonIsGrantor())) nickvHeld(d->repl_ack_off);
+    if ((d = nickvDaemon()) && nickvDaemonIsGrantor()) nickvHeld(d->repl_ack_off);
     if (!strcmp(NK.held_replid, server.replid) && NK.held >= offset) return 1;
     if (nickvLeaseConfirmedOffset() >= offset) return 1;
-    /* Without the grantor's link, confirmed within a round trip, not two
-     * probe intervals. With it, the link's own ACK comes as fast (it
-     * answers the WAIT's GETACK at once): a push would only double it. */
-    if (!linked) nickvLeaseWant();
+    /* Confirmed within a round trip, not two probe intervals. Also beside
+     * the grantor's link: a replica is direct then only while it is being
+     * handed over, or while the link itself starts (its PSYNC, the RDB),
+     * when the link's ACK does not come (a handover paused WAIT for
+     * 0.25 s when pushes waited for it). */
+    nickvLeaseWant();
     return 0;
 }
 

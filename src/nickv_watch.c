@@ -118,9 +118,9 @@ static _Atomic unsigned cmd_seq;          /* seqlock over cmd_name */
 static char cmd_name[WATCH_NAME];
 static _Atomic int is_master;             /* a master with nickv-lease yes */
 static _Atomic int grantor_watches;       /* authenticated connections of the grantor */
-/* The push (nickvWatchWant): its <now> and <offset>, and the pipe that
- * wakes the thread for it. */
-static _Atomic long long want_clock, want_offset;
+/* The push (nickvWatchWant): <now> and <offset> through a pipe, 16 bytes
+ * a write (atomic: the thread never reads half of one, nor the clock of
+ * one push with the offset of the next). */
 static int want_pipe[2] = {-1, -1};
 static _Atomic int may_prolong;           /* ... whose nickv-user is safe (nickvCron) */
 
@@ -210,15 +210,13 @@ int nickvWatchListeningPort(void) {
 
 /* Push "+WANT <clock> <offset>" to the grantor's watch connections (the
  * main thread; src/nickv_lease.c says why). 0 when nobody would read it:
- * no thread, or no connection of the grantor's. A full pipe loses
- * nothing: the thread reads the latest push when it wakes. */
+ * no thread, no connection of the grantor's, or a full pipe (the thread
+ * has not read the pushes before: this one goes at the next retry). */
 int nickvWatchWant(long long clock, long long offset) {
     if (!W.started || want_pipe[1] == -1 || !atomic_load_explicit(&grantor_watches, memory_order_relaxed))
         return 0;
-    atomic_store_explicit(&want_offset, offset, memory_order_relaxed);
-    atomic_store_explicit(&want_clock, clock, memory_order_release);
-    if (write(want_pipe[1], "w", 1) == -1 && errno != EAGAIN) return 0;
-    return 1;
+    long long pair[2] = {clock, offset};
+    return write(want_pipe[1], pair, sizeof(pair)) == (ssize_t)sizeof(pair);
 }
 
 /* ------------------------------------------------------- The thread --- */
@@ -386,10 +384,13 @@ static int watchOfGrantor(watchConn *c) {
 /* The main thread's push (nickvWatchWant): the latest, to each of the
  * grantor's connections. */
 static void watchPushWant(void) {
-    char drain[64];
-    while (read(want_pipe[0], drain, sizeof(drain)) > 0) {}
-    long long clock = atomic_load_explicit(&want_clock, memory_order_acquire);
-    long long offset = atomic_load_explicit(&want_offset, memory_order_relaxed);
+    long long buf[2 * 32], clock = 0, offset = 0;
+    ssize_t n;
+    while ((n = read(want_pipe[0], buf, sizeof(buf))) >= (ssize_t)(2 * sizeof(long long))) {
+        int last = (int)(n / (ssize_t)(2 * sizeof(long long))) - 1;
+        clock = buf[2 * last];
+        offset = buf[2 * last + 1];
+    }
     for (int i = 0; i < WATCH_CONNS && clock > 0; i++)
         if (watchOfGrantor(&W.conns[i])) watchReply(&W.conns[i], "+WANT %lld %lld\r\n", clock, offset);
 }

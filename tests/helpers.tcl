@@ -326,11 +326,15 @@ proc nickv_start_under {prefix master_port args} {
     # and a PING on the port would reach that server instead: wait for
     # nic-kv's own "listening on port" line, and pick another port if it
     # could not bind.
+    set given $args
     for {set attempt 0} {$attempt < 5} {incr attempt} {
         set port [find_available_port [expr {$::baseport + 250}] 200]
         set dir [file normalize [tmpdir nickv]]
         # Its failover state goes next to its log, never into the harness's
-        # working directory, where another test's Nic-KV would read it.
+        # working directory, where another test's Nic-KV would read it. (In
+        # this attempt's directory: a retry's state file went to the first
+        # attempt's, and a test reading it next to the log found none.)
+        set args $given
         if {[lsearch -exact $args --state-file] < 0} { lappend args --state-file $dir/nickv.state }
         set log $dir/nickv.log
         # Its stdout and stderr go to a file: a nic-kv left running by a

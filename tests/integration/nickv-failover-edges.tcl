@@ -245,6 +245,30 @@ nickv_topology [list master {nickv-offload no} overrides $fe_conf replicas 1 \
             "Nic-KV probes its own link"
     }
 
+    test {Nic-KV's link (nickv-offload no) never counts for WAIT, whatever other clients say} {
+        # Its hello is refused and it streams as an ordinary replica, but
+        # Nic-KV's backlog is no node a failover could promote. Before, its
+        # ACK counted once confirmed: WAIT 2 answered 2 with one replica.
+        # Hellos refused to other clients (not the nickv-user) do not make
+        # the master forget which connection is the link: a ring of the
+        # last 16 refused ones did.
+        set m [srv -1 client]
+        wait_for_condition 50 100 {
+            [string match "*port=[dict get $nk port],*" [$m info replication]]
+        } else {
+            fail "the master does not list Nic-KV's link"
+        }
+        assert_equal OK [nickv_write_when_good $nk $m set linked 1]
+        assert_equal 1 [$m wait 2 1000]
+        for {set i 0} {$i < 20} {incr i} {
+            set c [redis 127.0.0.1 [srv -1 port]]
+            catch {$c replconf nickv "hello"}
+            $c close
+        }
+        $m set linked 2
+        assert_equal 1 [$m wait 2 1000]
+    }
+
     test {Nic-KV failover: CONFIG SET failover no calls off an attempt under way} {
         exec kill -9 $master_pid
         wait_for_condition 50 100 {
