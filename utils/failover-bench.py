@@ -677,6 +677,14 @@ class Shard:
                 p.wait()
 
 
+def shard_nickv_argv(port, master_port):
+    """A shard's nic-kv, as every shard starts it: failover yes,
+    min-slaves 1, Nic-KV's own user."""
+    return [os.path.join(BIN, "nic-kv"), "--port", str(port), "--master-host", "127.0.0.1",
+            "--master-port", str(master_port), "--failover", "yes", "--min-slaves", "1",
+            "--masteruser", "nickv", "--masterauth", NICKV_PASS]
+
+
 class CoordShard(Shard):
     """Nic-KV coordinated through etcd: a Nic-KV per server."""
 
@@ -698,10 +706,7 @@ class CoordShard(Shard):
 
     def start_coord(self, i):
         self.cprocs[i] = spawn(
-            [os.path.join(BIN, "nic-kv"), "--port", str(self.coords[i]),
-             "--master-host", "127.0.0.1", "--master-port", str(self.nodes[0]),
-             "--failover", "yes", "--min-slaves", "1", "--masteruser", "nickv",
-             "--masterauth", NICKV_PASS, "--coordinator", self.etcd.urls,
+            shard_nickv_argv(self.coords[i], self.nodes[0]) + ["--coordinator", self.etcd.urls,
              # The bench's etcd runs without authentication, on loopback:
              # a deployment sets coordinator-user (NIC-KV.md, "Many Nic-KVs").
              "--coordinator-insecure", "yes",
@@ -771,10 +776,7 @@ class SingleShard(Shard):
 
     def start_coord(self, i):
         self.cprocs[i] = spawn(
-            [os.path.join(BIN, "nic-kv"), "--port", str(self.coords[i]),
-             "--master-host", "127.0.0.1", "--master-port", str(self.nodes[0]),
-             "--failover", "yes", "--min-slaves", "1", "--masteruser", "nickv",
-             "--masterauth", NICKV_PASS, "--lease-time", str(self.lease_ms),
+            shard_nickv_argv(self.coords[i], self.nodes[0]) + ["--lease-time", str(self.lease_ms),
              "--state-file", os.path.join(self.out, "nic-kv.state"),
              "--logfile", os.path.join(self.out, "nic-kv.log")]
             + [a for p in self.nodes for a in ("--node", f"127.0.0.1:{p}")], self.coords[i], "nic-kv")
