@@ -783,7 +783,15 @@ static void probeWant(long long clock, long long offset) {
     /* The master's clock runs no faster than ours (10 % and 100 ms
      * spare): a clock further ahead than that is no time it sent, and
      * would only have our grant refused. */
-    if (clock > master_clock + ((long long)getMonotonicUs() - master_clock_us) / 1000 * 11 / 10 + 100) return;
+    long long since_ms = ((long long)getMonotonicUs() - master_clock_us) / 1000;
+    if (clock > master_clock + since_ms * 11 / 10 + 100) return;
+    /* A push sent long before we read it (we were stopped, or it waited
+     * in a buffer) is not answered: the grant would raise our ack bound
+     * (granted_offset) for a master that may be gone meanwhile, and the
+     * failover would then wait for writes nobody acknowledged
+     * (nickv-failover-edges, "a direct replica ahead of Nic-KV ...").
+     * A master still waiting pushes again within 50 ms. */
+    if (master_clock + since_ms - clock > hooks.lease_time()) return;
     /* A push of the same millisecond as the answer or push before it, with
      * more: the grant echoes both clock and offset (nickvMsgLeaseAt). An
      * older clock: a lease answer sent after the push was read first; it

@@ -57,6 +57,25 @@ proc co_index {port} {
 
 proc co_level {i} { expr {$i - 2} }
 
+# Node 0's Nic-KV, leading, killed (-9); once a standby leads: its
+# options, for nickv_restart.
+proc co_kill_leading_nickv {} {
+    wait_for_condition 300 100 {
+        [co_leaders] eq {0}
+    } else {
+        fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]"
+    }
+    set saved [co_nk 0]
+    nickv_stop $saved KILL
+    set ::co(nk,0) {}
+    wait_for_condition 100 100 {
+        [llength [co_leaders]] == 1
+    } else {
+        fail "no standby leads: [co_role 1] [co_role 2]"
+    }
+    return $saved
+}
+
 # Until the clock reads until_ms, neither standby (nodes 1 and 2) leads;
 # if one does, the stopped relays are let go and the test fails with msg.
 proc co_standbys_wait {until_ms relay_pids msg} {
@@ -430,19 +449,7 @@ start_server [list overrides $co_conf] {
         # must go on leading: before, it read the member key's presence
         # from its last leadership and resigned at once to the dead Nic-KV,
         # and nobody granted the master for seconds.
-        wait_for_condition 300 100 {
-            [co_leaders] eq {0}
-        } else {
-            fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]"
-        }
-        set saved [co_nk 0]
-        nickv_stop $saved KILL
-        set co(nk,0) {}
-        wait_for_condition 100 100 {
-            [llength [co_leaders]] == 1
-        } else {
-            fail "no standby leads: [co_role 1] [co_role 2]"
-        }
+        set saved [co_kill_leading_nickv]
         set x [lindex [co_leaders] 0]
         set y [expr {3 - $x}]
         set co(nk,0) [nickv_restart $saved]
@@ -485,19 +492,7 @@ start_server [list overrides $co_conf] {
         # offset to the leader, which grants at once (src/nickv_lease.c,
         # nickvLeaseWant). WAITs of 0.15 s or more are counted: all of them
         # before, a few on a loaded machine now.
-        wait_for_condition 300 100 {
-            [co_leaders] eq {0}
-        } else {
-            fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]"
-        }
-        set saved [co_nk 0]
-        nickv_stop $saved KILL
-        set co(nk,0) {}
-        wait_for_condition 100 100 {
-            [llength [co_leaders]] == 1
-        } else {
-            fail "no standby leads: [co_role 1] [co_role 2]"
-        }
+        set saved [co_kill_leading_nickv]
         set x [lindex [co_leaders] 0]
         set mc [redis 127.0.0.1 $co(port,0)]
         wait_for_condition 200 50 {
