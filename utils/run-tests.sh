@@ -193,8 +193,13 @@ for suite in $suites; do
         fi
         args=()
         for u in $(skv_units | grep '^integration/nickv'); do args+=(--single "skv/$u"); done
+        # One file at a time: the debug build is slower, and two of its
+        # files at once (nickv-failover-edges beside nickv-coordinator)
+        # failed timing-bound tests on this 2-core machine (2026-11-29:
+        # 3 of 251). About 4 minutes more; the same files run two at a
+        # time in the skv suite.
         run_suite skv-debug count_runtest \
-            bash -c "cd '$tree' && SKV_NICKV=src/nic-kv-debug ./runtest --clients 2 ${args[*]} ${SKV_RUNTEST_ARGS:-}"
+            bash -c "cd '$tree' && SKV_NICKV=src/nic-kv-debug ./runtest --clients 1 ${args[*]} ${SKV_RUNTEST_ARGS:-}"
         pkill -f '^src/nic-kv-debug ' 2>/dev/null || true
         pkill -f 'tests/skv/fake-peer.tcl' 2>/dev/null || true ;;
     arm64)
