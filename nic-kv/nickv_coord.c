@@ -425,6 +425,19 @@ int nkCoordMember(const char *ip, int port) {
     return found;
 }
 
+/* ... and all of them, up to max (the same condition). Main thread. */
+int nkCoordMembers(nkNodeAddr *out, int max) {
+    int n = 0;
+    if (C.role == CO_OFF || !nk.cfg.coordinator_user) return 0;
+    pthread_mutex_lock(&S.lock);
+    for (int i = 0; i < S.nmembers && n < max; i++, n++) {
+        snprintf(out[n].ip, sizeof(out[n].ip), "%s", S.members[i].ip);
+        out[n].port = S.members[i].port;
+    }
+    pthread_mutex_unlock(&S.lock);
+    return n;
+}
+
 
 /* One round: what the main thread asked (in), what etcd said (out). */
 typedef struct coordRound {

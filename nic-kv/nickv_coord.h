@@ -45,6 +45,7 @@ int nkCoordNamed(const char *ip, int port);
 /* A node a Nic-KV of the deployment registered in etcd (with etcd's
  * authentication): a member (nickv_member.c). */
 int nkCoordMember(const char *ip, int port);
+int nkCoordMembers(nkNodeAddr *out, int max);
 int nkCoordRecordNamed(char ip[][NK_COORD_ADDR], int *ports, int max);
 void nkCoordPublish(long long epoch, const char *ip, int port);
 int nkCoordPublished(long long epoch);

@@ -1282,6 +1282,9 @@ static void tickWatching(foSight *s) {
         return;
     }
     repointTick();
+    /* With a coordinator only: a single Nic-KV's list survives it (the
+     * state file), a leader's does not reach the next leader. */
+    if (nkCoordOn() && s->have_m && m->valid) strayTick();
     const char *cip;
     int cport;
     if (nkClusterOn() && s->have_m && nkClusterSuccessor(m->reach, m->port, &cip, &cport)) {

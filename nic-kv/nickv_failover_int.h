@@ -184,6 +184,9 @@ void foSwitchMaster(const char *old_ip, int old_port, const char *new_ip, int ne
 void repointAdd(const char *ip, int port, int old_master);
 void repointRemove(const char *ip, int port);
 void repointTick(void);
+/* ... and members that follow no master or another node (strays): on the
+ * list too (the leader's, every tick). */
+void strayTick(void);
 /* ... a fire-and-forget command's reply: errors are logged (the failover
  * sends the winner CONFIG REWRITE with it too). */
 void logReply(long long tag, const char *ip, int port, const char *reply, size_t len,

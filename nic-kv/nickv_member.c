@@ -53,6 +53,16 @@ int nkMember(const char *ip, int port) {
     return nkCoordMember(ip, port);
 }
 
+int nkMembers(nkNodeAddr *out, int max) {
+    int n = 0;
+    if (n < max && nk.cfg.master_host && nkAddrNumeric(nk.cfg.master_host)) {
+        snprintf(out[n].ip, sizeof(out[n].ip), "%s", nk.cfg.master_host);
+        out[n++].port = nk.cfg.master_port;
+    }
+    for (int i = 0; i < nk.cfg.nodecount && n < max; i++) out[n++] = nk.cfg.nodes[i];
+    return n + nkCoordMembers(out + n, max - n);
+}
+
 /* Start-up and CONFIG SET of failover, min-slaves and node: a failover or
  * min-slaves with no node named would promote, or count, nobody. */
 int nkMembersCheck(const char **err) {

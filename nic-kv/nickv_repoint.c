@@ -14,6 +14,17 @@
  * (nickv_state.c), which records it; repointTick, every tick, works
  * through it. A node repointed is kept out of the candidates for
  * NK_FAILOVER_COOLDOWN_MS if it was the old master (no ping-pong).
+ *
+ * The list is the leader's own (and its state file's): a node that was
+ * down when the failover ran, and comes back after leadership moved to
+ * another Nic-KV, is on no leader's list. So the leader also looks, every
+ * NK_STRAY_CHECK_MS, for strays (strayTick): members the master has not
+ * listed as replicas for NK_STRAY_UNLISTED_MS that answer and say they
+ * are a master, or replicate from another node than the master (a
+ * restarted node whose configuration names an old master, now a
+ * replica). Such a node serves nothing (a master without a lease) or
+ * counts for nothing (a replica of a replica), and Sentinel would fix it
+ * too: it goes on the list.
  */
 
 #include "nickv_failover_int.h"
@@ -21,6 +32,7 @@
 #include "nickv_member.h"
 #include "nickv_probe.h"
 #include "nickv_cluster.h"
+#include "nickv_resolve.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -236,5 +248,69 @@ void repointTick(void) {
             nkProbeCommand(r->node.ip, r->node.port, logReply, 0, "CLIENT", "KILL", "TYPE", "NORMAL", NULL);
         nkLogRepeat(LL_NOTICE, NULL, "Failover: making %s:%d a replica of %s:%d%s", r->node.reach,
                     r->node.port, F.master.reach, mport, r->rdma ? " (RDMA)" : "");
+    }
+}
+
+/* ------------------------------------------------------------- Strays --- */
+
+#define NK_STRAY_CHECK_MS 2000          /* the leader looks for strays this often */
+#define NK_STRAY_UNLISTED_MS 5000       /* ... among members unlisted this long */
+#define NK_STRAY_MAX 64
+
+static long long stray_next_ms;
+
+/* Is ip:port the master's address (or its RDMA port)? */
+static int strayFollowsMaster(const nkInfo *in) {
+    if (!nkSameAddr(in->master_host, F.master.reach) && !nkSameAddr(in->master_host, F.master.ip)) return 0;
+    return in->master_port == F.master.port || (masterRdmaPort() && in->master_port == masterRdmaPort());
+}
+
+static void strayReply(long long tag, const char *ip, int port, const char *reply, size_t len, int is_error) {
+    nkInfo in;
+    nkProbeView v;
+    /* Asked for another master, or listed meanwhile: nothing to do. */
+    if (tag != F.epoch || is_error || F.state != FO_WATCHING) return;
+    if (nkProbeFind(ip, port, &v) && v.listed) return;
+    nkInfoParse(reply, len, &in);
+    if (in.bad[0] || in.cluster == 1 || isMasterProcess(in.runid)) return;
+    int master = !strcmp(in.role, "master");
+    if (!master && (strcmp(in.role, "slave") || strayFollowsMaster(&in))) return;
+    if (master)
+        nkLog(LL_WARNING, "Failover: %s:%d is a master, not a replica of the master %s:%d (down when the "
+              "master moved?): it is made one", ip, port, F.master.reach, F.master.port);
+    else
+        nkLog(LL_WARNING, "Failover: %s:%d replicates from %s:%d, not from the master %s:%d (down when the "
+              "master moved?): it is made a replica of the master", ip, port, in.master_host, in.master_port,
+              F.master.reach, F.master.port);
+    repointAdd(ip, port, master);
+    stateSave();
+}
+
+void strayTick(void) {
+    nkNodeAddr m[NK_STRAY_MAX];
+    long long now = foNowMs();
+    if (now < stray_next_ms || nkClusterOn()) return;
+    stray_next_ms = now + NK_STRAY_CHECK_MS;
+    int n = nkMembers(m, NK_STRAY_MAX);
+    for (int i = 0; i < n; i++) {
+        nkProbeView v;
+        int dup = 0, listed = 0;
+        for (int j = 0; j < i && !dup; j++) dup = m[j].port == m[i].port && nkSameAddr(m[j].ip, m[i].ip);
+        if (dup || (m[i].port == F.master.port && (nkSameAddr(m[i].ip, F.master.reach) ||
+                                                    nkSameAddr(m[i].ip, F.master.ip))))
+            continue;
+        for (int j = 0; j < F.nrepoint && !listed; j++)
+            listed = F.repoint[j].node.port == m[i].port && nkSameAddr(F.repoint[j].node.reach, m[i].ip);
+        if (listed) continue;
+        if (!nkProbeFind(m[i].ip, m[i].port, &v)) {
+            /* Never seen, or forgotten: the probes look at it from now on. */
+            nkProbeWatch(m[i].ip, m[i].port, 1);
+            continue;
+        }
+        if (v.listed || v.is_master || v.unlisted_ms_ago < NK_STRAY_UNLISTED_MS || !v.connected ||
+            v.answered_ms_ago < 0 || v.answered_ms_ago > NK_STRAY_CHECK_MS)
+            continue;
+        nkProbeWatch(m[i].ip, m[i].port, 1);
+        nkProbeCommand(m[i].ip, m[i].port, strayReply, F.epoch, "INFO", "server", "replication", "cluster", NULL);
     }
 }

@@ -34,6 +34,33 @@ each beside Sentinel on a shard of its own:
   nickv    the master's server's coordinating process alone killed (-9):
            the longest time without an acknowledged append
 
+--scenarios kills (the single mode beside the coordinated one: master's
+node kills on a seeded schedule) and mixed: --faults-per-run faults of
+every kind below, in an order and with gaps (1-4 s) drawn from --seed, the
+same for Nic-KV coordinated (leader-ttl 2 s, lease-time 250 ms) and
+Sentinel (down-after 1000 ms); after each, appends until the topology is
+whole again. Per kind: the longest time without an acknowledged append,
+from the last one before the fault until whole again (median, max):
+
+  node             the master's node killed (-9), restarted (empty) once
+                   a new master acknowledged an append
+  server           the master's server lost: its node and its
+                   coordinating process killed together, both restarted
+                   likewise (whole, a coordinated shard's leader is on
+                   the master's server: the leader goes with it)
+  server-elsewhere the master's node killed; as soon as the new master
+                   acknowledged an append, its whole server killed,
+                   before leadership could follow it (the window counts
+                   from the second kill)
+  pause            the master's node and its coordinating process
+                   stopped (SIGSTOP) for 2 s
+  coord-leading    the coordinating process on the master's server (the
+                   leader, for Nic-KV) killed, restarted 3 s later
+  coord-standby    the coordinating process on another server killed,
+                   restarted 3 s later
+  etcd             an etcd member killed, restarted 3 s later (Nic-KV
+                   only: Sentinel has none; skipped there)
+
 Nic-KV coordinated: three etcd members, three nodes (nickv-lease yes) and
 a Nic-KV per node (--local-node, --coordinator, failover yes, min-slaves
 1). Sentinel: three nodes without the lease and three redis-sentinel
@@ -110,7 +137,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SKV_BIN") or os.path.join(TOP, "build", "bin")
 CLASSIC = ["replica", "master", "failback"]
 SERVER = ["server", "nickv"]
-KILLS = ["kills"]
+KILLS = ["kills", "mixed"]
+MIXED_KINDS = ["node", "server", "server-elsewhere", "pause", "coord-leading", "coord-standby", "etcd"]
+MIXED_PAUSE_S = 2.0     # how long a paused server stays stopped
+MIXED_RESTART_S = 3.0   # a killed coordinating process or etcd member restarts after this
 DETECT = ["detect", "lease"]
 # The error replies a Writer counts (Writer._count).
 ERRORS = ("NOREPLICAS", "READONLY", "MASTERDOWN", "other")
@@ -589,6 +619,13 @@ class Etcd:
             time.sleep(0.2)
         self.urls = "etcd://" + endpoints
 
+    def kill_member(self, i):
+        self.procs[i].kill()
+        self.procs[i].wait()
+
+    def start_member(self, i):
+        self.procs[i] = subprocess.Popen(self.argvs[i], stdout=self.logs[i], stderr=subprocess.STDOUT)
+
     def stop(self):
         for p in self.procs:
             if p and p.poll() is None:
@@ -1062,6 +1099,151 @@ def kills_bench(args):
             f.write(",".join(str(c) for c in cells) + "\n")
     print(f"table: {args.out}/kills.csv")
     return sum(r[4] for r in rows if r[4] is not None), any(r[1] is None for r in rows)
+
+
+def mixed_schedule(seed, n):
+    """n faults, each kind as often as n allows, in an order and with gaps
+    drawn from seed: [(kind, gap s)]."""
+    rng = random.Random(seed)
+    kinds = [MIXED_KINDS[i % len(MIXED_KINDS)] for i in range(n)]
+    rng.shuffle(kinds)
+    return [(k, rng.uniform(1.0, 4.0)) for k in kinds]
+
+
+def mixed_fault(shard, writer, kind):
+    """Inject one fault of kind and recover from it, appending all the
+    while; returns the (time, address) acknowledgements and when the fault
+    began (the second kill, for server-elsewhere)."""
+    acks = []
+
+    def until_moved(old, what):
+        acks.extend(drive(writer, lambda a: any(addr[1] != old for _, addr in a), 60, what))
+
+    def for_s(seconds, what):
+        t0 = time.monotonic()
+        acks.extend(drive(writer, lambda a: time.monotonic() - t0 >= seconds, seconds + 10, what))
+
+    m = shard.master_index()
+    old = shard.nodes[m]
+    fault = time.monotonic()
+    if kind == "node":
+        shard.kill_node(m)
+        until_moved(old, "failed over (node)")
+        shard.start_node(m)
+    elif kind == "server":
+        shard.kill_node(m)
+        shard.kill_coord(m)
+        until_moved(old, "failed over (server)")
+        shard.start_node(m)
+        shard.start_coord(m)
+    elif kind == "server-elsewhere":
+        shard.kill_node(m)
+        until_moved(old, "failed over (server-elsewhere, first kill)")
+        shard.start_node(m)
+        m2 = shard.master_index()
+        old2 = shard.nodes[m2]
+        fault = time.monotonic()
+        acks.clear()
+        shard.kill_node(m2)
+        shard.kill_coord(m2)
+        until_moved(old2, "failed over (server-elsewhere, second kill)")
+        shard.start_node(m2)
+        shard.start_coord(m2)
+    elif kind == "pause":
+        pids = [shard.procs[m].pid, shard.cprocs[m].pid]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            for_s(MIXED_PAUSE_S, "writing while a server is paused")
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+    elif kind in ("coord-leading", "coord-standby"):
+        c = m if kind == "coord-leading" else (m + 1) % len(shard.nodes)
+        shard.kill_coord(c)
+        for_s(MIXED_RESTART_S, "writing while a coordinating process is down")
+        shard.start_coord(c)
+    elif kind == "etcd":
+        i = random.Random(int(fault * 1000)).randrange(3)
+        shard.etcd.kill_member(i)
+        for_s(MIXED_RESTART_S, "writing while an etcd member is down")
+        shard.etcd.start_member(i)
+    whole = whole_flag(shard, 120)
+    acks.extend(drive(writer, lambda a: whole.is_set(), 125, f"whole again after {kind}"))
+    return acks, fault
+
+
+def mixed_run(shard, schedule):
+    """The schedule on shard: per kind the windows (ms), the acknowledged
+    appends, their rate over the run, and those lost."""
+    writer = Writer(shard, "bench:mixed")
+    drive(writer, lambda a: shard.whole(), 60, "whole at the start")
+    windows = {k: [] for k in MIXED_KINDS}
+    begin = time.monotonic()
+    for n, (kind, gap) in enumerate(schedule):
+        if kind == "etcd" and not isinstance(shard, CoordShard):
+            continue
+        t0 = time.monotonic()
+        before = drive(writer, lambda a: time.monotonic() - t0 >= gap, gap + 10, "writing before the fault")
+        acks, fault = mixed_fault(shard, writer, kind)
+        windows[kind].append(longest_pause(before + acks, fault))
+        log(f"{shard.system}, fault {n + 1}/{len(schedule)}: {kind}: longest pause "
+            f"{windows[kind][-1]:.0f} ms; master now {shard.master()[1]}")
+    elapsed = time.monotonic() - begin
+    lost = writer.check()
+    return windows, len(writer.acked), len(writer.acked) / elapsed, lost
+
+
+def mixed_bench(args):
+    """The mixed scenario, same schedule, on the coordinated mode and on
+    Sentinel (down-after 1000); the table."""
+    ports = PortRange(args.port + 100, args.port + 1000)
+    schedule = mixed_schedule(args.seed, args.faults_per_run)
+    systems = [lambda: CoordShard(ports, os.path.join(args.out, "mixed-coordinated"), 2, 250),
+               lambda: SentinelShard(ports, os.path.join(args.out, "mixed-sentinel-1000"), 1000)]
+    rows = []
+    for make in systems:
+        shard = make()
+        try:
+            try:
+                rows.append((shard.system,) + mixed_run(shard, schedule))
+            except SystemExit as e:
+                log(f"{shard.system}, mixed: {e}; logs in {shard.out}")
+                shutil.copytree(shard.out, shard.out + "-stuck", dirs_exist_ok=True)
+                rows.append((shard.system, None, None, None, None))
+        finally:
+            shard.stop()
+    print()
+    print(f"Mixed faults: {len(schedule)} faults, seed {args.seed} (the same order and gaps for each "
+          "system; etcd faults for Nic-KV only).")
+    print("One client, appends with WAIT 1 (acknowledged: >= 1 within 1 s). Window: the longest time "
+          "without an acknowledged append,")
+    print("from the last one before the fault until the topology is whole again. Rate: acknowledged "
+          "appends per second over the run.")
+    print()
+    print("| fault | " + " | ".join(f"{r[0]}: median / max ms" for r in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    with open(os.path.join(args.out, "mixed.csv"), "w") as f:
+        f.write("system,fault,faults,median_ms,max_ms\n")
+        for kind in MIXED_KINDS:
+            cells = []
+            for system, w, _, _, _ in rows:
+                if w is None:
+                    cells.append("stuck: see the log")
+                elif not w[kind]:
+                    cells.append("-")
+                else:
+                    med, mx = statistics.median(w[kind]), max(w[kind])
+                    cells.append(f"{med:.0f} / {mx:.0f} ({len(w[kind])})")
+                    f.write(f"{system},{kind},{len(w[kind])},{med:.0f},{mx:.0f}\n")
+            print(f"| {kind} | " + " | ".join(cells) + " |")
+        print("| acknowledged, per s | " + " | ".join(
+            "stuck" if r[1] is None else f"{r[2]}, {r[3]:.0f}/s" for r in rows) + " |")
+        print("| acknowledged lost | " + " | ".join(
+            "stuck" if r[1] is None else str(r[4]) for r in rows) + " |")
+    print(f"table: {args.out}/mixed.csv")
+    lost = sum(r[4] for r in rows if r[1] is not None and r[0].startswith("Nic-KV"))
+    return lost, any(r[1] is None for r in rows)
 
 
 WHAT = {
@@ -1589,7 +1771,10 @@ def main():
     ap.add_argument("--kills", type=int, default=10,
                     help="the kills scenario: kills -9 of the master's node per system")
     ap.add_argument("--seed", type=int, default=1,
-                    help="the kills scenario: the seed of its schedule (the same for each system)")
+                    help="the kills and mixed scenarios: the seed of their schedule (the same for "
+                         "each system)")
+    ap.add_argument("--faults-per-run", type=int, default=21,
+                    help="the mixed scenario: faults per system (each kind as often as this allows)")
     ap.add_argument("--coord-configs", default="2/500",
                     help="the coordinated Nic-KV configurations, leader-ttl/lease-time "
                          "(s/ms), comma-separated: one shard each, side by side")
@@ -1640,6 +1825,10 @@ def main():
         stuck = any(r[2] is None for r in rows)
     if "kills" in wanted:
         k_lost, k_stuck = kills_bench(args)
+        lost += k_lost
+        stuck = stuck or k_stuck
+    if "mixed" in wanted:
+        k_lost, k_stuck = mixed_bench(args)
         lost += k_lost
         stuck = stuck or k_stuck
     if any(s in DETECT for s in wanted):

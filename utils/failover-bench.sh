@@ -18,7 +18,8 @@
 #                           [--faults kill,stop,sleep-0.3,sleep-1,sleep-3]
 #                           [--lease-times 500,300,200,150] [--steady 30] [--load-clients 4]
 #                           [--wait-cmd CMD] (run and waited for before each detect/lease run)
-#                           [--scenarios replica,master,failback,server,nickv,detect,lease]
+#                           [--scenarios replica,master,failback,server,nickv,detect,lease,kills,mixed]
+#                           [--kills 10] [--faults-per-run 21] [--seed 1] (kills, mixed)
 #
 # Needs a build (make; or SKV_BIN=<a build's bin directory>, e.g. the main
 # tree's from a worktree), redis-py (utils/setup-deps.sh test installs it

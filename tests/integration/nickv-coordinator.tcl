@@ -57,6 +57,18 @@ proc co_index {port} {
 
 proc co_level {i} { expr {$i - 2} }
 
+# "master", or "slave <its master's port>", of the node on port ({} if it
+# does not answer).
+proc co_node_role {port} {
+    if {[catch {
+        set c [redis 127.0.0.1 $port]
+        set r [$c role]
+        $c close
+    }]} { return {} }
+    if {[lindex $r 0] eq {slave}} { return "slave [lindex $r 2]" }
+    return [lindex $r 0]
+}
+
 # Node 0's Nic-KV, leading, killed (-9); once a standby leads: its
 # options, for nickv_restart.
 proc co_kill_leading_nickv {} {
@@ -767,6 +779,56 @@ start_server [list overrides $co_conf] {
         if {$err ne {}} { fail "$err: [co_state]" }
         # The old master, resumed, is made a replica; all whole again.
         wait_for_condition 600 100 { [co_whole] } else { fail "not whole again: [co_state]" }
+    }
+
+    test {Many Nic-KVs: a node down while the master moved, back once leadership followed, is made a replica} {
+        # The master's process dies, its Nic-KV fails it over, and the node
+        # stays down until leadership has followed the new master to its
+        # server. The nodes to repoint were the old leader's list: before,
+        # no leader made the node a replica (a master without a lease, for
+        # ever), and the shard was never whole again (found by
+        # failover-bench --scenarios mixed, "server-elsewhere").
+        wait_for_condition 300 100 { [co_whole] } else { fail "not whole: [co_state]" }
+        set m [co_index [lindex [co_master_addr] 1]]
+        exec kill -9 [srv [co_level $m] pid]
+        wait_for_condition 300 100 {
+            [set x [co_index [lindex [co_master_addr] 1]]] != $m && [co_leaders] eq $x
+        } else {
+            fail "leadership did not follow the new master: [co_state]"
+        }
+        # Back as a master (its configuration may name an old master: not
+        # any more), empty.
+        set conf [srv [co_level $m] config_file]
+        set lines [lsearch -all -inline -not -regexp [split [exec cat $conf] "\n"] {^(replicaof|slaveof) }]
+        set fd [open $conf w]
+        puts $fd [join $lines "\n"]
+        close $fd
+        restart_server [co_level $m] true false 0
+        assert_equal master [co_node_role $co(port,$m)]
+        # (Its clients are killed as it is made a replica: a new one each time.)
+        wait_for_condition 300 100 {
+            [co_node_role $co(port,$m)] eq "slave $co(port,$x)"
+        } else {
+            fail "node $m is not made a replica of node $x: [co_node_role $co(port,$m)] [co_state]"
+        }
+        reconnect [co_level $m]
+        assert_match "*127.0.0.1:$co(port,$m) is a master, not a replica of the master*" \
+            [exec cat [dict get [co_nk $x] log]]
+        wait_for_condition 300 100 { [co_whole] } else { fail "not whole again: [co_state]" }
+        set mm [redis 127.0.0.1 $co(port,$x)]
+        $mm select 9
+        $mm set stray-check 1
+        assert_equal 2 [$mm wait 2 5000]
+        set others {}
+        for {set i 0} {$i < 3} {incr i} {
+            if {$i == $x} continue
+            set c [redis 127.0.0.1 $co(port,$i)]
+            $c select 9
+            lappend others $c
+        }
+        nickv_assert_digests $mm $others
+        foreach c $others { $c close }
+        $mm close
     }
 
     foreach i [co_alive] { nickv_stop [co_nk $i] }
