@@ -1277,14 +1277,16 @@ static void tickWatching(foSight *s) {
     if (!nkCoordLeader()) {
         /* A standby: the leader decides (and the master's probe is only a
          * PING here: it answers once connected). */
+        strayTick(0);
         setBlocked(!s->have_m || m->valid || m->answered_ms_ago < 0 ? "" :
                    "this Nic-KV is a standby: the leader decides (INFO coordinator)");
         return;
     }
     repointTick();
     /* With a coordinator only: a single Nic-KV's list survives it (the
-     * state file), a leader's does not reach the next leader. */
-    if (nkCoordOn() && s->have_m && m->valid) strayTick();
+     * state file), a leader's does not reach the next leader. Not with
+     * failover no: an operator's hands are on the nodes. */
+    strayTick(nkCoordOn() && nk.cfg.failover && s->have_m && m->valid);
     const char *cip;
     int cport;
     if (nkClusterOn() && s->have_m && nkClusterSuccessor(m->reach, m->port, &cip, &cport)) {

@@ -186,7 +186,7 @@ void repointRemove(const char *ip, int port);
 void repointTick(void);
 /* ... and members that follow no master or another node (strays): on the
  * list too (the leader's, every tick). */
-void strayTick(void);
+void strayTick(int leading);
 /* ... a fire-and-forget command's reply: errors are logged (the failover
  * sends the winner CONFIG REWRITE with it too). */
 void logReply(long long tag, const char *ip, int port, const char *reply, size_t len,

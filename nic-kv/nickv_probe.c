@@ -97,6 +97,9 @@ typedef struct probeNode {
     int behind;                 /* streams from us (else a direct replica) */
     int listed;                 /* the master, or a replica listed now */
     int watched;                /* kept while unlisted (nkProbeWatch) */
+    int checking;               /* added by nkProbeCheck, never listed since:
+                                 * hidden from nkProbeNodes, never named,
+                                 * announced or an event's subject */
     int remembered;             /* from the state file: listed until the
                                  * master's own list is read */
     int authed;                 /* a replica's connection: AUTH sent */
@@ -253,7 +256,7 @@ static int probeIsMasterAddr(const probeNode *n) {
  * follows a +sdown said of the same node, as Sentinel's. */
 static void probeEvent(probeNode *n, int down) {
     probeNode *m = listLength(nodes) ? listNodeValue(listFirst(nodes)) : n;
-    if (probeIsMasterAddr(n) || (!down && !n->sdown_said)) return;
+    if (n->checking || probeIsMasterAddr(n) || (!down && !n->sdown_said)) return;
     n->sdown_said = down;
     hooks.event(down ? "+sdown" : "-sdown", n->is_master, n->reach, n->port, m->reach, m->port, NULL);
     if (n->is_master)
@@ -267,7 +270,7 @@ void nkProbeAnnounceReplicas(const char *ip, int port) {
     listRewind(nodes, &li);
     while ((ln = listNext(&li))) {
         probeNode *n = listNodeValue(ln);
-        if (n->is_master || (n->port == port && !strcmp(n->reach, ip))) continue;
+        if (n->is_master || n->checking || (n->port == port && !strcmp(n->reach, ip))) continue;
         hooks.event("+slave", 0, n->reach, n->port, ip, port, NULL);
         n->sdown_said = !n->valid;
         if (!n->valid) hooks.event("+sdown", 0, n->reach, n->port, ip, port, NULL);
@@ -1097,6 +1100,8 @@ static probeNode *nodeFind(const char *ip, int port, int is_master) {
     return NULL;
 }
 
+static int add_quietly;                 /* nodeAdd announces no +slave (nkProbeCheck) */
+
 static probeNode *nodeAdd(const char *ip, int port, int is_master) {
     probeNode *n = zcalloc(sizeof(*n));
     snprintf(n->ip, sizeof(n->ip), "%s", ip);
@@ -1111,7 +1116,7 @@ static probeNode *nodeAdd(const char *ip, int port, int is_master) {
     n->listed = is_master;      /* a replica: by nodesRefresh's pass */
     if (is_master) listAddNodeHead(nodes, n); else listAddNodeTail(nodes, n);
     health_dirty = 1;
-    if (!is_master && listLength(nodes) > 1 && !probeIsMasterAddr(n)) {
+    if (!is_master && !add_quietly && listLength(nodes) > 1 && !probeIsMasterAddr(n)) {
         probeNode *m = listNodeValue(listFirst(nodes));
         hooks.event("+slave", 0, n->reach, n->port, m->reach, m->port, NULL);
     }
@@ -1205,6 +1210,7 @@ static void nodesRefresh(void) {
         if (n->is_master) continue;
         if (n->seen && !n->listed) {
             n->listed = 1;
+            n->checking = 0;
             n->unlisted_ms = 0;
             health_dirty = 1;
             /* Its process, again: one restarted since its connection
@@ -1254,7 +1260,7 @@ static void healthSend(void) {
          * and one that connected since its list was read (a replica just
          * repointed here by a failover) then counts at once, not at the
          * next read, a second later. */
-        if (n->is_master || !n->valid) continue;
+        if (n->is_master || !n->valid || n->checking) continue;
         /* The master, as the replica it was before a promotion. */
         if (n->port == m->port && (!strcmp(n->ip, m->ip) || !strcmp(n->reach, m->reach))) continue;
         if (!addrSendable(n->ip) || nvalid == NICKV_HEALTH_MAX) {
@@ -1465,6 +1471,7 @@ static void nodeView(const probeNode *n, nkProbeView *v, long long now_us) {
     v->port = n->port;
     v->is_master = n->is_master;
     v->listed = n->listed;
+    v->checking = n->checking;
     v->valid = n->valid;
     v->behind = n->behind;
     v->connected = n->connected;
@@ -1485,7 +1492,10 @@ int nkProbeNodes(nkProbeView *v, int max) {
     long long now = getMonotonicUs();
     if (!nodes) return 0;
     listRewind(nodes, &li);
-    while ((ln = listNext(&li)) && i < max) nodeView(listNodeValue(ln), &v[i++], now);
+    while ((ln = listNext(&li)) && i < max) {
+        probeNode *n = listNodeValue(ln);
+        if (!n->checking) nodeView(n, &v[i++], now);
+    }
     return i;
 }
 
@@ -1541,6 +1551,20 @@ int nkProbeFind(const char *ip, int port, nkProbeView *v) {
         return 1;
     }
     return 0;
+}
+
+/* A member the failover only looks at (strays, nickv_repoint.c): probed,
+ * and asked through nkProbeCommand, but no replica to anyone until the
+ * master lists it. Kept (watched) from then on. */
+void nkProbeCheck(const char *ip, int port) {
+    if (!nodes || nodeFind(ip, port, 0)) return;
+    add_quietly = 1;
+    probeNode *n = nodeAdd(ip, port, 0);
+    add_quietly = 0;
+    n->listed = 0;
+    n->unlisted_ms = nowMs();
+    n->checking = 1;
+    n->watched = 1;
 }
 
 void nkProbeWatch(const char *ip, int port, int on) {

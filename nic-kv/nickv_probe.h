@@ -58,6 +58,7 @@ typedef struct nkProbeView {
     const char *reach;           /* where Nic-KV connects to it */
     int port;
     int is_master, listed, valid, behind, connected;
+    int checking;                /* known by nkProbeCheck only: never listed */
     const char *why;             /* why it is invalid */
     long long since_ms;          /* in its state (valid or not) */
     long long invalid_ms_ago;    /* last invalid (until then), -1: never */
@@ -80,6 +81,9 @@ int nkProbeCommand(const char *ip, int port, nkProbeReplyFn fn, long long tag,
                    const char *first, ...) __attribute__((sentinel));
 /* Keep probing ip:port while it is listed by no master (a demoted one). */
 void nkProbeWatch(const char *ip, int port, int on);
+/* Probe ip:port, a member that may be a stray, without it counting as a
+ * replica anywhere (nkProbeNodes leaves it out) until the master lists it. */
+void nkProbeCheck(const char *ip, int port);
 /* The master is now ip:port (our failover, the coordinator's record):
  * probe it, read its INFO, grant at once. */
 void nkProbeRetargetMaster(const char *ip, int port);

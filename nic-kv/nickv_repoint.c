@@ -19,12 +19,18 @@
  * down when the failover ran, and comes back after leadership moved to
  * another Nic-KV, is on no leader's list. So the leader also looks, every
  * NK_STRAY_CHECK_MS, for strays (strayTick): members the master has not
- * listed as replicas for NK_STRAY_UNLISTED_MS that answer and say they
- * are a master, or replicate from another node than the master (a
- * restarted node whose configuration names an old master, now a
- * replica). Such a node serves nothing (a master without a lease) or
- * counts for nothing (a replica of a replica), and Sentinel would fix it
- * too: it goes on the list.
+ * listed as replicas for NK_STRAY_UNLISTED_MS (probed as no replica of
+ * anyone's: nkProbeCheck) that answer, and are provably this shard's and
+ * astray (strayVerdict): a master in the master's history or empty (a node
+ * restarted without its data), or a replica, in that history, of one of
+ * the master's listed replicas (a restarted node whose configuration
+ * names an old master). Such a node serves nothing (a master without a
+ * lease) or counts for nothing (a replica of a replica): it goes on the
+ * list. Not the master at another address (its run id), nor a master of
+ * another history never listed here (a node line naming another shard's
+ * node would have it wiped: logged, left alone), nor anything while the
+ * master's run id or
+ * history is unknown, nor with failover no.
  */
 
 #include "nickv_failover_int.h"
@@ -258,38 +264,59 @@ void repointTick(void) {
 #define NK_STRAY_MAX 64
 
 static long long stray_next_ms;
+static int stray_leading;               /* strayTick's last word: we may act */
 
-/* Is ip:port the master's address (or its RDMA port)? */
-static int strayFollowsMaster(const nkInfo *in) {
-    if (!nkSameAddr(in->master_host, F.master.reach) && !nkSameAddr(in->master_host, F.master.ip)) return 0;
-    return in->master_port == F.master.port || (masterRdmaPort() && in->master_port == masterRdmaPort());
+/* What a stray's INFO says; NULL: leave it alone. Only what is provably
+ * this shard's and no replica of the master: the master's own process at
+ * another address is not (its run id); a master is repointed when it is
+ * empty, in the master's history, or was listed by this shard's master
+ * before (known: it restarted with its data, under a history of its own),
+ * else it may hold another shard's data (an operator's wrong node line) and
+ * is left alone; a replica is repointed only when it follows one of the
+ * master's listed replicas (a chain) in the master's history. */
+static const char *strayVerdict(const nkInfo *in, int known, int *master) {
+    const char *runid = nkProbeMasterRunid(), *hist = nkProbeMasterReplid();
+    nkProbeView mv;
+    if (in->bad[0] || in->cluster == 1 || !runid[0] || !hist[0] || !strcmp(in->runid, runid)) return NULL;
+    *master = !strcmp(in->role, "master");
+    if (*master) {
+        if (known || in->master_repl_offset == 0 || !strcmp(in->replid, hist) || !strcmp(in->replid2, hist))
+            return "is a master, not a replica of the master";
+        return NULL;
+    }
+    if (strcmp(in->role, "slave") || !nkAddrNumeric(in->master_host) || strcmp(in->replid, hist) ||
+        !nkProbeFind(in->master_host, in->master_port, &mv) || !mv.listed || mv.is_master)
+        return NULL;
+    return "replicates from a replica of the master";
 }
 
 static void strayReply(long long tag, const char *ip, int port, const char *reply, size_t len, int is_error) {
     nkInfo in;
     nkProbeView v;
-    /* Asked for another master, or listed meanwhile: nothing to do. */
-    if (tag != F.epoch || is_error || F.state != FO_WATCHING) return;
-    if (nkProbeFind(ip, port, &v) && v.listed) return;
+    int master = 0;
+    /* Asked for another master, no longer leading, or listed meanwhile. */
+    if (!stray_leading || tag != F.epoch || is_error || F.state != FO_WATCHING) return;
+    if (!nkProbeFind(ip, port, &v) || v.listed) return;
     nkInfoParse(reply, len, &in);
-    if (in.bad[0] || in.cluster == 1 || isMasterProcess(in.runid)) return;
-    int master = !strcmp(in.role, "master");
-    if (!master && (strcmp(in.role, "slave") || strayFollowsMaster(&in))) return;
-    if (master)
-        nkLog(LL_WARNING, "Failover: %s:%d is a master, not a replica of the master %s:%d (down when the "
-              "master moved?): it is made one", ip, port, F.master.reach, F.master.port);
-    else
-        nkLog(LL_WARNING, "Failover: %s:%d replicates from %s:%d, not from the master %s:%d (down when the "
-              "master moved?): it is made a replica of the master", ip, port, in.master_host, in.master_port,
-              F.master.reach, F.master.port);
+    const char *why = strayVerdict(&in, !v.checking, &master);
+    if (!why) {
+        if (!strcmp(in.role, "master") && strcmp(in.runid, nkProbeMasterRunid()))
+            nkLogRepeat(LL_WARNING, NULL, "Failover: member %s:%d is a master with another history than the "
+                        "master's (%s): not repointed (if it belongs to this shard: REPLICAOF by hand)",
+                        ip, port, in.replid);
+        return;
+    }
+    nkLog(LL_WARNING, "Failover: %s:%d %s %s:%d (down when the master moved?): it is made one", ip, port,
+          why, F.master.reach, F.master.port);
     repointAdd(ip, port, master);
     stateSave();
 }
 
-void strayTick(void) {
+void strayTick(int leading) {
     nkNodeAddr m[NK_STRAY_MAX];
     long long now = foNowMs();
-    if (now < stray_next_ms || nkClusterOn()) return;
+    stray_leading = leading;
+    if (!leading || now < stray_next_ms || nkClusterOn()) return;
     stray_next_ms = now + NK_STRAY_CHECK_MS;
     int n = nkMembers(m, NK_STRAY_MAX);
     for (int i = 0; i < n; i++) {
@@ -303,14 +330,13 @@ void strayTick(void) {
             listed = F.repoint[j].node.port == m[i].port && nkSameAddr(F.repoint[j].node.reach, m[i].ip);
         if (listed) continue;
         if (!nkProbeFind(m[i].ip, m[i].port, &v)) {
-            /* Never seen, or forgotten: the probes look at it from now on. */
-            nkProbeWatch(m[i].ip, m[i].port, 1);
+            /* Never seen, or forgotten: probed from now on, as no replica. */
+            nkProbeCheck(m[i].ip, m[i].port);
             continue;
         }
         if (v.listed || v.is_master || v.unlisted_ms_ago < NK_STRAY_UNLISTED_MS || !v.connected ||
             v.answered_ms_ago < 0 || v.answered_ms_ago > NK_STRAY_CHECK_MS)
             continue;
-        nkProbeWatch(m[i].ip, m[i].port, 1);
         nkProbeCommand(m[i].ip, m[i].port, strayReply, F.epoch, "INFO", "server", "replication", "cluster", NULL);
     }
 }

@@ -790,12 +790,16 @@ start_server [list overrides $co_conf] {
         # failover-bench --scenarios mixed, "server-elsewhere").
         wait_for_condition 300 100 { [co_whole] } else { fail "not whole: [co_state]" }
         set m [co_index [lindex [co_master_addr] 1]]
+        set logsize {}
+        for {set i 0} {$i < 3} {incr i} { lappend logsize [file size [dict get [co_nk $i] log]] }
         exec kill -9 [srv [co_level $m] pid]
         wait_for_condition 300 100 {
             [set x [co_index [lindex [co_master_addr] 1]]] != $m && [co_leaders] eq $x
         } else {
             fail "leadership did not follow the new master: [co_state]"
         }
+        # Not on the new leader's own list (it was the old leader's).
+        assert_equal 0 [nickv_info [co_nk $x] repoint_pending]
         # Back as a master (its configuration may name an old master: not
         # any more), empty.
         set conf [srv [co_level $m] config_file]
@@ -812,8 +816,19 @@ start_server [list overrides $co_conf] {
             fail "node $m is not made a replica of node $x: [co_node_role $co(port,$m)] [co_state]"
         }
         reconnect [co_level $m]
-        assert_match "*127.0.0.1:$co(port,$m) is a master, not a replica of the master*" \
-            [exec cat [dict get [co_nk $x] log]]
+        # That node alone, and by the leader alone.
+        for {set i 0} {$i < 3} {incr i} {
+            set fd [open [dict get [co_nk $i] log]]
+            seek $fd [lindex $logsize $i]
+            set said [regexp -all -inline {Failover: [0-9.:]+ (?:is a master|replicates from)[^\n]*} [read $fd]]
+            close $fd
+            if {$i == $x} {
+                assert_equal 1 [llength $said]
+                assert_match "*127.0.0.1:$co(port,$m) is a master, not a replica of the master*" [lindex $said 0]
+            } else {
+                assert_equal {} $said
+            }
+        }
         wait_for_condition 300 100 { [co_whole] } else { fail "not whole again: [co_state]" }
         set mm [redis 127.0.0.1 $co(port,$x)]
         $mm select 9
