@@ -29,8 +29,7 @@
  * list. Not the master at another address (its run id), nor a master of
  * another history never listed here (a node line naming another shard's
  * node would have it wiped: logged, left alone), nor anything while the
- * master's run id or
- * history is unknown, nor with failover no.
+ * master's run id or history is unknown, nor with failover no.
  */
 
 #include "nickv_failover_int.h"
