@@ -57,6 +57,19 @@ proc co_index {port} {
 
 proc co_level {i} { expr {$i - 2} }
 
+# Every node but the master (client mm, on port mport) has its data.
+proc co_assert_digests {mm mport} {
+    set others {}
+    for {set i 0} {$i < 3} {incr i} {
+        if {$::co(port,$i) == $mport} continue
+        set r [redis 127.0.0.1 $::co(port,$i)]
+        $r select 9
+        lappend others $r
+    }
+    nickv_assert_digests $mm $others
+    foreach r $others { $r close }
+}
+
 # "master", or "slave <its master's port>", of the node on port ({} if it
 # does not answer).
 proc co_node_role {port} {
@@ -711,15 +724,7 @@ start_server [list overrides $co_conf] {
         $mm select 9
         nickv_wait_served $mm
         set lost [fo_count_lost $mm co 3]
-        set others {}
-        for {set i 0} {$i < 3} {incr i} {
-            if {$co(port,$i) == $port} continue
-            set r [redis 127.0.0.1 $co(port,$i)]
-            $r select 9
-            lappend others $r
-        }
-        nickv_assert_digests $mm $others
-        foreach r $others { $r close }
+        co_assert_digests $mm $port
         $mm close
         puts "    (longest pause of acknowledged writes per fault: [join $pauses {, }])"
         puts "    ($co(attempted) appends attempted, $co(acknowledged) acknowledged, $lost lost, [llength $co(split)] taken by a replaced master; $co(steps) gaps of 0.19-0.23 s between acknowledgements)"
@@ -834,15 +839,7 @@ start_server [list overrides $co_conf] {
         $mm select 9
         $mm set stray-check 1
         assert_equal 2 [$mm wait 2 5000]
-        set others {}
-        for {set i 0} {$i < 3} {incr i} {
-            if {$i == $x} continue
-            set c [redis 127.0.0.1 $co(port,$i)]
-            $c select 9
-            lappend others $c
-        }
-        nickv_assert_digests $mm $others
-        foreach c $others { $c close }
+        co_assert_digests $mm $co(port,$x)
         $mm close
     }
 
