@@ -1103,14 +1103,15 @@ def kills_bench(args):
 
 def mixed_schedule(seed, n):
     """n faults, each kind as often as n allows, in an order and with gaps
-    drawn from seed: [(kind, gap s)]."""
+    drawn from seed: [(kind, gap s, etcd member)] (the member: an etcd
+    fault's victim)."""
     rng = random.Random(seed)
     kinds = [MIXED_KINDS[i % len(MIXED_KINDS)] for i in range(n)]
     rng.shuffle(kinds)
-    return [(k, rng.uniform(1.0, 4.0)) for k in kinds]
+    return [(k, rng.uniform(1.0, 4.0), rng.randrange(3)) for k in kinds]
 
 
-def mixed_fault(shard, writer, kind):
+def mixed_fault(shard, writer, kind, member):
     """Inject one fault of kind and recover from it, appending all the
     while; returns the (time, address) acknowledgements and when the fault
     began (the second kill, for server-elsewhere)."""
@@ -1164,7 +1165,7 @@ def mixed_fault(shard, writer, kind):
         for_s(MIXED_RESTART_S, "writing while a coordinating process is down")
         shard.start_coord(c)
     elif kind == "etcd":
-        i = random.Random(int(fault * 1000)).randrange(3)
+        i = member
         shard.etcd.kill_member(i)
         for_s(MIXED_RESTART_S, "writing while an etcd member is down")
         shard.etcd.start_member(i)
@@ -1181,13 +1182,13 @@ def mixed_run(shard, schedule):
     windows = {k: [] for k in MIXED_KINDS}
     stuck = None
     begin = time.monotonic()
-    for n, (kind, gap) in enumerate(schedule):
+    for n, (kind, gap, member) in enumerate(schedule):
         if kind == "etcd" and not isinstance(shard, CoordShard):
             continue
         t0 = time.monotonic()
         try:
             before = drive(writer, lambda a: time.monotonic() - t0 >= gap, gap + 10, "writing before the fault")
-            acks, fault = mixed_fault(shard, writer, kind)
+            acks, fault = mixed_fault(shard, writer, kind, member)
         except SystemExit as e:
             # No master for 60 s, or never whole again: the rest of the
             # schedule would measure a broken topology. Kept as it was.
