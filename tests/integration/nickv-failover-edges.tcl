@@ -598,6 +598,14 @@ proc fe_offset {port} {
     return $v
 }
 
+# Whether node addr answered none of Nic-KV's probes for 0.3 s (three
+# probe intervals).
+proc fe_quiet {nk addr} {
+    set n [fe_answers $nk $addr]
+    after 300
+    expr {[fe_answers $nk $addr] == $n}
+}
+
 # Cut Nic-KV's link on the master m and keep it down, write, have both
 # direct replicas receive it, stop the master: retried until Nic-KV's
 # stream bound is below what the replicas hold (a lease answer may carry
@@ -727,15 +735,26 @@ start_server [list tags {"nickv repl external:skip"} overrides $fe_conf] {
             # the probes knew its process, and a replica unlisted less
             # than a second before the master's last answer is still a
             # candidate (collectCandidates), so on a loaded machine the
-            # old address was vetted and confirmed r2 (CI, once).
+            # old address was vetted and confirmed r2 (CI, twice). A
+            # rebind closes no connection: Nic-KV's probe connection to
+            # the old address is killed too, or it goes on answering
+            # (and the failover asks through it).
             assert_equal OK [nickv_cmd $nk config set confirm-claims yes]
             $r1 config set requirepass fe-secret
             $r1 config set bind "127.0.0.3"
             set ::fe_host([srv -1 port]) 127.0.0.3
             $r1 config set replica-announce-ip 127.0.0.3
             $r1 client kill type master
+            $r1 client kill laddr 127.0.0.1:[srv -1 port] skipme yes
             set r1addr 127.0.0.3:[srv -1 port]
             fe_wait_node $nk $r1addr "(\r|,)" "not listed without a run id"
+            # The old address answers no probe any more.
+            set old 127.0.0.1:[srv -1 port]
+            wait_for_condition 20 100 {
+                [fe_quiet $nk $old]
+            } else {
+                fail "$old still answers probes: [nickv_probe_node $nk $old]"
+            }
             fe_wait_vetted $nk [list 127.0.0.2:[srv 0 port]]
             fe_called_off $nk $m $mpid $ports
             # r1 back at 127.0.0.1, without a password.
