@@ -107,14 +107,23 @@ nickv_topology {replicas 3} {
         while {[clock milliseconds] < $deadline} {
             set info [$master info replication]
             set online [regexp -all {slave[0-9]+:[^\r\n]*state=online} $info]
-            if {$online < $least} { set least $online }
+            if {$online < $least} {
+                set least $online
+                set ms [clock milliseconds]
+                set at_least "[clock format [expr {$ms / 1000}] -format %H:%M:%S].[format %03d [expr {$ms % 1000}]]: [regexp -all -inline -line {^(?:slave|nickv).*$} $info]"
+            }
             incr samples
             if {[regexp -all {slave[0-9]+:[^\r\n]*via=nickv} $info] == 3} break
         }
         assert_equal 3 [regexp -all {slave[0-9]+:[^\r\n]*via=nickv} [$master info replication]]
         assert_equal [expr {$before + 3}] [nickv_status $master nickv_handoffs]
         # Two of three online at every sample.
-        if {$least < 2} { fail "$least replica(s) online at one moment ($samples samples)" }
+        if {$least < 2} {
+            # What the master said then, and its hand-overs (CI saw this
+            # once, never reproduced: the next run says why).
+            set log [exec grep -E "Nic-KV|MASTER|Replica|replica" [srv -3 stdout]]
+            fail "$least replica(s) online at one moment ($samples samples), at $at_least\n[join [lrange [split $log \n] end-40 end] \n]"
+        }
     }
     nickv_stop $nk
 }
