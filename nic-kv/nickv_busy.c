@@ -234,25 +234,36 @@ static void watchConnected(nkConn *conn, void *data) {
     watchFlush();
 }
 
-int nkWatchTick(long long now_us, int may_grant, long long lease_ms) {
+/* A connection to the watch, at most one attempt per probe interval: 1
+ * when none is open (one may be on its way). */
+static int watchConnect(long long now_us) {
     char err[256];
+    if (WT.conn) return 0;
+    if (now_us - WT.sent_us < nk.cfg.probe_interval * 1000LL) return 1;
+    WT.sent_us = now_us;
+    WT.conn = nkConnConnect(nk.loop, WT.reach, WT.port, 0, NULL, 0, err, sizeof(err));
+    if (!WT.conn) {
+        snprintf(WT.err, sizeof(WT.err), "%.120s", err);
+        return 1;
+    }
+    nkConnSetData(WT.conn, NULL);
+    nkConnSetWriteHandler(WT.conn, watchConnected);
+    return 1;
+}
+
+void nkWatchConnectNow(long long now_us) {
+    if (!WT.port) return;
+    if (!WT.in) WT.in = sdsempty();
+    if (!WT.out) WT.out = sdsempty();
+    watchConnect(now_us);
+}
+
+int nkWatchTick(long long now_us, int may_grant, long long lease_ms) {
     int grant = 0;
     if (!WT.port) return 0;
     if (!WT.in) WT.in = sdsempty();
     if (!WT.out) WT.out = sdsempty();
-    if (!WT.conn) {
-        /* At most one connect per probe interval. */
-        if (now_us - WT.sent_us < nk.cfg.probe_interval * 1000LL) return 0;
-        WT.sent_us = now_us;
-        WT.conn = nkConnConnect(nk.loop, WT.reach, WT.port, 0, NULL, 0, err, sizeof(err));
-        if (!WT.conn) {
-            snprintf(WT.err, sizeof(WT.err), "%.120s", err);
-            return 0;
-        }
-        nkConnSetData(WT.conn, NULL);
-        nkConnSetWriteHandler(WT.conn, watchConnected);
-        return 0;
-    }
+    if (watchConnect(now_us)) return 0;
     if (!WT.connected || !WT.authed) {
         /* A peer that accepts and then says nothing (no handshake, no
          * answer to AUTH) does not hold the watch for ever. */

@@ -22,6 +22,9 @@ void nkWatchForget(void);
 /* Every probe tick for the master (the leader's): connect, WATCH every
  * probe-interval, with a grant of lease_ms when may_grant: 1 if one went. */
 int nkWatchTick(long long now_us, int may_grant, long long lease_ms);
+/* Connect to the watch now, not at the next tick (a new leader: the
+ * master's pushes for WAIT need it). */
+void nkWatchConnectNow(long long now_us);
 /* The watch answered within max_age_us: 1, with how long the main thread
  * has been busy by now (0: it waits for events) and in what. */
 int nkWatchBusy(long long now_us, long long max_age_us, long long *busy_ms, const char **what);

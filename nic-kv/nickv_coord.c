@@ -77,8 +77,9 @@
  *
  * Only the leader on the master's own server (local-node) opens the link:
  * it fans the stream out (nkCoordFanout). Leadership moves to that Nic-KV
- * after a promotion made elsewhere (RESIGNING), costing writes at most one
- * lease-time.
+ * after a promotion made elsewhere (RESIGNING), costing writes the time
+ * from the master's lease's end to the successor's first grant: the drift
+ * margin and a few etcd calls (resignTimer, publish, roundWait).
  *
  * The etcd calls block, so they run in a thread of their own (coordThread),
  * which shares with the main thread only the struct below, under its lock.
@@ -118,6 +119,8 @@
 
 #define NK_COORD_MOVE_STABLE_MS 5000     /* master valid this long before leadership moves */
 #define NK_COORD_SUCCESSOR_MS 3000       /* a named successor has this long to campaign */
+#define NK_COORD_WATCH_US 10000          /* the successor-to-be looks at the leader key this often */
+#define NK_COORD_WATCH_MAX_US (NK_COORD_MOVE_STABLE_MS * 3000LL)  /* ... for this long at most */
 #define NK_COORD_RESIGN_PAUSE_MS 3000    /* a leader that resigned campaigns no sooner */
 
 typedef struct coordAddr {
@@ -159,6 +162,7 @@ static struct {
     sds publish;                         /* the record to write (NULL: none) */
     long long publish_epoch;
     char member_check[NK_COORD_ADDR + 8]; /* ip:port whose member key to read ("") */
+    int watch_key;                       /* between rounds, look at the leader key often */
     /* thread -> main */
     int leader;                          /* the leader key is ours, as last read */
     long long held_us;                   /* ... and counts as ours until then */
@@ -203,6 +207,8 @@ static struct {
     long long resign_started_us;
     long long resigned_at_us;
     int resign_sent;
+    long long resign_timer;              /* an ae timer at our last grant's end (-1: none) */
+    long long watch_since_us;            /* the successor-to-be since then (0: not) */
     char last_err[256];
     long long won, lost, resigns;
     int was_leader;
@@ -672,21 +678,44 @@ static int roundOut(coordThreadState *t, coordRound *r) {
     return news;
 }
 
+/* Wait on S.wake (S.lock held) for at most us, or a kick. */
+static void waitKick(long long us) {
+    struct timespec ts;
+    if (us <= 0 || S.kick || S.stop) return;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(us / 1000000);
+    ts.tv_nsec += (long)(us % 1000000) * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    while (!S.kick && !S.stop && pthread_cond_timedwait(&S.wake, &S.lock, &ts) != ETIMEDOUT) {}
+}
+
 /* Until the next round's time (the round began at t0), or a kick: a record
- * to write. */
-static void roundWait(long long t0) {
-    long long left = NK_COORD_TICK_US - (coordNowUs() - t0);
+ * to write. The successor-to-be (S.watch_key) reads the leader key every
+ * NK_COORD_WATCH_US meanwhile, and starts the next round as soon as it is
+ * gone: a handover's pause at the master is then the resigner's margin
+ * and a few etcd calls, not up to a round more. (A read only: whether it
+ * may campaign is the round's, as for every standby.) */
+static void roundWait(coordThreadState *t, long long t0) {
     pthread_mutex_lock(&S.lock);
-    if (left > 0 && !S.kick && !S.stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += (time_t)(left / 1000000);
-        ts.tv_nsec += (long)(left % 1000000) * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+    while (!S.kick && !S.stop) {
+        long long left = NK_COORD_TICK_US - (coordNowUs() - t0);
+        if (left <= 0) break;
+        if (!S.watch_key) {
+            waitKick(left);
+            break;
         }
-        while (!S.kick && !S.stop && pthread_cond_timedwait(&S.wake, &S.lock, &ts) != ETIMEDOUT) {}
+        waitKick(left < NK_COORD_WATCH_US ? left : NK_COORD_WATCH_US);
+        if (S.kick || S.stop || coordNowUs() - t0 >= NK_COORD_TICK_US) break;
+        pthread_mutex_unlock(&S.lock);
+        char err[256];
+        sds v = NULL;
+        int gone = nkEtcdGet(t->e, C.key_leader, &v, NULL, err, sizeof(err)) == 0 && !v;
+        sdsfree(v);
+        pthread_mutex_lock(&S.lock);
+        if (gone) break;
     }
     S.kick = 0;
     pthread_mutex_unlock(&S.lock);
@@ -707,7 +736,7 @@ static void *coordThread(void *arg) {
         roundLeaderKey(&t, &r);
         roundRecord(&t, &r);
         if (roundOut(&t, &r)) coordNotify();
-        roundWait(t0);
+        roundWait(&t, t0);
     }
     if (t.lease) nkEtcdLeaseRevoke(t.e, t.lease, err, sizeof(err));
     sdsfree(t.member_key);
@@ -722,6 +751,7 @@ int nkCoordInit(const nkCoordHooks *h) {
     hooks = *h;
     /* C.role starts at CO_OFF (zero, static storage). */
     C.publishing_epoch = -1;
+    C.resign_timer = -1;
     if (!nkCoordOn()) return 0;
     for (const char *p = nk.cfg.master_name; *p; p++) {
         if (!isalnum((unsigned char)*p) && !strchr("._-", *p)) {
@@ -934,11 +964,16 @@ int nkCoordRecordNamed(char ip[][NK_COORD_ADDR], int *ports, int max) {
 }
 
 /* Write the record (master, epoch, and the replicas recorded so far),
- * guarded by our leadership. nkCoordPublished says when it is written. */
+ * guarded by our leadership. nkCoordPublished says when it is written.
+ * One that names a successor is a resign's: the same round deletes our
+ * leader key (S.resign, set under the same lock: set after it, a round
+ * woken in between wrote the record alone, and the key went a round,
+ * 100 ms of the master's pause, later). */
 static void publish(long long epoch, const char *ip, int port, const coordAddr *named, int nnamed,
                     const char *successor) {
     sds v = recordFormat(epoch, ip, port, named, nnamed, successor);
     pthread_mutex_lock(&S.lock);
+    if (successor && successor[0]) S.resign = 1;
     sdsfree(S.publish);
     S.publish = v;
     S.publish_epoch = epoch;
@@ -1205,7 +1240,8 @@ static void leaderRecord(const char *master_ip, int master_port, int watching, l
  * server, once the master has been valid long enough and that Nic-KV is
  * alive (its member key). Sets check: the member key the thread reads. */
 static void leaderMaybeResign(const char *master_ip, int master_port, int master_valid, int watching,
-                              long long epoch, const coordSeen *v, long long now, char *check, size_t checklen) {
+                              long long epoch, long long lease_bound_us, const coordSeen *v, long long now,
+                              char *check, size_t checklen) {
     if (nkCoordLocal(master_ip, master_port) || !master_ip[0]) return;
     snprintf(check, checklen, "%s:%d", master_ip, master_port);
     if (watching && master_valid && v->present == 1 && strcmp(v->inst, nk.instance) &&
@@ -1216,22 +1252,35 @@ static void leaderMaybeResign(const char *master_ip, int master_port, int master
         C.resign_sent = 0;
         memcpy(C.successor, v->inst, sizeof(C.successor));
         nkLog(LL_WARNING, "Coordinator: the Nic-KV on the master's server (%s:%d) is alive: "
-              "no more grants; leadership goes to it once our last lease ran out",
-              master_ip, master_port);
+              "no more grants; leadership goes to it once our last lease ran out (in %lld ms)",
+              master_ip, master_port, lease_bound_us > now ? (lease_bound_us - now) / 1000 : 0);
     }
+}
+
+/* The bound of our last grant passed: decide now, not at the next tick
+ * (up to a probe interval later, while the master takes no writes). */
+static int resignTimer(aeEventLoop *el, long long id, void *data) {
+    (void)el;
+    (void)id;
+    (void)data;
+    C.resign_timer = -1;
+    hooks.changed();
+    return AE_NOMORE;
 }
 
 /* RESIGNING: once every lease we granted has run out, the record names
  * the successor and the thread deletes our leader key. */
 static void resigningTick(const char *master_ip, int master_port, long long epoch, long long lease_bound_us,
                           long long now) {
-    if (C.resign_sent || now <= lease_bound_us) return;
+    if (C.resign_sent) return;
+    if (now <= lease_bound_us) {
+        if (C.resign_timer == -1)
+            C.resign_timer = aeCreateTimeEvent(nk.el, (lease_bound_us - now) / 1000 + 1, resignTimer, NULL, NULL);
+        return;
+    }
     coordAddr named[NK_COORD_NAMED];
     int n = recordedList(named);
-    publish(epoch, master_ip, master_port, named, n, C.successor);
-    pthread_mutex_lock(&S.lock);
-    S.resign = 1;
-    pthread_mutex_unlock(&S.lock);
+    publish(epoch, master_ip, master_port, named, n, C.successor);   /* and S.resign */
     C.resign_sent = 1;
 }
 
@@ -1267,13 +1316,22 @@ void nkCoordTick(const char *master_ip, int master_port, int master_valid, int w
     char check[sizeof(S.member_check)] = "";
     if (C.role == CO_LEADER) {
         leaderRecord(master_ip, master_port, watching, &epoch, lease_bound_us, now);
-        leaderMaybeResign(master_ip, master_port, master_valid, watching, epoch, &v, now, check, sizeof(check));
+        leaderMaybeResign(master_ip, master_port, master_valid, watching, epoch, lease_bound_us, &v, now, check,
+                          sizeof(check));
     }
     if (C.role == CO_RESIGNING) resigningTick(master_ip, master_port, epoch, lease_bound_us, now);
     if (C.role != CO_LEADER && C.role != CO_RESIGNING) C.nwanted = 0;
 
+    /* The Nic-KV the leader will resign to (leaderMaybeResign): a
+     * standby on the master's server while another leads. */
+    int successor_to_be = C.role == CO_STANDBY && master_ip[0] && nkCoordLocal(master_ip, master_port);
+
     pthread_mutex_lock(&S.lock);
+    successor_to_be = successor_to_be && S.leader_val && sdslen(S.leader_val) && strcmp(S.leader_val, C.my_value);
+    if (!successor_to_be) C.watch_since_us = 0;
+    else if (!C.watch_since_us) C.watch_since_us = now;
     S.campaign = campaign;
+    S.watch_key = successor_to_be && now - C.watch_since_us < NK_COORD_WATCH_MAX_US;
     /* Another node to check, or a leadership just won: what the thread
      * read before is not about it (a value from our last leadership made
      * a new leader resign at once to a Nic-KV long gone). */

@@ -744,6 +744,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
     }
     /* The master's watch thread, where it listens (nickv_watch.c). */
     nkWatchTarget(n->reach, watch_port, token);
+    if (hooks.leader()) nkWatchConnectNow((long long)getMonotonicUs());
     int first = !master_clock;
     master_clock = clock;
     master_clock_us = getMonotonicUs();
@@ -754,6 +755,7 @@ static void leaseAnswer(probeNode *n, const char *payload, size_t len, int is_er
         probeSend(n, PROBE_LEASE);
         probeSend(n, PROBE_INFO);
         next_info_us = now + NK_PROBE_INFO_US;
+        health_dirty = 1;       /* behind the grant (nkProbeLeaseNow) */
     }
     if (lease_err[0]) nkLog(LL_NOTICE, "Probe: the master takes our lease again");
     lease_err[0] = '\0';
@@ -1594,6 +1596,10 @@ void nkProbeDropMasterConn(void) {
  * master's yet: its answer is granted at once (leaseAnswer). */
 void nkProbeLeaseNow(void) {
     if (!nodes || !listLength(nodes)) return;
+    /* Our verdicts too, once the master takes the grant (it counts only
+     * its grantor's): after the grant on the same connection, not at the
+     * next probe tick (up to 100 ms of WAIT with none to count). */
+    health_dirty = 1;
     probeNode *m = listNodeValue(listFirst(nodes));
     if (!m->is_master || !m->conn || !m->connected || !hooks.leader() || !probeTrusted(m) ||
         m->qlen + 1 >= NK_PROBE_QUEUE)
