@@ -121,6 +121,7 @@
 #define NK_COORD_SUCCESSOR_MS 3000       /* a named successor has this long to campaign */
 #define NK_COORD_WATCH_US 10000          /* the successor-to-be looks at the leader key this often */
 #define NK_COORD_WATCH_MAX_US (NK_COORD_MOVE_STABLE_MS * 3000LL)  /* ... for this long at most */
+#define NK_COORD_TTL_READ_US 300000      /* a standby reads the leader's lease's TTL this often */
 #define NK_COORD_RESIGN_PAUSE_MS 3000    /* a leader that resigned campaigns no sooner */
 
 typedef struct coordAddr {
@@ -312,6 +313,8 @@ typedef struct coordThreadState {
     char succ[NICKV_INSTANCE_LEN + 1];   /* the successor last named (successorWaits) */
     long long succ_seen_us;
     long long key_lease;                 /* the leader key's lease, when another's */
+    long long ttl_read_us;               /* ... whose TTL was last read then */
+    int key_expiring;                    /* ... with less than a second left */
     long long members_us;                /* the member keys were last read then */
     sds member_key;
 } coordThreadState;
@@ -536,6 +539,26 @@ static void roundMemberPut(coordThreadState *t, coordRound *r) {
     sdsfree(cur);
 }
 
+/* Another's leader key: does its etcd lease have less than a second left
+ * (TTL 0 of one granted 2 s or more), as when its holder died (it renews
+ * every round)? Then roundWait reads the key every NK_COORD_WATCH_US
+ * until etcd revokes the lease (its sweep, every 500 ms), and the round
+ * that campaigns starts then, not up to a round later. A read that
+ * decides nothing: the campaign is the round's, as ever. Read every
+ * NK_COORD_TTL_READ_US: it reads 0 a second before the expiry. */
+static void roundKeyExpiring(coordThreadState *t, coordRound *r) {
+    long long now = coordNowUs(), ttl, granted;
+    char err[256];
+    if (!r->ok || !r->lval || !strcmp(r->lval, C.my_value) || !t->key_lease) {
+        t->key_expiring = 0;
+        return;
+    }
+    if (now - t->ttl_read_us < NK_COORD_TTL_READ_US) return;
+    t->ttl_read_us = now;
+    if (nkEtcdLeaseTTL(t->e, t->key_lease, &ttl, &granted, err, sizeof(err)) == 0)
+        t->key_expiring = ttl == 0 && granted >= 2;
+}
+
 /* The leader key: ours (and resigned, if asked), or created if free and we
  * campaign. */
 static void roundLeaderKey(coordThreadState *t, coordRound *r) {
@@ -544,6 +567,7 @@ static void roundLeaderKey(coordThreadState *t, coordRound *r) {
     if (r->ok && nkEtcdGetLease(t->e, C.key_leader, &r->lval, NULL, &klease, r->err, sizeof(r->err)) == -1)
         r->ok = 0;
     if (r->ok && r->lval && strcmp(r->lval, C.my_value)) t->key_lease = klease != t->lease ? klease : 0;
+    roundKeyExpiring(t, r);
     if (r->ok && r->lval && !strcmp(r->lval, C.my_value)) {
         r->leader = 1;
         if (r->resign) {
@@ -693,17 +717,19 @@ static void waitKick(long long us) {
 }
 
 /* Until the next round's time (the round began at t0), or a kick: a record
- * to write. The successor-to-be (S.watch_key) reads the leader key every
- * NK_COORD_WATCH_US meanwhile, and starts the next round as soon as it is
- * gone: a handover's pause at the master is then the resigner's margin
- * and a few etcd calls, not up to a round more. (A read only: whether it
- * may campaign is the round's, as for every standby.) */
+ * to write. The successor-to-be (S.watch_key), and a standby that saw the
+ * leader's etcd lease about to expire (roundKeyExpiring), read the leader
+ * key every NK_COORD_WATCH_US meanwhile, and start the next round as soon
+ * as it is gone: a handover's pause at the master is then the resigner's
+ * margin and a few etcd calls, and a dead leader's successor campaigns
+ * within 10 ms of etcd's revocation, not up to a round more. (A read only:
+ * whether it may campaign is the round's, as for every standby.) */
 static void roundWait(coordThreadState *t, long long t0) {
     pthread_mutex_lock(&S.lock);
     while (!S.kick && !S.stop) {
         long long left = NK_COORD_TICK_US - (coordNowUs() - t0);
         if (left <= 0) break;
-        if (!S.watch_key) {
+        if (!S.watch_key && !t->key_expiring) {
             waitKick(left);
             break;
         }

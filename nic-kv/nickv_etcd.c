@@ -1537,10 +1537,9 @@ int nkEtcdList(nkEtcd *e, const char *prefix, sds *keys, int max, int *n, char *
     return rv;
 }
 
-int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t errlen) {
+int nkEtcdLeaseTTL(nkEtcd *e, long long id, long long *ttl, long long *granted, char *err, size_t errlen) {
     char body[64];
     etcdAnswer a;
-    long long ttl;
     int rv;
 
     snprintf(body, sizeof(body), "{\"ID\":\"%lld\"}", id);
@@ -1549,10 +1548,17 @@ int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t er
      * revoked); else the whole seconds left, 0 (left out of the JSON) for
      * less than one, or for one past its time that etcd has not revoked
      * yet: it still exists. */
-    rv = etcdInt(&a, "TTL", 0, &ttl, err, errlen);
-    if (rv == C_OK) *exists = ttl != -1;
+    rv = etcdInt(&a, "TTL", 0, ttl, err, errlen);
+    if (rv == C_OK) rv = etcdInt(&a, "grantedTTL", 0, granted, err, errlen);
     sdsfree(a.doc);
     return rv;
+}
+
+int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t errlen) {
+    long long ttl, granted;
+    if (nkEtcdLeaseTTL(e, id, &ttl, &granted, err, errlen) == C_ERR) return C_ERR;
+    *exists = ttl != -1;
+    return C_OK;
 }
 
 /* A transaction: compare VALUE of ckey with cval, then do one request. */

@@ -88,6 +88,9 @@ int nkEtcdGetLease(nkEtcd *e, const char *key, sds *val, long long *mod_rev, lon
 int nkEtcdList(nkEtcd *e, const char *prefix, sds *keys, int max, int *n, char *err, size_t errlen);
 /* *exists: etcd still has the lease (not yet expired and revoked). */
 int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t errlen);
+/* Its whole seconds left (0: less than one, or past its time and not yet
+ * revoked; -1: gone) and the TTL it was granted with. */
+int nkEtcdLeaseTTL(nkEtcd *e, long long id, long long *ttl, long long *granted, char *err, size_t errlen);
 /* key = val (no lease), only if guard's value is guard_val: *ok = 1; else
  * *ok = 0 and nothing changed. */
 int nkEtcdPutIf(nkEtcd *e, const char *guard, const char *guard_val, const char *key, const char *val,
