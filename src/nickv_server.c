@@ -1234,6 +1234,15 @@ void nickvMasterCron(void) {
     listNode *ln;
     char buf[NET_HOST_STR_LEN];
     if (!nickvDaemonHealthy() || nickvHandoffInTransit()) return;
+    /* Nor while another replica is still syncing (a full sync, or one
+     * whose RDB child the cron has not reaped yet): it answers no WAIT
+     * either, and one handed over then left the others' count one short
+     * (nickv-redirects saw one replica of three online). */
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li))) {
+        client *s = listNodeValue(ln);
+        if (!nickvIsDaemon(s) && !(s->flags & CLIENT_CLOSE_ASAP) && s->replstate != SLAVE_STATE_ONLINE) return;
+    }
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li))) {
         client *s = listNodeValue(ln);

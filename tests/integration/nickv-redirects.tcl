@@ -91,11 +91,24 @@ start_server {tags {"nickv repl external:skip"} overrides {save ""}} {
     }
 }
 
+# The master's count of its online replicas (INFO replication: direct
+# ones with state=online, and those behind Nic-KV).
+proc rd_online {master} {
+    regexp -all {slave[0-9]+:[^\r\n]*state=online} [$master info replication]
+}
+
 # Direct replicas go to Nic-KV one at a time (after a failover every
 # replica is direct): one in transit answers no WAIT until it streams
 # behind Nic-KV, and all three handed over at once left none online.
-# Nic-KV starts once they all stream directly from the master.
+# Nic-KV starts once they all stream directly from the master, as the
+# master counts them (a replica's link is up before the master's cron
+# reaps the RDB child and calls it online).
 nickv_topology {replicas 3} {
+    wait_for_condition 100 50 {
+        [rd_online $master] == 3
+    } else {
+        fail "the master does not count its three replicas online: [$master info replication]"
+    }
     set before [nickv_status $master nickv_handoffs]
     set nk [nickv_start $master_port]
     test {Nic-KV: direct replicas are handed over one at a time: the others stay online meanwhile} {
@@ -126,4 +139,50 @@ nickv_topology {replicas 3} {
         }
     }
     nickv_stop $nk
+}
+
+# A replica still syncing holds the hand-overs back: it answers no WAIT
+# either, and handing another over then leaves the master's count one
+# short. (Before, a full sync of one of three and a hand-over left one
+# replica online; nickv-redirects above saw it at the start of a run.)
+nickv_topology {replicas 3} {
+    set z [lindex $replicas 2]
+    test {Nic-KV: no replica is handed over while another one is still syncing} {
+        # A full sync of z that waits 3 s for its RDB (replicaof no one
+        # gives it a history of its own).
+        $master config set repl-diskless-sync yes
+        $master config set repl-diskless-sync-delay 3
+        $z replicaof no one
+        $z replicaof 127.0.0.1 $master_port
+        wait_for_condition 50 20 {
+            [regexp {slave[0-9]+:[^\r\n]*state=wait_bgsave} [$master info replication]]
+        } else {
+            fail "z is not waiting for its RDB: [$master info replication]"
+        }
+        set before [nickv_status $master nickv_handoffs]
+        set nk [nickv_start $master_port]
+        wait_for_condition 100 20 {
+            [nickv_status $master nickv_daemon] eq {healthy}
+        } else {
+            fail "Nic-KV did not join"
+        }
+        # Until z is online: nobody handed over.
+        while {[rd_online $master] < 3} {
+            set h [nickv_status $master nickv_handoffs]
+            if {$h != $before} {
+                fail "[expr {$h - $before}] replica(s) handed over while z syncs: [$master info replication]"
+            }
+            after 20
+        }
+        # Then all three, one at a time.
+        wait_for_condition 200 50 {
+            [regexp -all {slave[0-9]+:[^\r\n]*via=nickv} [$master info replication]] == 3
+        } else {
+            fail "not all three behind Nic-KV: [$master info replication]"
+        }
+        assert_equal [expr {$before + 3}] [nickv_status $master nickv_handoffs]
+        $master set after-sync 1
+        nickv_assert_digests $master $replicas
+    }
+    if {[info exists nk]} { nickv_stop $nk }
 }
