@@ -162,6 +162,7 @@ static struct {
     int resign;                          /* publish, then delete our leader key */
     sds publish;                         /* the record to write (NULL: none) */
     long long publish_epoch;
+    long long publish_gen;               /* ... its number (publish counts them) */
     char member_check[NK_COORD_ADDR + 8]; /* ip:port whose member key to read ("") */
     int watch_key;                       /* between rounds, look at the leader key often */
     /* thread -> main */
@@ -171,6 +172,7 @@ static struct {
     sds leader_val;                      /* the leader key ("" none) */
     sds record_val;                      /* the record ("" none) */
     long long published_epoch;           /* the last record written, its epoch */
+    long long published_gen;             /* ... and the highest publish_gen written */
     int publish_refused;                 /* ... or refused (not the leader) */
     int member_present;                  /* member_check's key exists (-1: not read
                                           * since it was set) */
@@ -202,6 +204,7 @@ static struct {
     coordAddr wanted[NK_COORD_NAMED];    /* to name, once recorded */
     int nwanted;
     long long publishing_epoch;          /* a publish in flight (-1: none) */
+    long long publishing_gen;            /* ... its publish_gen */
     coordAddr publishing_named[NK_COORD_NAMED];
     int publishing_nnamed;
     long long master_valid_since_ms;
@@ -452,7 +455,7 @@ int nkCoordMembers(nkNodeAddr *out, int max) {
 typedef struct coordRound {
     char err[256];
     int ok, campaign, resign, leader, refused, present, lease_alive, successor_wait;
-    long long pub_epoch, published, held, until, check_gen;
+    long long pub_epoch, pub_gen, published, held, until, check_gen;
     sds pub, lval, rval;
     char check[sizeof(S.member_check)], inst[NICKV_INSTANCE_LEN + 1];
 } coordRound;
@@ -473,6 +476,7 @@ static int roundIn(coordRound *r) {
     if (S.publish) {
         r->pub = sdsdup(S.publish);
         r->pub_epoch = S.publish_epoch;
+        r->pub_gen = S.publish_gen;
     }
     memcpy(r->check, S.member_check, sizeof(r->check));
     r->check_gen = S.member_gen;
@@ -571,11 +575,18 @@ static void roundLeaderKey(coordThreadState *t, coordRound *r) {
     if (r->ok && r->lval && !strcmp(r->lval, C.my_value)) {
         r->leader = 1;
         if (r->resign) {
-            int done;
+            int done = 0;
             if (r->pub && nkEtcdPutIf(t->e, C.key_leader, C.my_value, C.key_record, r->pub, &done, r->err,
                                       sizeof(r->err)) == 0 && done)
                 r->published = r->pub_epoch;
-            if (nkEtcdDeleteIf(t->e, C.key_leader, C.my_value, &done, r->err, sizeof(r->err)) == 0 && done) {
+            /* The key goes only with the record naming the successor
+             * written: without it the successor, like every standby,
+             * waits for our etcd lease (keyLeaseGone), and nobody leads
+             * until we campaign again. A failed write is tried again
+             * next round (S.publish stays). */
+            if (r->pub && r->published < 0) {
+                /* next round */
+            } else if (nkEtcdDeleteIf(t->e, C.key_leader, C.my_value, &done, r->err, sizeof(r->err)) == 0 && done) {
                 r->leader = 0;
                 sdsfree(r->lval);
                 r->lval = NULL;
@@ -682,12 +693,16 @@ static int roundOut(coordThreadState *t, coordRound *r) {
     }
     if (r->published >= 0) {
         S.published_epoch = r->published;
-        if (S.publish && S.publish_epoch == r->published) {
+        if (r->pub_gen > S.published_gen) S.published_gen = r->pub_gen;
+        /* Only the very record this round wrote: an older one of the
+         * same epoch (another list of replicas, or without the successor)
+         * once stood for a newer one still to write. */
+        if (S.publish && S.publish_gen == r->pub_gen) {
             sdsfree(S.publish);
             S.publish = NULL;
         }
     }
-    if (r->refused) S.publish_refused = 1;
+    if (r->refused && r->pub_gen == S.publish_gen) S.publish_refused = 1;
     S.key_lease_alive = r->lease_alive;
     S.successor_wait = r->successor_wait;
     int news = S.leader != was_leader || r->published >= 0 || r->refused || record_moved;
@@ -997,12 +1012,15 @@ int nkCoordRecordNamed(char ip[][NK_COORD_ADDR], int *ports, int max) {
  * 100 ms of the master's pause, later). */
 static void publish(long long epoch, const char *ip, int port, const coordAddr *named, int nnamed,
                     const char *successor) {
+    static long long gen;
     sds v = recordFormat(epoch, ip, port, named, nnamed, successor);
     pthread_mutex_lock(&S.lock);
     if (successor && successor[0]) S.resign = 1;
     sdsfree(S.publish);
     S.publish = v;
     S.publish_epoch = epoch;
+    S.publish_gen = ++gen;
+    C.publishing_gen = gen;
     S.publish_refused = 0;
     S.kick = 1;                         /* written now, not at the next round */
     pthread_cond_signal(&S.wake);
@@ -1032,6 +1050,20 @@ int nkCoordPublished(long long epoch) {
     if (!nkCoordOn()) return 1;
     pthread_mutex_lock(&S.lock);
     if (S.published_epoch >= epoch) r = 1;
+    else if (S.publish_refused) r = -1;
+    pthread_mutex_unlock(&S.lock);
+    return r;
+}
+
+/* The same for the publish numbered gen (publish): 1 written, -1 refused,
+ * 0 not yet. By epoch alone, a record of the same epoch written before
+ * (every change of the named replicas is one) said a new list was written
+ * at once, and its replicas were named to the master before etcd listed
+ * them (DESIGN.md's chain, 5.). */
+static int publishedGen(long long gen) {
+    int r = 0;
+    pthread_mutex_lock(&S.lock);
+    if (S.published_gen >= gen) r = 1;
     else if (S.publish_refused) r = -1;
     pthread_mutex_unlock(&S.lock);
     return r;
@@ -1204,7 +1236,7 @@ static int tickFollowRecord(const char *master_ip, int master_port, int watching
  * name, those it dropped no longer are) or refused. */
 static void leaderPublished(long long now_ms) {
     if (C.publishing_epoch < 0) return;
-    int r2 = nkCoordPublished(C.publishing_epoch);
+    int r2 = publishedGen(C.publishing_gen);
     if (r2 == 1) {
         C.wrote = 1;
         for (int i = 0; i < C.publishing_nnamed; i++) {

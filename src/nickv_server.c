@@ -1237,11 +1237,15 @@ void nickvMasterCron(void) {
     /* Nor while another replica is still syncing (a full sync, or one
      * whose RDB child the cron has not reaped yet): it answers no WAIT
      * either, and one handed over then left the others' count one short
-     * (nickv-redirects saw one replica of three online). */
+     * (nickv-redirects saw one replica of three online). Not for an RDB
+     * download (redis-cli --rdb: never online), and not for longer than
+     * repl-timeout: a client that sent SYNC and reads nothing holds no
+     * hand-over for ever. */
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li))) {
         client *s = listNodeValue(ln);
-        if (!nickvIsDaemon(s) && !(s->flags & CLIENT_CLOSE_ASAP) && s->replstate != SLAVE_STATE_ONLINE) return;
+        if (nickvIsDaemon(s) || (s->flags & (CLIENT_CLOSE_ASAP | CLIENT_REPL_RDBONLY))) continue;
+        if (s->replstate != SLAVE_STATE_ONLINE && server.unixtime - s->ctime < server.repl_timeout) return;
     }
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li))) {

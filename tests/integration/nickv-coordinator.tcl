@@ -506,6 +506,57 @@ start_server [list overrides $co_conf] {
         }
     }
 
+    test {Many Nic-KVs: a replica back in the record is named to the master only once etcd lists it} {
+        # The chain's step 5: the leader names a replica valid (the master
+        # counts it for WAIT) only once the record lists it. A replica
+        # dropped from the record and back is a new list of the same
+        # epoch; the record already written at that epoch once counted as
+        # the new one written, and the replica was named while etcd did
+        # not list it (a later leader would not hear it before promoting).
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0} && [nickv_info [co_nk 0] record_named] == 2 && [co_whole]
+        } else {
+            fail "not whole with both replicas recorded: [co_state]"
+        }
+        set m [redis 127.0.0.1 $co(port,0)]
+        set rpid [srv [co_level 2] pid]
+        # Replica 2 stopped until the record drops it.
+        exec kill -STOP $rpid
+        wait_for_condition 150 100 {
+            [nickv_info [co_nk 0] record_named] == 1
+        } else {
+            exec kill -CONT $rpid
+            fail "replica 2 not dropped from the record: [co_state]"
+        }
+        # The leader cut off from etcd, then replica 2 back: the leader
+        # wants it named again, and the record cannot say so.
+        foreach p $relay_pids { exec kill -STOP $p }
+        exec kill -CONT $rpid
+        set most 0
+        set deadline [expr {[clock milliseconds] + 1500}]
+        while {[clock milliseconds] < $deadline} {
+            set v [nickv_status $m nickv_valid_replicas]
+            if {$v ne {} && $v > $most} { set most $v }
+            after 10
+        }
+        foreach p $relay_pids { exec kill -CONT $p }
+        assert {[nickv_info [co_nk 0] record_named] == 1 || [co_leaders] ne {0}}
+        if {$most > 1} { fail "the master counted $most replicas valid while the record listed one" }
+        # Back, with both named once the record lists them.
+        wait_for_condition 300 100 {
+            [llength [co_leaders]] == 1 && [co_whole] &&
+            [nickv_info [co_nk [co_leaders]] record_named] == 2 && [nickv_status $m nickv_valid_replicas] == 2
+        } else {
+            fail "not whole again, both replicas named: [co_state]"
+        }
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead again: [co_state]"
+        }
+        $m close
+    }
+
     test {Many Nic-KVs: WAIT on direct replicas, the leader on another server, takes a round trip, not 0.2 s} {
         # Node 0's Nic-KV (the leader, which fans out) killed: a standby
         # leads and grants node 0, whose replicas stream from it directly.
