@@ -1545,9 +1545,10 @@ int nkEtcdLeaseTTL(nkEtcd *e, long long id, long long *ttl, long long *granted, 
     snprintf(body, sizeof(body), "{\"ID\":\"%lld\"}", id);
     if (etcdCall(e, "/v3/lease/timetolive", body, &a, err, errlen) == C_ERR) return C_ERR;
     /* TTL: -1 for a lease etcd no longer has (expired and revoked, or
-     * revoked); else the whole seconds left, 0 (left out of the JSON) for
-     * less than one, or for one past its time that etcd has not revoked
-     * yet: it still exists. */
+     * revoked); else the whole seconds left, truncated: 0 (left out of
+     * the JSON) for less than one, or for one less than a second past its
+     * time that etcd has not revoked yet, -1 for one 1-2 s past it (then
+     * expired all the same: etcd renews no expired lease). */
     rv = etcdInt(&a, "TTL", 0, ttl, err, errlen);
     if (rv == C_OK) rv = etcdInt(&a, "grantedTTL", 0, granted, err, errlen);
     sdsfree(a.doc);
