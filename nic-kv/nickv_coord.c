@@ -753,10 +753,18 @@ static void roundWait(coordThreadState *t, long long t0) {
         pthread_mutex_unlock(&S.lock);
         char err[256];
         sds v = NULL;
-        int gone = nkEtcdGet(t->e, C.key_leader, &v, NULL, err, sizeof(err)) == 0 && !v;
+        int rc = nkEtcdGet(t->e, C.key_leader, &v, NULL, err, sizeof(err));
+        int gone = rc == 0 && !v;
         sdsfree(v);
         pthread_mutex_lock(&S.lock);
         if (gone) break;
+        if (rc != 0) {
+            /* etcd in trouble: no more reads this round (the round's own
+             * calls say what is wrong). */
+            left = NK_COORD_TICK_US - (coordNowUs() - t0);
+            waitKick(left);
+            break;
+        }
     }
     S.kick = 0;
     pthread_mutex_unlock(&S.lock);
