@@ -53,6 +53,13 @@
  * 6. A promotion is written to the record (guarded by the leader key)
  *    before REPLICAOF NO ONE is sent (nkCoordPublish): a Nic-KV that leads
  *    later knows the master, and its epoch.
+ * 7. (DESIGN.md) A new leader promotes nobody for a lease-time after it won.
+ * 8. A keep-alive answered after our count (held) ran out counts for
+ *    nothing: the lease is given up, the keys on it revoked with it, and a
+ *    new one taken (roundLease). etcd renews an expired lease that a change
+ *    of etcd leader revived before its sweep, and a standby revokes a lease
+ *    that its reads proved expired (roundKeyExpiring): counted, such a
+ *    renewal could let us grant after that revoke let another Nic-KV lead.
  *
  * It assumes what the master's lease assumes (clock rates within 10 %),
  * etcd's own guarantee that a lease does not expire before its TTL after a
@@ -68,7 +75,8 @@
  *                lately, we know the master's nickv-lease (coordThread:
  *                create)--> LEADER
  *   LEADER     --a keep-alive failed for longer than held allows, the key
- *                is gone or another's, or etcd says the lease expired--> STANDBY
+ *                is gone or another's, or etcd says the lease expired, or
+ *                renewed it too late (8.)--> STANDBY
  *   LEADER     --not on the master's server, the master valid for
  *                NK_COORD_MOVE_STABLE_MS, a Nic-KV on its server alive
  *                (member key): no more grants--> RESIGNING
@@ -121,7 +129,7 @@
 #define NK_COORD_SUCCESSOR_MS 3000       /* a named successor has this long to campaign */
 #define NK_COORD_WATCH_US 10000          /* the successor-to-be looks at the leader key this often */
 #define NK_COORD_WATCH_MAX_US (NK_COORD_MOVE_STABLE_MS * 3000LL)  /* ... for this long at most */
-#define NK_COORD_TTL_READ_US 300000      /* a standby reads the leader's lease's TTL this often */
+#define NK_COORD_TTL_READ_US 100000      /* a standby reads the leader's lease's TTL this often */
 #define NK_COORD_RESIGN_PAUSE_MS 3000    /* a leader that resigned campaigns no sooner */
 
 typedef struct coordAddr {
@@ -188,6 +196,8 @@ static struct {
     char etcd_err[256];
     char endpoint[128];
     long long keepalive_failures, rounds;
+    long long revoked;                   /* dead leaders' etcd leases revoked (roundKeyExpiring) */
+    long long lapses;                    /* our etcd lease given up: renewed too late (roundLease) */
 } S;
 
 /* Main thread only. */
@@ -312,12 +322,17 @@ static sds recordFormat(long long epoch, const char *ip, int port, const coordAd
 typedef struct coordThreadState {
     nkEtcd *e;
     long long lease, ttl;                /* our etcd lease, and its TTL */
+    long long lease_until;               /* ... counts as held until then (its last keep-alive) */
+    long long dropped_lease;             /* a lease of ours given up whose revoke failed */
     int member_put;                      /* our member key is written */
     char succ[NICKV_INSTANCE_LEN + 1];   /* the successor last named (successorWaits) */
     long long succ_seen_us;
     long long key_lease;                 /* the leader key's lease, when another's */
     long long ttl_read_us;               /* ... whose TTL was last read then */
     int key_expiring;                    /* ... with less than a second left */
+    long long zero_lease;                /* the lease of the run of TTL 0 reads below */
+    long long zero_since_us;             /* ... that began with a read answered then (0: none) */
+    long long zero_sent_us;              /* ... whose last read was sent then */
     long long members_us;                /* the member keys were last read then */
     sds member_key;
 } coordThreadState;
@@ -504,6 +519,7 @@ static void roundLease(coordThreadState *t, coordRound *r) {
             r->ok = 0;
         } else {
             t->member_put = 0;
+            t->lease_until = 0;
         }
     } else {
         long long ttl;
@@ -514,10 +530,31 @@ static void roundLease(coordThreadState *t, coordRound *r) {
             t->lease = 0;
             r->held = 0;
             r->ok = 0;
+        } else if (t->lease_until && coordNowUs() > t->lease_until) {
+            /* Renewed after our own count of it had run out. etcd renews
+             * an expired lease that a change of etcd leader revived
+             * before its sweep, and a standby may already have revoked
+             * it on a run of reads that saw it expired (roundKeyExpiring):
+             * a lease whose count ran out never counts again (the chain,
+             * 8.). Given up, with whatever hangs on it; a new one next
+             * round. */
+            char rerr[256];
+            snprintf(r->err, sizeof(r->err), "our etcd lease %lld was renewed %lld ms after our count of it ran "
+                     "out (etcd slow, or cut off): given up, a new one is taken", t->lease,
+                     (coordNowUs() - t->lease_until) / 1000);
+            if (nkEtcdLeaseRevoke(t->e, t->lease, rerr, sizeof(rerr)) == -1) t->dropped_lease = t->lease;
+            t->lease = 0;
+            r->held = 0;
+            r->ok = 0;
+            pthread_mutex_lock(&S.lock);
+            S.lapses++;
+            pthread_mutex_unlock(&S.lock);
         }
     }
-    if (r->ok && t->lease)
+    if (r->ok && t->lease) {
         r->until = s + t->ttl * 1000000LL - t->ttl * 1000000LL * NK_COORD_DRIFT_PCT / 100 - NK_COORD_MARGIN_US;
+        t->lease_until = r->until;
+    }
 }
 
 /* Our member key, attached to our etcd lease, once per lease. */
@@ -529,6 +566,15 @@ static void roundMemberPut(coordThreadState *t, coordRound *r) {
         r->ok = 0;
     } else if (won) {
         t->member_put = 1;
+        t->dropped_lease = 0;
+    } else if (cur && !strcmp(cur, nk.instance) && t->dropped_lease) {
+        /* Ours, but on a lease we gave up (roundLease): it would go with
+         * that lease. Revoked, the key with it; written anew next round. */
+        char rerr[256];
+        int exists = 1;
+        if (nkEtcdLeaseRevoke(t->e, t->dropped_lease, rerr, sizeof(rerr)) == 0 ||
+            (nkEtcdLeaseExists(t->e, t->dropped_lease, &exists, rerr, sizeof(rerr)) == 0 && !exists))
+            t->dropped_lease = 0;
     } else if (cur && strcmp(cur, nk.instance)) {
         /* Another Nic-KV for our node: a previous run of ours whose
          * lease has not expired yet (killed), or a mistake. We do
@@ -545,22 +591,78 @@ static void roundMemberPut(coordThreadState *t, coordRound *r) {
 
 /* Another's leader key: does its etcd lease have less than a second left
  * (TTL 0 of one granted 2 s or more), as when its holder died (it renews
- * every round)? Then roundWait reads the key every NK_COORD_WATCH_US
- * until etcd revokes the lease (its sweep, every 500 ms), and the round
- * that campaigns starts then, not up to a round later. A read that
- * decides nothing: the campaign is the round's, as ever. Read every
- * NK_COORD_TTL_READ_US: it reads 0 a second before the expiry. */
-static void roundKeyExpiring(coordThreadState *t, coordRound *r) {
-    long long now = coordNowUs(), ttl, granted;
+ * every round)? Then roundWait reads the key every NK_COORD_WATCH_US, and
+ * the round that campaigns starts as soon as it is gone, not up to a
+ * round later. The read decides nothing: the campaign is the round's.
+ *
+ * etcd revokes an expired lease at its sweep, every 500 ms: 0-500 ms
+ * after its expiry, while nobody leads. A run of reads proves the expiry
+ * sooner, and then this standby revokes the lease itself:
+ *   - a read answered at a (our clock) with TTL 0 says that at some etcd
+ *     time e <= a less than a second was left: the expiry, unless renewed
+ *     later, comes before e + 1 s <= a + 1 s;
+ *   - a renewal at p sets the TTL to granted G >= 2 s: a read at e' with
+ *     e' - p < G - 1 s reads 1 or more. Reads each answered less than
+ *     G - 1 s after the previous one was sent, all 0, leave no renewal
+ *     unseen between the first and the last;
+ *   - so a last read sent at least 1 s (plus the drift margin) after a
+ *     found the lease past its expiry, with no renewal since the first.
+ *     etcd renews no lease past its expiry (it waits for the sweep), so
+ *     revoking it then is the sweep come early: the holder's grants had
+ *     all run out (the chain, 1.-3.).
+ *   - One hole: a change of etcd leader revives every lease, expired or
+ *     not, and its holder's next keep-alive succeeds. That holder counts
+ *     nothing on a renewal answered after its count ran out (roundLease,
+ *     the chain, 8.), and it had run out before our last read was sent.
+ * Read every NK_COORD_TTL_READ_US: it reads 0 a second before the expiry,
+ * and the revoke comes 1.11 s after the first 0 (roundWait reads then). */
+#define NK_COORD_EXPIRED_US (1000000LL + 1000000LL * NK_COORD_DRIFT_PCT / 100 + NK_COORD_MARGIN_US)
+
+/* One read of the TTL of the leader key's lease (another's), in the run
+ * above; revokes it when the run proves it expired. Returns 1 when it
+ * revoked it. */
+static int keyLeaseRead(coordThreadState *t) {
+    long long sent = coordNowUs(), got, ttl, granted;
     char err[256];
+    t->ttl_read_us = sent;
+    if (nkEtcdLeaseTTL(t->e, t->key_lease, &ttl, &granted, err, sizeof(err)) == -1) {
+        t->zero_since_us = 0;
+        return 0;
+    }
+    got = coordNowUs();
+    t->key_expiring = ttl <= 0 && granted >= 2;
+    if (!t->key_expiring) {
+        t->zero_since_us = 0;
+        return 0;
+    }
+    if (!t->zero_since_us || got - t->zero_sent_us >= (granted - 1) * 1000000LL - NK_COORD_MARGIN_US) {
+        t->zero_since_us = got;         /* a run begins (again) */
+        t->zero_sent_us = sent;
+        return 0;
+    }
+    t->zero_sent_us = sent;
+    if (sent < t->zero_since_us + NK_COORD_EXPIRED_US) return 0;
+    t->zero_since_us = 0;
+    if (nkEtcdLeaseRevoke(t->e, t->key_lease, err, sizeof(err)) == -1) return 0;
+    pthread_mutex_lock(&S.lock);
+    S.revoked++;
+    pthread_mutex_unlock(&S.lock);
+    return 1;
+}
+
+/* Read in every round while another leads; roundWait adds the run's last
+ * read at the very time it may prove the expiry. */
+static void roundKeyExpiring(coordThreadState *t, coordRound *r) {
     if (!r->ok || !r->lval || !strcmp(r->lval, C.my_value) || !t->key_lease) {
         t->key_expiring = 0;
+        t->zero_since_us = 0;
         return;
     }
-    if (now - t->ttl_read_us < NK_COORD_TTL_READ_US) return;
-    t->ttl_read_us = now;
-    if (nkEtcdLeaseTTL(t->e, t->key_lease, &ttl, &granted, err, sizeof(err)) == 0)
-        t->key_expiring = ttl == 0 && granted >= 2;
+    if (t->zero_lease != t->key_lease) {
+        t->zero_lease = t->key_lease;
+        t->zero_since_us = 0;
+    }
+    if (coordNowUs() - t->ttl_read_us >= NK_COORD_TTL_READ_US) keyLeaseRead(t);
 }
 
 /* The leader key: ours (and resigned, if asked), or created if free and we
@@ -571,6 +673,15 @@ static void roundLeaderKey(coordThreadState *t, coordRound *r) {
     if (r->ok && nkEtcdGetLease(t->e, C.key_leader, &r->lval, NULL, &klease, r->err, sizeof(r->err)) == -1)
         r->ok = 0;
     if (r->ok && r->lval && strcmp(r->lval, C.my_value)) t->key_lease = klease != t->lease ? klease : 0;
+    if (r->ok && r->lval && !strcmp(r->lval, C.my_value) && klease != t->lease) {
+        /* Our value on a lease we gave up (roundLease): not a leadership
+         * of ours. Deleted, so that every Nic-KV may campaign; we may as
+         * well, with our new lease, from the next round. */
+        int done;
+        if (nkEtcdDeleteIf(t->e, C.key_leader, C.my_value, &done, r->err, sizeof(r->err)) == -1) r->ok = 0;
+        sdsfree(r->lval);
+        r->lval = NULL;         /* deleted, or another's since: the campaign's create says */
+    }
     roundKeyExpiring(t, r);
     if (r->ok && r->lval && !strcmp(r->lval, C.my_value)) {
         r->leader = 1;
@@ -751,6 +862,12 @@ static void roundWait(coordThreadState *t, long long t0) {
         waitKick(left < NK_COORD_WATCH_US ? left : NK_COORD_WATCH_US);
         if (S.kick || S.stop || coordNowUs() - t0 >= NK_COORD_TICK_US) break;
         pthread_mutex_unlock(&S.lock);
+        /* The run's read that may prove the expiry, as soon as it may. */
+        if (t->key_expiring && t->zero_since_us && coordNowUs() >= t->zero_since_us + NK_COORD_EXPIRED_US &&
+            keyLeaseRead(t)) {
+            pthread_mutex_lock(&S.lock);
+            break;
+        }
         char err[256];
         sds v = NULL;
         int rc = nkEtcdGet(t->e, C.key_leader, &v, NULL, err, sizeof(err));
@@ -1426,6 +1543,7 @@ sds nkCoordInfo(sds s) {
     memcpy(endpoint, S.endpoint, sizeof(endpoint));
     lv = sdsdup(S.leader_val);
     long long ttl = S.lease_ttl, failures = S.keepalive_failures, rounds = S.rounds;
+    long long revoked = S.revoked, lapses = S.lapses;
     sds members = sdsempty();
     for (int i = 0; nk.cfg.coordinator_user && i < S.nmembers; i++)
         members = sdscatprintf(members, "%s%s:%d", i ? "," : "", S.members[i].ip, S.members[i].port);
@@ -1451,12 +1569,14 @@ sds nkCoordInfo(sds s) {
         "leaderships_handed_over:%lld\r\n"
         "records_not_ours:%lld\r\n"
         "grants_held_back:%lld\r\n"
+        "leader_leases_revoked:%lld\r\n"
+        "etcd_lease_lapses:%lld\r\n"
         "campaign_held:%s\r\n"
         "registered_members:%s\r\n",
         nk.cfg.coordinator, roleNames[C.role], C.local.ip, C.local.port, lv,
         held > now ? (held - now) / 1000 : 0, ttl, etcd_ok, endpoint, err, rounds, failures, C.rec.epoch,
         C.rec.epoch ? C.rec.master.ip : "", C.rec.epoch ? C.rec.master.port : 0, C.rec.nnamed, C.won,
-        C.lost, C.resigns, C.tampered, C.held_back, C.campaign_held ? C.campaign_held : "", members);
+        C.lost, C.resigns, C.tampered, C.held_back, revoked, lapses, C.campaign_held ? C.campaign_held : "", members);
     sdsfree(lv);
     sdsfree(members);
     return s;

@@ -57,6 +57,11 @@ proc co_index {port} {
 
 proc co_level {i} { expr {$i - 2} }
 
+# Dead leaders' etcd leases that the standbys (nodes 1 and 2) revoked.
+proc co_revoked {} {
+    expr {[nickv_info [co_nk 1] leader_leases_revoked] + [nickv_info [co_nk 2] leader_leases_revoked]}
+}
+
 # Every node but the master (client mm, on port mport) has its data.
 proc co_assert_digests {mm mport} {
     set others {}
@@ -465,6 +470,86 @@ start_server [list overrides $co_conf] {
         } else {
             fail "node 0's Nic-KV does not lead again: [co_role 0] [co_role 1] [co_role 2]"
         }
+    }
+
+    test {Many Nic-KVs: a leader whose etcd lease is renewed after its own count ran out gives it up} {
+        # A change of etcd leader revives every lease, even one past its
+        # time that etcd's sweep has not revoked yet, and its holder's next
+        # keep-alive succeeds; a standby may by then have revoked that lease
+        # on reads that proved it expired (roundKeyExpiring). So a renewal
+        # answered after the holder's own count ran out must count for
+        # nothing (DESIGN.md, the chain of deadlines, 8.). Node 0's Nic-KV,
+        # with leader-ttl 10, is cut off from etcd (its relays stopped) for
+        # 9.4 s: past its count (8.99 s after the last keep-alive it sent),
+        # short of etcd's expiry (10 s after the last one etcd renewed).
+        # Let go, its keep-alive renews the lease: it gives the lease up,
+        # the leader key with it. Before, it led on, on that lease.
+        set saved [co_kill_leading_nickv]
+        set args [dict get $saved args]
+        set ten $saved
+        dict set ten args [concat $args --leader-ttl 10]
+        set co(nk,0) [nickv_restart $ten]
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0} && [nickv_info [co_nk 0] leader_held_ms] > 8000
+        } else {
+            fail "node 0's Nic-KV (leader-ttl 10) does not lead: [co_state]"
+        }
+        assert_equal 10 [nickv_info [co_nk 0] etcd_lease_ttl]
+        regexp {"lease":([0-9]+)} [etcd_ctl get /skv/mymaster/leader -w json] -> lease
+        set revoked [co_revoked]
+        foreach p $relay_pids { exec kill -STOP $p }
+        after 9400
+        foreach p $relay_pids { exec kill -CONT $p }
+        wait_for_condition 100 50 {
+            [nickv_info [co_nk 0] etcd_lease_lapses] == 1
+        } else {
+            fail "node 0's Nic-KV did not give up a lease renewed too late: [co_state]"
+        }
+        wait_for_condition 100 50 {
+            [llength [co_leaders]] == 1
+        } else {
+            fail "nobody leads after the lease was given up: [co_state]"
+        }
+        # Nobody leads on that lease: etcd no longer has it.
+        assert_match "*already expired*" [etcd_ctl lease timetolive [format %x $lease]]
+        regexp {"lease":([0-9]+)} [etcd_ctl get /skv/mymaster/leader -w json] -> now
+        assert {$now != $lease}
+        # Its holder revoked it: no standby did (it had not expired).
+        assert_equal $revoked [co_revoked]
+        # Node 0's Nic-KV as it was.
+        nickv_stop [co_nk 0] KILL
+        set co(nk,0) [nickv_restart $saved]
+        wait_for_condition 300 100 {
+            [co_leaders] eq {0}
+        } else {
+            fail "node 0's Nic-KV does not lead again: [co_state]"
+        }
+    }
+
+    test {Many Nic-KVs: a standby revokes a dead leader's etcd lease once its reads prove it expired} {
+        # etcd revokes an expired lease at its sweep, every 500 ms: the
+        # leader key of a killed leader goes 0-500 ms after its expiry. A
+        # standby that read its TTL 0, then 0 again more than 1.11 s later
+        # with no renewal between, revokes it (roundKeyExpiring), 110-210 ms
+        # after the expiry. Which comes first is chance (the sweep about one
+        # time in three): node 0's leading Nic-KV is killed until a standby
+        # revokes, 8 times at most (all 8 to the sweep: about 1 in 10000).
+        set before [co_revoked]
+        set revoked 0
+        for {set n 0} {$n < 8 && !$revoked} {} {
+            incr n
+            set saved [co_kill_leading_nickv]
+            set revoked [expr {[co_revoked] - $before}]
+            set co(nk,0) [nickv_restart $saved]
+            wait_for_condition 300 100 {
+                [co_leaders] eq {0}
+            } else {
+                fail "node 0's Nic-KV does not lead again: [co_state]"
+            }
+        }
+        assert_equal 1 $revoked
+        puts "    (a standby revoked the lease after $n kill(s))"
+        assert_equal 0 [nickv_info [co_nk 0] etcd_lease_lapses]
     }
 
     test {Many Nic-KVs: a standby that led before and leads again does not hand over to a Nic-KV that is gone} {
