@@ -333,6 +333,7 @@ typedef struct coordThreadState {
     long long zero_lease;                /* the lease of the run of TTL 0 reads below */
     long long zero_since_us;             /* ... that began with a read answered then (0: none) */
     long long zero_sent_us;              /* ... whose last read was sent then */
+    long long zero_term;                 /* ... all answered in this etcd raft term */
     long long members_us;                /* the member keys were last read then */
     sds member_key;
 } coordThreadState;
@@ -533,22 +534,34 @@ static void roundLease(coordThreadState *t, coordRound *r) {
         } else if (t->lease_until && coordNowUs() > t->lease_until) {
             /* Renewed after our own count of it had run out. etcd renews
              * an expired lease that a change of etcd leader revived
-             * before its sweep, and a standby may already have revoked
-             * it on a run of reads that saw it expired (roundKeyExpiring):
+             * before its sweep, and a standby may be about to revoke it
+             * on a run of reads that proved it expired (roundKeyExpiring):
              * a lease whose count ran out never counts again (the chain,
-             * 8.). Given up, with whatever hangs on it; a new one next
-             * round. */
+             * 8.). A new lease; the leader key, if still ours on the old
+             * one, moved onto it in one step (a revoke of the old one
+             * that comes after no longer takes it; one that came before
+             * took it, and the move fails); the old one revoked, our
+             * member key with it (written anew below). */
+            long long old = t->lease, id, granted;
+            int moved;
             char rerr[256];
-            snprintf(r->err, sizeof(r->err), "our etcd lease %lld was renewed %lld ms after our count of it ran "
-                     "out (etcd slow, or cut off): given up, a new one is taken", t->lease,
-                     (coordNowUs() - t->lease_until) / 1000);
-            if (nkEtcdLeaseRevoke(t->e, t->lease, rerr, sizeof(rerr)) == -1) t->dropped_lease = t->lease;
-            t->lease = 0;
-            r->held = 0;
-            r->ok = 0;
             pthread_mutex_lock(&S.lock);
             S.lapses++;
             pthread_mutex_unlock(&S.lock);
+            s = coordNowUs();
+            if (nkEtcdLeaseGrant(t->e, nk.cfg.leader_ttl, &id, &granted, r->err, sizeof(r->err)) == -1) {
+                t->lease = 0;
+                r->held = 0;
+                r->ok = 0;
+            } else {
+                t->lease = id;
+                t->ttl = granted;
+                t->member_put = 0;
+                /* Moved or not, failed or not: roundLeaderKey reads where
+                 * the key is, and on which lease. */
+                (void)nkEtcdMoveLease(t->e, C.key_leader, C.my_value, old, id, &moved, rerr, sizeof(rerr));
+            }
+            if (nkEtcdLeaseRevoke(t->e, old, rerr, sizeof(rerr)) == -1) t->dropped_lease = old;
         }
     }
     if (r->ok && t->lease) {
@@ -584,7 +597,14 @@ static void roundMemberPut(coordThreadState *t, coordRound *r) {
                  C.local.port);
         r->ok = 0;
     } else {
-        t->member_put = 1;
+        /* Ours: on this lease? On an earlier one (expired, given up) it
+         * would go with that one: revoked next round, then written anew. */
+        long long kl = 0;
+        sds v = NULL;
+        if (nkEtcdGetLease(t->e, t->member_key, &v, NULL, &kl, r->err, sizeof(r->err)) == -1) r->ok = 0;
+        else if (v && kl && kl != t->lease) t->dropped_lease = kl;
+        else if (v) t->member_put = 1;
+        sdsfree(v);
     }
     sdsfree(cur);
 }
@@ -603,17 +623,21 @@ static void roundMemberPut(coordThreadState *t, coordRound *r) {
  *     later, comes before e + 1 s <= a + 1 s;
  *   - a renewal at p sets the TTL to granted G >= 2 s: a read at e' with
  *     e' - p < G - 1 s reads 1 or more. Reads each answered less than
- *     G - 1 s after the previous one was sent, all 0, leave no renewal
- *     unseen between the first and the last;
+ *     G - 1 s (on etcd's clock: (G - 1) / 1.1 s less 10 ms on ours) after
+ *     the previous one was sent, all 0, all from one etcd leader (one
+ *     raft term, confirmed by a linearizable read at the end: the lease
+ *     lives in that leader's lessor), leave no renewal unseen between the
+ *     first and the last;
  *   - so a last read sent at least 1 s (plus the drift margin) after a
  *     found the lease past its expiry, with no renewal since the first.
  *     etcd renews no lease past its expiry (it waits for the sweep), so
  *     revoking it then is the sweep come early: the holder's grants had
  *     all run out (the chain, 1.-3.).
- *   - One hole: a change of etcd leader revives every lease, expired or
- *     not, and its holder's next keep-alive succeeds. That holder counts
- *     nothing on a renewal answered after its count ran out (roundLease,
- *     the chain, 8.), and it had run out before our last read was sent.
+ *   - One hole: a change of etcd leader after that linearizable read and
+ *     before the revoke revives every lease, expired or not, and its
+ *     holder's next keep-alive succeeds. That holder counts nothing on a
+ *     renewal answered after its count ran out (roundLease, the chain,
+ *     8.), and it had run out before our last read was sent.
  * Read every NK_COORD_TTL_READ_US: it reads 0 a second before the expiry,
  * and the revoke comes 1.11 s after the first 0 (roundWait reads then). */
 #define NK_COORD_EXPIRED_US (1000000LL + 1000000LL * NK_COORD_DRIFT_PCT / 100 + NK_COORD_MARGIN_US)
@@ -622,27 +646,44 @@ static void roundMemberPut(coordThreadState *t, coordRound *r) {
  * above; revokes it when the run proves it expired. Returns 1 when it
  * revoked it. */
 static int keyLeaseRead(coordThreadState *t) {
-    long long sent = coordNowUs(), got, ttl, granted;
+    long long sent = coordNowUs(), got, ttl, granted, term, klease = 0;
     char err[256];
+    sds v = NULL;
+    int same;
     t->ttl_read_us = sent;
     if (nkEtcdLeaseTTL(t->e, t->key_lease, &ttl, &granted, err, sizeof(err)) == -1) {
         t->zero_since_us = 0;
         return 0;
     }
     got = coordNowUs();
+    term = nkEtcdLastTerm(t->e);
     t->key_expiring = ttl <= 0 && granted >= 2;
     if (!t->key_expiring) {
         t->zero_since_us = 0;
         return 0;
     }
-    if (!t->zero_since_us || got - t->zero_sent_us >= (granted - 1) * 1000000LL - NK_COORD_MARGIN_US) {
+    /* A gap of G - 1 s on etcd's clock is less on ours by the drift. */
+    if (!t->zero_since_us || !term || term != t->zero_term ||
+        got - t->zero_sent_us >= (granted - 1) * 1000000LL * 100 / (100 + NK_COORD_DRIFT_PCT) - NK_COORD_MARGIN_US) {
         t->zero_since_us = got;         /* a run begins (again) */
         t->zero_sent_us = sent;
+        t->zero_term = term;
         return 0;
     }
     t->zero_sent_us = sent;
     if (sent < t->zero_since_us + NK_COORD_EXPIRED_US) return 0;
     t->zero_since_us = 0;
+    /* Every read of the run came from the leader of one raft term (the
+     * answering member's term, the same in all; the member forwards the
+     * read to its leader). A linearizable read in that term now, which its
+     * leader answers only once a quorum confirmed it leads, says that no
+     * other etcd leader (which would have revived the lease, and might
+     * have renewed it unseen by these reads) came between; and that the
+     * key is still on that lease. */
+    if (nkEtcdGetLease(t->e, C.key_leader, &v, NULL, &klease, err, sizeof(err)) == -1) return 0;
+    same = v && klease == t->key_lease && nkEtcdLastTerm(t->e) == t->zero_term;
+    sdsfree(v);
+    if (!same) return 0;
     if (nkEtcdLeaseRevoke(t->e, t->key_lease, err, sizeof(err)) == -1) return 0;
     pthread_mutex_lock(&S.lock);
     S.revoked++;
@@ -662,7 +703,7 @@ static void roundKeyExpiring(coordThreadState *t, coordRound *r) {
         t->zero_lease = t->key_lease;
         t->zero_since_us = 0;
     }
-    if (coordNowUs() - t->ttl_read_us >= NK_COORD_TTL_READ_US) keyLeaseRead(t);
+    if (coordNowUs() - t->ttl_read_us >= NK_COORD_TTL_READ_US - NK_COORD_TICK_US / 2) keyLeaseRead(t);
 }
 
 /* The leader key: ours (and resigned, if asked), or created if free and we

@@ -150,6 +150,7 @@ struct nkEtcd {
     long long auths;         /* successful authentications */
     sds auth_refusal;        /* the last refused authentication's error */
     long long auth_hold_end; /* ms: until then, calls fail with auth_refusal */
+    long long last_term;     /* the raft term the last answer's header gave (0: none) */
 };
 
 static int etcdTlsContext(nkEtcd *e, const char *ca_file, const char *cert_file, const char *key_file, char *err,
@@ -1360,7 +1361,16 @@ static int etcdCallWithin(nkEtcd *e, const char *path, const char *body, int tim
 }
 
 static int etcdCall(nkEtcd *e, const char *path, const char *body, etcdAnswer *a, char *err, size_t errlen) {
-    return etcdCallWithin(e, path, body, e->timeout_ms, a, err, errlen);
+    char terr[16];
+    int rv = etcdCallWithin(e, path, body, e->timeout_ms, a, err, errlen);
+    e->last_term = 0;
+    if (rv == C_OK && etcdInt(a, "header.raft_term", 0, &e->last_term, terr, sizeof(terr)) == C_ERR)
+        e->last_term = 0;
+    return rv;
+}
+
+long long nkEtcdLastTerm(nkEtcd *e) {
+    return e->last_term;
 }
 
 int nkEtcdAuthenticate(nkEtcd *e, int timeout_ms, char *err, size_t errlen) {
@@ -1591,6 +1601,30 @@ int nkEtcdPutIf(nkEtcd *e, const char *guard, const char *guard_val, const char 
     req = sdscat(req, "}}");
     rv = etcdValueTxn(e, guard, guard_val, req, ok, err, errlen);
     sdsfree(req);
+    return rv;
+}
+
+int nkEtcdMoveLease(nkEtcd *e, const char *key, const char *val, long long from, long long to, int *ok, char *err,
+                    size_t errlen) {
+    etcdAnswer a;
+    sds body = sdsnew("{\"compare\":[{\"target\":\"VALUE\",\"result\":\"EQUAL\",");
+    int rv;
+
+    body = jsonBytesField(body, "key", key);
+    body = sdscat(body, ",");
+    body = jsonBytesField(body, "value", val);
+    body = sdscat(body, "},{\"target\":\"LEASE\",\"result\":\"EQUAL\",");
+    body = jsonBytesField(body, "key", key);
+    body = sdscatprintf(body, ",\"lease\":\"%lld\"}],\"success\":[{\"request_put\":{", from);
+    body = jsonBytesField(body, "key", key);
+    body = sdscat(body, ",");
+    body = jsonBytesField(body, "value", val);
+    body = sdscatprintf(body, ",\"lease\":\"%lld\"}}]}", to);
+    rv = etcdCall(e, "/v3/kv/txn", body, &a, err, errlen);
+    sdsfree(body);
+    if (rv == C_ERR) return C_ERR;
+    rv = etcdBool(&a, "succeeded", ok, err, errlen);
+    sdsfree(a.doc);
     return rv;
 }
 

@@ -64,6 +64,9 @@ int nkEtcdSetTls(nkEtcd *e, const char *ca_file, const char *cert_file, const ch
                  size_t errlen);
 /* The endpoint the last call used ("h:p"). */
 const char *nkEtcdEndpoint(nkEtcd *e);
+/* The raft term in the header of the last call's answer: the answering
+ * member's (0 when the call failed or the answer had none). */
+long long nkEtcdLastTerm(nkEtcd *e);
 
 /* A lease of ttl seconds; *granted: the TTL etcd gave (it raises a TTL below
  * its minimum). */
@@ -95,6 +98,10 @@ int nkEtcdLeaseTTL(nkEtcd *e, long long id, long long *ttl, long long *granted, 
  * *ok = 0 and nothing changed. */
 int nkEtcdPutIf(nkEtcd *e, const char *guard, const char *guard_val, const char *key, const char *val,
                 int *ok, char *err, size_t errlen);
+/* key, only if its value is val and it is attached to lease from, attached
+ * to lease to instead (the same value): *ok = 1 when moved. */
+int nkEtcdMoveLease(nkEtcd *e, const char *key, const char *val, long long from, long long to, int *ok, char *err,
+                    size_t errlen);
 /* Delete key only if its value is val: *ok = 1 when deleted. */
 int nkEtcdDeleteIf(nkEtcd *e, const char *key, const char *val, int *ok, char *err, size_t errlen);
 
