@@ -651,10 +651,9 @@ static int keyLeaseRead(coordThreadState *t) {
     sds v = NULL;
     int same;
     t->ttl_read_us = sent;
-    if (nkEtcdLeaseTTL(t->e, t->key_lease, &ttl, &granted, err, sizeof(err)) == -1) {
-        t->zero_since_us = 0;
-        return 0;
-    }
+    /* A read that failed leaves the run as it was: the next one that
+     * succeeds is judged by its gap from the last that did. */
+    if (nkEtcdLeaseTTL(t->e, t->key_lease, &ttl, &granted, err, sizeof(err)) == -1) return 0;
     got = coordNowUs();
     term = nkEtcdLastTerm(t->e);
     t->key_expiring = ttl <= 0 && granted >= 2;
@@ -694,7 +693,8 @@ static int keyLeaseRead(coordThreadState *t) {
 /* Read in every round while another leads; roundWait adds the run's last
  * read at the very time it may prove the expiry. */
 static void roundKeyExpiring(coordThreadState *t, coordRound *r) {
-    if (!r->ok || !r->lval || !strcmp(r->lval, C.my_value) || !t->key_lease) {
+    if (!r->ok) return;                 /* nothing read: the run as it was */
+    if (!r->lval || !strcmp(r->lval, C.my_value) || !t->key_lease) {
         t->key_expiring = 0;
         t->zero_since_us = 0;
         return;

@@ -544,14 +544,16 @@ start_server [list overrides $co_conf] {
         # with no renewal between, revokes it (roundKeyExpiring), 110-210 ms
         # after the expiry. Which comes first is chance (the sweep about one
         # time in three): node 0's leading Nic-KV is killed until a standby
-        # revokes, 8 times at most (all 8 to the sweep: about 1 in 10000).
+        # revokes, 12 times at most (all to the sweep: about 1 in 500000 on
+        # an idle machine; a loaded one delays the standby's reads, not the
+        # sweep).
         # And never early: a standby leads no sooner than the key's TTL
         # after the kill, less the 0.1 s between two keep-alives (a revoke
         # on a run of reads that proves nothing, or without the 1.11 s,
         # lets one lead about a second after the kill).
         set before [co_revoked]
         set revoked 0
-        for {set n 0} {$n < 8 && !$revoked} {} {
+        for {set n 0} {$n < 12 && !$revoked} {} {
             incr n
             set saved [co_kill_leading_nickv]
             set revoked [expr {[co_revoked] - $before}]
@@ -563,7 +565,7 @@ start_server [list overrides $co_conf] {
                 fail "node 0's Nic-KV does not lead again: [co_state]"
             }
         }
-        assert_equal 1 $revoked
+        if {$revoked != 1} { fail "$revoked revokes in $n kills: [co_state]" }
         puts "    (a standby revoked the lease after $n kill(s))"
         assert_equal 0 [nickv_info [co_nk 0] etcd_lease_lapses]
     }
