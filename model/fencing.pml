@@ -21,7 +21,8 @@
  * of messages that the code can see; a fault process adds what the network
  * and the machines can do: a crash and a restart empty, a pause of any
  * length, a grant delayed (and so reordered) or lost, a connection or an
- * etcd session lost, a client with Nic-KV's instance id but not its key.
+ * etcd session lost, a client with Nic-KV's instance id but not its key,
+ * an etcd leader change (it revives a lease expired but not yet swept).
  *
  * Properties, checked as assertions at the step that would break them:
  *
@@ -52,6 +53,10 @@
  *                          before the record names it
  *   MUT_ROLLBACK_NO_BUMP   a promotion undone records the old master under
  *                          the failed promotion's own epoch
+ *   MUT_RESUME_AFTER_LAPSE a keep-alive answered after the leadership we
+ *                          counted ran out (the lease revived by an etcd
+ *                          leader change) resumes leading on that lease
+ *                          (four faults: DESIGN.md, "The model")
  */
 
 /* --------------------------------------------------------- Configuration */
@@ -154,6 +159,9 @@ byte fl_off[NK];               /* what the Nic-KV said it holds */
 
 byte key = NONE;               /* the leader key's holder */
 byte key_ttl;
+bool key_expired;              /* its lease's TTL ran out, not swept yet: the key
+                                * is still there, its keep-alive refused */
+bool rv_pending[NK];           /* a standby's revoke of the key's lease, sent */
 byte rec_epoch;                /* the record */
 byte rec_master;
 bool rec_named[NODES];
@@ -342,6 +350,13 @@ inline nkCoordPublish(k, epoch, m) {
     fi
 }
 
+/* The key deleted (its lease revoked: etcd's sweep, a revoke, a resign).
+ * A revoke still on its way is of that lease: it can no longer apply. */
+inline keyDelete() {
+    key = NONE; key_ttl = 0; key_expired = false;
+    for (q : 0 .. NK - 1) { rv_pending[q] = false }
+}
+
 /* roleLost: the leader key is no longer surely ours: abandon the attempt,
  * close the probe connection to the master. */
 inline roleLost(k) {
@@ -411,7 +426,7 @@ inline probeConfirm(k, m) {
 inline resigningTick(k) {
     if
     :: bound_left[k] == 0 && !cut[k] && key == k ->
-        rec_succ = succ[k]; succ_hold = SUCC_HOLD; key = NONE;
+        rec_succ = succ[k]; succ_hold = SUCC_HOLD; keyDelete();
         co[k] = CO_STANDBY; fo[k] = WATCHING; stable[k] = false;
         if
         :: grantor_inst[kmaster[k]] == INST(k) -> gconn[kmaster[k]] = false
@@ -560,16 +575,37 @@ inline nickvCron(k) {
     :: else -> skip
     fi;
     if
-    :: co[k] != CO_STANDBY && !cut[k] && key == k ->
-        key_ttl = TTL; held_left[k] = HELD         /* roundLease: a keep-alive answered */
+    :: co[k] != CO_STANDBY && !cut[k] && key == k && !key_expired ->
+#ifdef MUT_RESUME_AFTER_LAPSE
+        key_ttl = TTL; held_left[k] = HELD         /* leads again on a lapsed lease */
+#else
+        if
+        :: held_left[k] > 0 ->
+            key_ttl = TTL; held_left[k] = HELD     /* roundLease: a keep-alive answered */
+        :: else ->
+            /* roundLease, the lapse rule: answered after our held ran out
+             * (the lease revived). That lease never counts again: the key
+             * moves onto a new one (nkEtcdMoveLease, in one step while it is
+             * still ours), so a revoke of the old lease sent earlier no
+             * longer reaches it, and held counts from the new grant. */
+            key_ttl = TTL; held_left[k] = HELD;
+            for (q : 0 .. NK - 1) { rv_pending[q] = false }
+        fi
+#endif
     :: else -> skip
     fi;
     if
-    :: co[k] != CO_STANDBY && (held_left[k] == 0 || key != k) -> roleLost(k)
+    :: co[k] != CO_STANDBY && (held_left[k] == 0 || (key != k && !cut[k])) ->
+        roleLost(k)             /* cut off from etcd, it cannot see its key gone */
     :: else -> skip
     fi;
     if
-    :: co[k] == CO_STANDBY -> standbyCampaign(k)
+    :: co[k] == CO_STANDBY ->
+        /* roundKeyExpiring, keyLeaseRead: reads of another's key's lease
+         * prove it past its TTL: a revoke sent, which takes effect later
+         * (NicKV), whatever the key's state by then */
+        if :: !cut[k] && key != NONE && key != k && key_expired -> rv_pending[k] = true :: else -> skip fi;
+        standbyCampaign(k)
     :: co[k] == CO_LEADER -> foTick(k)
     :: co[k] == CO_RESIGNING ->
         probeConfirm(k, kmaster[k]);
@@ -580,15 +616,17 @@ inline nickvCron(k) {
 proctype NicKV(byte k) {
     do
     :: atomic { nk_up[k] && !nk_paused[k] -> nickvCron(k) }
+    :: atomic { rv_pending[k] -> keyDelete() }     /* the standby's revoke takes effect */
     od
 }
 
 /* ------------------------------------------------------------ Time */
 
-/* A tick: every countdown down by one, every age up; etcd expires the key
- * whose TTL ran out (atomically, as etcd does). A Nic-KV that runs takes
- * a round between two ticks (its timers keep up); one that does not is
- * paused, crashed, or cut off from etcd: the faults. */
+/* A tick: every countdown down by one, every age up; the key whose TTL
+ * ran out is expired (still there, not renewed), and etcd's sweep deletes
+ * it by the next tick (every 500 ms; or earlier, Clock). A Nic-KV that
+ * runs takes a round between two ticks (its timers keep up); one that does
+ * not is paused, crashed, or cut off from etcd: the faults. */
 inline tick() {
     for (i : 0 .. NODES - 1) {
         if :: lease_left[i] > 0 -> lease_left[i]-- :: else -> skip fi;
@@ -607,9 +645,10 @@ inline tick() {
     }
     if :: succ_hold > 0 -> succ_hold-- :: else -> skip fi;
     if
-    :: key != NONE ->
+    :: key != NONE && key_expired -> keyDelete()          /* the sweep */
+    :: key != NONE && !key_expired ->
         key_ttl--;
-        if :: key_ttl == 0 -> key = NONE :: else -> skip fi
+        if :: key_ttl == 0 -> key_expired = true :: else -> skip fi
     :: else -> skip
     fi
 }
@@ -636,6 +675,7 @@ inline catchUp() {
 proctype Clock() {
     do
     :: atomic { keptUp(0) && keptUp(1) -> catchUp(); tick() }
+    :: atomic { key_expired -> keyDelete() }            /* etcd's sweep, early */
     od
 }
 
@@ -721,6 +761,9 @@ proctype Faults() {
         if :: fl_to[i] != NONE -> fl_to[i] = NONE; faults++ :: else -> skip fi }     /* a grant lost */
     :: atomic { faults < FAULTS -> select(i : 0 .. NODES - 1);
         if :: gconn[i] -> gconn[i] = false; faults++ :: else -> skip fi }           /* a connection lost */
+    :: atomic { faults < FAULTS && key_expired ->
+        /* an etcd leader change: it revives the lease not yet swept */
+        key_expired = false; key_ttl = TTL; faults++ }
     :: atomic { faults < FAULTS -> select(i : 0 .. NODES - 1);
         /* A client that read Nic-KV's instance id (INFO's run_id) but
          * lacks its key grants while the grantor's connection is down and

@@ -28,7 +28,8 @@ tags {"skv build"} {
         puts $out
         if {$status != 0} { fail "a mutation was not caught:\n$out" }
         foreach m {MUT_GRANT_ANY_HOLDER MUT_WINDOW_FROM_NOW MUT_STALE_MEMBER
-                   MUT_COUNT_BEFORE_RECORD MUT_ROLLBACK_NO_BUMP} {
+                   MUT_COUNT_BEFORE_RECORD MUT_ROLLBACK_NO_BUMP
+                   MUT_RESUME_AFTER_LAPSE} {
             assert_match "*\n$m *caught, violated: *fencing.pml.trail*" $out
         }
         assert_match "*check-model: ok" $out
