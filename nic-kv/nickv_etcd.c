@@ -1437,6 +1437,13 @@ int nkEtcdLeaseRevoke(nkEtcd *e, long long id, char *err, size_t errlen) {
     return C_OK;
 }
 
+/* A txn's request: key = val attached to lease. */
+static sds jsonPutLeased(sds out, const char *key, const char *val, long long lease) {
+    out = jsonBytesField(sdscat(out, "{\"request_put\":{"), "key", key);
+    out = jsonBytesField(sdscat(out, ","), "value", val);
+    return sdscatprintf(out, ",\"lease\":\"%lld\"}}", lease);
+}
+
 int nkEtcdCreate(nkEtcd *e, const char *key, const char *val, long long lease, int *won, sds *cur, char *err,
                  size_t errlen) {
     etcdAnswer a;
@@ -1444,11 +1451,8 @@ int nkEtcdCreate(nkEtcd *e, const char *key, const char *val, long long lease, i
     int rv;
 
     body = jsonBytesField(body, "key", key);
-    body = sdscat(body, "}],\"success\":[{\"request_put\":{");
-    body = jsonBytesField(body, "key", key);
-    body = sdscat(body, ",");
-    body = jsonBytesField(body, "value", val);
-    body = sdscatprintf(body, ",\"lease\":\"%lld\"}}],\"failure\":[{\"request_range\":{", lease);
+    body = jsonPutLeased(sdscat(body, "}],\"success\":["), key, val, lease);
+    body = sdscat(body, "],\"failure\":[{\"request_range\":{");
     body = jsonBytesField(body, "key", key);
     body = sdscat(body, "}}]}");
     rv = etcdCall(e, "/v3/kv/txn", body, &a, err, errlen);
@@ -1572,22 +1576,33 @@ int nkEtcdLeaseExists(nkEtcd *e, long long id, int *exists, char *err, size_t er
     return C_OK;
 }
 
-/* A transaction: compare VALUE of ckey with cval, then do one request. */
-static int etcdValueTxn(nkEtcd *e, const char *ckey, const char *cval, sds request, int *ok, char *err,
-                        size_t errlen) {
+/* The compare "ckey's value is cval", after out's "[" or ",". */
+static sds jsonValueIs(sds out, const char *ckey, const char *cval) {
+    out = jsonBytesField(sdscat(out, "{\"target\":\"VALUE\",\"result\":\"EQUAL\","), "key", ckey);
+    return sdscat(jsonBytesField(sdscat(out, ","), "value", cval), "}");
+}
+
+/* A txn of compares (a JSON list's items) and one request if they hold:
+ * *ok = 1 when they held. */
+static int etcdTxnIf(nkEtcd *e, const char *compares, const char *request, int *ok, char *err, size_t errlen) {
     etcdAnswer a;
-    sds body = sdsnew("{\"compare\":[{\"target\":\"VALUE\",\"result\":\"EQUAL\",");
+    sds body = sdscatprintf(sdsempty(), "{\"compare\":[%s],\"success\":[%s]}", compares, request);
     int rv;
 
-    body = jsonBytesField(body, "key", ckey);
-    body = sdscat(body, ",");
-    body = jsonBytesField(body, "value", cval);
-    body = sdscatprintf(body, "}],\"success\":[%s]}", request);
     rv = etcdCall(e, "/v3/kv/txn", body, &a, err, errlen);
     sdsfree(body);
     if (rv == C_ERR) return C_ERR;
     rv = etcdBool(&a, "succeeded", ok, err, errlen);
     sdsfree(a.doc);
+    return rv;
+}
+
+/* request, only if ckey's value is cval. */
+static int etcdValueTxn(nkEtcd *e, const char *ckey, const char *cval, sds request, int *ok, char *err,
+                        size_t errlen) {
+    sds cmp = jsonValueIs(sdsempty(), ckey, cval);
+    int rv = etcdTxnIf(e, cmp, request, ok, err, errlen);
+    sdsfree(cmp);
     return rv;
 }
 
@@ -1606,25 +1621,14 @@ int nkEtcdPutIf(nkEtcd *e, const char *guard, const char *guard_val, const char 
 
 int nkEtcdMoveLease(nkEtcd *e, const char *key, const char *val, long long from, long long to, int *ok, char *err,
                     size_t errlen) {
-    etcdAnswer a;
-    sds body = sdsnew("{\"compare\":[{\"target\":\"VALUE\",\"result\":\"EQUAL\",");
+    sds cmp = jsonValueIs(sdsempty(), key, val), req = jsonPutLeased(sdsempty(), key, val, to);
     int rv;
 
-    body = jsonBytesField(body, "key", key);
-    body = sdscat(body, ",");
-    body = jsonBytesField(body, "value", val);
-    body = sdscat(body, "},{\"target\":\"LEASE\",\"result\":\"EQUAL\",");
-    body = jsonBytesField(body, "key", key);
-    body = sdscatprintf(body, ",\"lease\":\"%lld\"}],\"success\":[{\"request_put\":{", from);
-    body = jsonBytesField(body, "key", key);
-    body = sdscat(body, ",");
-    body = jsonBytesField(body, "value", val);
-    body = sdscatprintf(body, ",\"lease\":\"%lld\"}}]}", to);
-    rv = etcdCall(e, "/v3/kv/txn", body, &a, err, errlen);
-    sdsfree(body);
-    if (rv == C_ERR) return C_ERR;
-    rv = etcdBool(&a, "succeeded", ok, err, errlen);
-    sdsfree(a.doc);
+    cmp = jsonBytesField(sdscat(cmp, ",{\"target\":\"LEASE\",\"result\":\"EQUAL\","), "key", key);
+    cmp = sdscatprintf(cmp, ",\"lease\":\"%lld\"}", from);
+    rv = etcdTxnIf(e, cmp, req, ok, err, errlen);
+    sdsfree(cmp);
+    sdsfree(req);
     return rv;
 }
 

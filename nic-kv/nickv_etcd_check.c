@@ -14,6 +14,9 @@
  *   nickv-etcd-check [-t ms] <urls> putif <guard> <gval> <key> <val>
  *                                                        -> "ok" | "refused"
  *   nickv-etcd-check [-t ms] <urls> deleteif <key> <val> -> "ok" | "refused"
+ *   nickv-etcd-check [-t ms] <urls> movelease <key> <val> <from> <to>
+ *                                                        -> "ok" | "refused"
+ *   nickv-etcd-check [-t ms] <urls> ttl <id>             -> "<ttl> <granted> <raft term>"
  *
  * Then "endpoint <h:p>" on a second line: the endpoint the call used. On
  * failure the error is on stderr and the exit status is 1; bad usage exits
@@ -49,7 +52,7 @@ static void usage(void) {
     fprintf(stderr, "usage: nickv-etcd-check [-t ms] [--user u [--password p]] [--cacert f] [--cert f --key f]\n"
                     "       [--auth-timeout ms] [--again ms] <urls> grant <ttl> | keepalive <id> | revoke <id> |\n"
                     "       create <key> <val> <lease> | get <key> | putif <guard> <gval> <key> <val> |\n"
-                    "       deleteif <key> <val>\n");
+                    "       deleteif <key> <val> | movelease <key> <val> <from> <to> | ttl <id>\n");
     exit(2);
 }
 
@@ -90,6 +93,12 @@ static int call(nkEtcd *e, const char *op, int n, char **arg, char *err, size_t 
             printf("%s\n", ok ? "ok" : "refused");
     } else if (!strcmp(op, "deleteif") && n == 2) {
         if ((rv = nkEtcdDeleteIf(e, arg[0], arg[1], &ok, err, errlen)) == 0) printf("%s\n", ok ? "ok" : "refused");
+    } else if (!strcmp(op, "movelease") && n == 4) {
+        if ((rv = nkEtcdMoveLease(e, arg[0], arg[1], number(arg[2]), number(arg[3]), &ok, err, errlen)) == 0)
+            printf("%s\n", ok ? "ok" : "refused");
+    } else if (!strcmp(op, "ttl") && n == 1) {
+        if ((rv = nkEtcdLeaseTTL(e, number(arg[0]), &a, &b, err, errlen)) == 0)
+            printf("%lld %lld %lld\n", a, b, nkEtcdLastTerm(e));
     }
     sdsfree(val);
     if (rv == 0) printf("endpoint %s\n", nkEtcdEndpoint(e));

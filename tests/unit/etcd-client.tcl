@@ -169,6 +169,36 @@ tags {"skv etcd external:skip"} {
         assert_equal refused [ec deleteif /skv/del mine]
     }
 
+    test {etcd client: movelease moves a key to another lease only when its value and lease match} {
+        # What a Nic-KV does with its leader key when etcd renewed its lease
+        # after its own count ran out (nickv_coord.c, roundLease).
+        lassign [ec grant 30] old
+        lassign [ec grant 30] new
+        assert_equal won [ec create /skv/moved mine $old]
+        assert_equal refused [ec movelease /skv/moved theirs $old $new]
+        assert_equal refused [ec movelease /skv/moved mine $new $new]
+        assert_equal refused [ec movelease /skv/absent mine $old $new]
+        assert_equal ok [ec movelease /skv/moved mine $old $new]
+        # The old lease revoked: the key stays, on the new one.
+        assert_equal ok [ec revoke $old]
+        assert_equal mine [lindex [ec get /skv/moved] 0]
+        assert_equal ok [ec revoke $new]
+        assert_equal none [ec get /skv/moved]
+    }
+
+    test {etcd client: a lease's TTL, as granted, and the raft term of the answer} {
+        # The standby's reads of the leader's lease (roundKeyExpiring): the
+        # term must be there, or no revoke is ever proven.
+        lassign [ec grant 30] id
+        lassign [ec ttl $id] ttl granted term
+        assert_equal 30 $granted
+        assert {$ttl >= 28 && $ttl <= 30}
+        assert {$term >= 1}
+        assert_equal ok [ec revoke $id]
+        lassign [ec ttl $id] ttl granted
+        assert_equal -1 $ttl
+    }
+
     test {etcd client: revoke deletes the lease's keys at once} {
         lassign [ec grant 30] id
         assert_equal won [ec create /skv/revoked v $id]
