@@ -55,11 +55,12 @@
  *    later knows the master, and its epoch.
  * 7. (DESIGN.md) A new leader promotes nobody for a lease-time after it won.
  * 8. A keep-alive answered after our count (held) ran out counts for
- *    nothing: the lease is given up, the keys on it revoked with it, and a
- *    new one taken (roundLease). etcd renews an expired lease that a change
- *    of etcd leader revived before its sweep, and a standby revokes a lease
- *    that its reads proved expired (roundKeyExpiring): counted, such a
- *    renewal could let us grant after that revoke let another Nic-KV lead.
+ *    nothing: a new lease is taken, the leader key moved onto it if it is
+ *    still ours on the old one, and the old one revoked (roundLease). etcd
+ *    renews an expired lease that a change of etcd leader revived before
+ *    its sweep, and a standby revokes a lease that its reads proved
+ *    expired (roundKeyExpiring): counted, such a renewal could let us grant
+ *    after that revoke let another Nic-KV lead.
  *
  * It assumes what the master's lease assumes (clock rates within 10 %),
  * etcd's own guarantee that a lease does not expire before its TTL after a
@@ -75,8 +76,9 @@
  *                lately, we know the master's nickv-lease (coordThread:
  *                create)--> LEADER
  *   LEADER     --a keep-alive failed for longer than held allows, the key
- *                is gone or another's, or etcd says the lease expired, or
- *                renewed it too late (8.)--> STANDBY
+ *                is gone or another's, or etcd says the lease expired (a
+ *                renewal too late, 8., moves the key to a new lease: a
+ *                leadership counted anew from it)--> STANDBY
  *   LEADER     --not on the master's server, the master valid for
  *                NK_COORD_MOVE_STABLE_MS, a Nic-KV on its server alive
  *                (member key): no more grants--> RESIGNING
