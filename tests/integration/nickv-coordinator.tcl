@@ -15,6 +15,7 @@
 
 source tests/skv/helpers.tcl
 source tests/skv/etcd.tcl
+package require http
 
 # ------------------------------------------------------------ Helpers ---
 
@@ -57,6 +58,41 @@ proc co_index {port} {
 
 proc co_level {i} { expr {$i - 2} }
 
+# A call of etcd's JSON gateway as root (the test's own user), answer's text.
+proc co_etcd_post {path body} {
+    set hdr {}
+    if {$path ne {/v3/auth/authenticate}} {
+        if {![info exists ::co_etcd_token]} {
+            set a [co_etcd_post /v3/auth/authenticate {{"name":"root","password":"co-root-secret"}}]
+            if {![regexp {"token":"([^"]+)"} $a -> ::co_etcd_token]} { fail "no etcd token: $a" }
+        }
+        set hdr [list Authorization $::co_etcd_token]
+    }
+    set url [lindex [etcd_running_urls] 0]
+    if {![string match http* $url]} { set url http://$url }
+    set tok [::http::geturl $url$path -query $body -type application/json -headers $hdr -timeout 3000]
+    set data [::http::data $tok]
+    ::http::cleanup $tok
+    return $data
+}
+
+# When etcd's sweep of expired leases (every 500 ms, its lessor's loop)
+# last ran: a lease of 2 s left to expire, its TTL read every 5 ms until it
+# is gone (the clock's ms, a few late).
+proc co_sweep_tick {} {
+    if {![regexp {"ID":"([0-9]+)"} [co_etcd_post /v3/lease/grant {{"TTL":"2"}}] -> id]} {
+        fail "no lease for the sweep's phase"
+    }
+    set start [clock milliseconds]
+    after 1900
+    while {[clock milliseconds] - $start < 5000} {
+        set a [co_etcd_post /v3/lease/timetolive "{\"ID\":\"$id\"}"]
+        if {[regexp {"TTL":"-1"} $a]} { return [clock milliseconds] }
+        after 5
+    }
+    fail "a lease of 2 s still there after 5 s"
+}
+
 # Dead leaders' etcd leases that the standbys (nodes 1 and 2) revoked.
 proc co_revoked {} {
     expr {[nickv_info [co_nk 1] leader_leases_revoked] + [nickv_info [co_nk 2] leader_leases_revoked]}
@@ -87,14 +123,15 @@ proc co_node_role {port} {
     return [lindex $r 0]
 }
 
-# Node 0's Nic-KV, leading, killed (-9); once a standby leads: its
-# options, for nickv_restart.
-proc co_kill_leading_nickv {} {
+# Node 0's Nic-KV, leading, killed (-9), at the clock's ms "at" if given;
+# once a standby leads: its options, for nickv_restart.
+proc co_kill_leading_nickv {{at {}}} {
     wait_for_condition 300 100 {
         [co_leaders] eq {0}
     } else {
         fail "node 0's Nic-KV does not lead: [co_role 0] [co_role 1] [co_role 2]"
     }
+    if {$at ne {}} { after [expr {max(0, $at - [clock milliseconds])}] }
     set saved [co_nk 0]
     set ::co(killed_at) [clock milliseconds]
     nickv_stop $saved KILL
@@ -542,11 +579,11 @@ start_server [list overrides $co_conf] {
         # leader key of a killed leader goes 0-500 ms after its expiry. A
         # standby that read its TTL 0, then 0 again more than 1.11 s later
         # with no renewal between, revokes it (roundKeyExpiring), 110-210 ms
-        # after the expiry. Which comes first is chance (the sweep about one
-        # time in three): node 0's leading Nic-KV is killed until a standby
-        # revokes, 12 times at most (all to the sweep: about 1 in 500000 on
-        # an idle machine; a loaded one delays the standby's reads, not the
-        # sweep).
+        # after the expiry, on an idle machine; on a loaded one its reads come
+        # later, and the sweep wins most kills (11 of 12 once in CI). So the
+        # kill is timed from the sweep's phase: the key expires 20-120 ms
+        # after a sweep (the last keep-alive came 0-100 ms before the kill),
+        # and the standby has 380 ms before the next. Up to 12 kills.
         # And never early: a standby leads no sooner than the key's TTL
         # after the kill, less the 0.1 s between two keep-alives (a revoke
         # on a run of reads that proves nothing, or without the 1.11 s,
@@ -555,7 +592,9 @@ start_server [list overrides $co_conf] {
         set revoked 0
         for {set n 0} {$n < 12 && !$revoked} {} {
             incr n
-            set saved [co_kill_leading_nickv]
+            set tick [co_sweep_tick]
+            set at [expr {$tick + 500 * (int(([clock milliseconds] + 2500 - $tick) / 500) + 1) - 1880}]
+            set saved [co_kill_leading_nickv $at]
             set revoked [expr {[co_revoked] - $before}]
             assert_morethan_equal [expr {$::co(led_at) - $::co(killed_at)}] 1700
             set co(nk,0) [nickv_restart $saved]
